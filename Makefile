@@ -1,0 +1,47 @@
+# Konfig developer entry points. Everything installs itself into .venv on first use.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv lint test unit demo bench cluster-up cluster-down clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## lint: ruff (lint + format check) and mypy (strict)
+lint: venv
+	$(BIN)/ruff check tools hack
+	$(BIN)/ruff format --check tools hack
+	$(BIN)/mypy
+
+## test: lint, then every test (the local Kubernetes control plane is built and started as needed)
+test: lint
+	$(BIN)/python -m pytest
+
+## unit: tests that need no cluster
+unit: venv
+	$(BIN)/python -m pytest -m "not cluster"
+
+## demo: the whole loop on the example stacks
+demo: venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" hack/demo
+
+## bench: compile throughput benchmark
+bench: venv
+	$(BIN)/python hack/bench_compile.py
+
+cluster-up:
+	hack/cluster up
+
+cluster-down:
+	hack/cluster down
+
+clean:
+	rm -rf $(VENV) .cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from konfig.cli import main
+
+main()

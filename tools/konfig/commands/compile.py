@@ -1,0 +1,114 @@
+"""``konfig compile``: compile stacks into Specs, in parallel worker processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from konfig.commands._common import load_repository, report_problems, select_stacks
+from konfig.compile import (
+    CompileInput,
+    CompileResult,
+    compile_many,
+    default_jobs,
+    stacks_inputs,
+)
+from konfig.console import echo_json, error, info, progress_bar
+from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from konfig.fsutil import atomic_write_text
+
+
+@click.command("compile")
+@click.argument("stacks", nargs=-1)
+@click.option("--all", "all_stacks", is_flag=True, help="Compile every stack.")
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write each Spec to DIR/<stack path>/spec.yaml instead of stdout.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes (default: number of CPUs).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary per stack.")
+@click.pass_context
+def command(
+    ctx: click.Context,
+    stacks: tuple[str, ...],
+    all_stacks: bool,
+    out: Path | None,
+    jobs: int | None,
+    as_json: bool,
+) -> int:
+    """Compile STACKs (appops/<project>/<stack> or <project>/<stack>) into Specs.
+
+    A broken stack never stops the others: its error is reported with file, line
+    and column, the others still compile, and the exit code is 1.
+    """
+    repo = load_repository(ctx)
+    report_problems(repo)
+    selected = select_stacks(repo, stacks, all_stacks=all_stacks)
+    if not selected:
+        raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")
+    prepared = stacks_inputs(repo, selected)
+    inputs = [p for p in prepared if isinstance(p, CompileInput)]
+    failed_early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
+    with progress_bar("compiling", len(inputs), enabled=not as_json) as bar:
+        compiled = compile_many(
+            inputs,
+            jobs=jobs or default_jobs(),
+            progress=lambda r: bar.advance(Path(r.stack_path).name),
+        )
+    by_path = {r.stack_path: r for r in compiled} | failed_early
+    results = [by_path[s.path] for s in selected]
+
+    for result in results:
+        if result.spec is None:
+            continue
+        if out is not None:
+            atomic_write_text(out / result.stack_path / "spec.yaml", result.spec.to_yaml())
+        elif not as_json:
+            if len(results) > 1:
+                click.echo(f"---\n# {result.stack_path}")
+            click.echo(result.spec.to_yaml(), nl=False)
+
+    failures = [r for r in results if r.error is not None]
+    if as_json:
+        echo_json(
+            [
+                {
+                    "path": r.stack_path,
+                    "ok": r.ok,
+                    "resources": len(r.spec.resources) if r.spec else 0,
+                    "seconds": round(r.seconds, 4),
+                    "error": _error_json(r),
+                }
+                for r in results
+            ]
+        )
+    else:
+        for r in failures:
+            error(f"{r.stack_path}: compile failed\n  {r.error}".replace("\n", "\n  "))
+        if out is not None or len(results) > 1:
+            ok = len(results) - len(failures)
+            info(f"compiled {ok}/{len(results)} stacks" + (f" into {out}" if out else ""))
+    return EXIT_FINDINGS if failures else EXIT_OK
+
+
+def _error_json(result: CompileResult) -> dict[str, object] | None:
+    if result.error is None:
+        return None
+    e = result.error
+    return {
+        "message": e.message,
+        "file": e.file,
+        "line": e.line,
+        "column": e.column,
+        "details": list(e.details),
+    }

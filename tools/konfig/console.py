@@ -1,0 +1,62 @@
+"""Terminal output for the CLI: errors, JSON, progress. Only the CLI layer imports this."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+err_console = Console(stderr=True, highlight=False)
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+def error(message: str) -> None:
+    click.secho(f"error: {message}", fg="red", err=True)
+
+
+def warn(message: str) -> None:
+    click.secho(f"warning: {message}", fg="yellow", err=True)
+
+
+def info(message: str) -> None:
+    click.echo(message, err=True)
+
+
+class ProgressBar:
+    """A progress bar on stderr when it is a terminal; silent otherwise."""
+
+    def __init__(self, progress: Progress | None, task: Any) -> None:
+        self._progress = progress
+        self._task = task
+
+    def advance(self, label: str = "") -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1, status=label)
+
+
+@contextmanager
+def progress_bar(description: str, total: int, *, enabled: bool = True) -> Iterator[ProgressBar]:
+    if not enabled or total <= 1 or not sys.stderr.isatty():
+        yield ProgressBar(None, None)
+        return
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=err_console,
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task(description, total=total, status="")
+        yield ProgressBar(progress, task)

@@ -1,0 +1,173 @@
+"""The one module that talks to the KCL compiler (``kcl-lib``, in process).
+
+Everything KCL returns is turned into plain data here: the compiled output as a
+Python value, or :class:`Diagnostic` records (file, line, column, message) parsed
+from KCL's error text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import kcl_lib.api as kcl_api
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_LOCATION = re.compile(r"^\s*-->\s+(?P<file>.+?):(?P<line>\d+)(?::(?P<col>\d+))?\s*$")
+_GUTTER = re.compile(r"^\s*\|\s*(?P<msg>\S.*)$")
+_HEADER = re.compile(r"^(?:error|warning)\[(?P<code>\w+)\]:\s*(?P<kind>\w+)")
+_BARE_KIND = re.compile(r"^(?P<kind>[A-Z]\w*Error)\s*$")
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One KCL error location: ``file:line:column: message``."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    kind: str = "Error"
+
+    def location(self) -> str:
+        if self.file is None:
+            return ""
+        parts = [self.file]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+    def __str__(self) -> str:
+        where = self.location()
+        return f"{where}: {self.kind}: {self.message}" if where else f"{self.kind}: {self.message}"
+
+
+class KclError(Exception):
+    """KCL rejected the program; carries the parsed diagnostics and the plain text."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic], text: str) -> None:
+        self.diagnostics = tuple(diagnostics)
+        self.text = text
+        super().__init__(self.summary())
+
+    def summary(self) -> str:
+        if not self.diagnostics:
+            return self.text.strip() or "KCL compilation failed"
+        first = self.diagnostics[0]
+        related = [d for d in self.diagnostics[1:] if d.message != first.message]
+        text = str(first)
+        for extra in related[:3]:
+            text += f"\n  {extra.location()}: {extra.message}" if extra.file else f"\n  {extra}"
+        return text
+
+
+@cache
+def _api() -> kcl_api.API:
+    return kcl_api.API()
+
+
+@cache
+def version() -> str:
+    """The KCL compiler version, e.g. ``0.13.2``."""
+    return str(_api().get_version().version)
+
+
+def parse_diagnostics(raw: str, *, root: Path | None = None) -> list[Diagnostic]:
+    """Parse KCL's pretty error text into diagnostics, deduplicated, in order."""
+    text = _ANSI.sub("", raw)
+    found: list[Diagnostic] = []
+    kind = "Error"
+    pending: tuple[str, int, int | None] | None = None
+    for line in text.splitlines():
+        header = _HEADER.match(line.strip()) or _BARE_KIND.match(line.strip())
+        if header:
+            kind = header.group("kind")
+            continue
+        loc = _LOCATION.match(line)
+        if loc:
+            if pending is not None:
+                found.append(_diag(pending, "", kind, root))
+            col = loc.group("col")
+            pending = (loc.group("file"), int(loc.group("line")), int(col) if col else None)
+            continue
+        gutter = _GUTTER.match(line)
+        if pending is not None and gutter:
+            # the message follows the gutter, after a caret when KCL points at a column
+            msg = gutter.group("msg").lstrip("^").strip()
+            if msg:
+                found.append(_diag(pending, msg, kind, root))
+                pending = None
+    if pending is not None:
+        found.append(_diag(pending, "", kind, root))
+    if not found:
+        stripped = text.strip()
+        header = re.match(r"^error\[\w+\]:\s*(\w+)\s*-\s*(.*)$", stripped, re.S)
+        if header:
+            return [Diagnostic(message=header.group(2).strip(), kind=header.group(1))]
+        return [Diagnostic(message=stripped or "KCL compilation failed")]
+    unique: list[Diagnostic] = []
+    for diag in found:
+        if diag not in unique:
+            unique.append(diag)
+    return unique
+
+
+def _diag(where: tuple[str, int, int | None], msg: str, kind: str, root: Path | None) -> Diagnostic:
+    file, line, col = where
+    if root is not None:
+        try:
+            file = Path(file).resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            pass
+    return Diagnostic(message=msg or kind, file=file, line=line, column=col, kind=kind)
+
+
+def _argument_value(value: Any) -> str:
+    # KCL parses option values as literals and JSON is a subset it understands; a
+    # string is quoted too, so the value "3" stays the string "3" instead of an int.
+    return json.dumps(value)
+
+
+def run(
+    files: Sequence[str],
+    *,
+    work_dir: Path,
+    options: Iterable[tuple[str, Any]] = (),
+    root: Path | None = None,
+    select: Sequence[str] = (),
+) -> Any:
+    """Compile ``files`` as one main package and return the output as Python data.
+
+    Raises :class:`KclError` with parsed diagnostics when KCL rejects the program.
+    """
+    args = kcl_api.ExecProgramArgs(
+        k_filename_list=list(files),
+        work_dir=str(work_dir),
+        args=[kcl_api.Argument(name=k, value=_argument_value(v)) for k, v in options],
+        path_selector=list(select),
+        disable_yaml_result=True,
+    )
+    try:
+        result = _api().exec_program(args)
+    except Exception as exc:  # kcl-lib raises bare Exception for compile errors
+        text = str(exc)
+        raise KclError(parse_diagnostics(text, root=root), _ANSI.sub("", text)) from None
+    if result.err_message:
+        raise KclError(
+            parse_diagnostics(result.err_message, root=root), _ANSI.sub("", result.err_message)
+        )
+    return json.loads(result.json_result) if result.json_result else None
+
+
+def import_deps(file: Path) -> tuple[list[str], list[str]]:
+    """The files a KCL file imports (resolved by KCL) and its parse errors."""
+    result = _api().parse_file(kcl_api.ParseFileArgs(path=str(file)))
+    errors = [_ANSI.sub("", m.msg) for e in result.errors for m in e.messages]
+    return list(result.deps), errors
