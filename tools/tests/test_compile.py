@@ -112,8 +112,23 @@ def test_parallel_equals_serial(repo_builder: RepoBuilder) -> None:
     repo = discover(repo_builder.root)
     inputs = [compile_input(repo, s) for s in repo.stacks]
     serial = compile_many(inputs, jobs=1)
-    parallel = compile_many(inputs, jobs=2)
+    parallel = compile_many(inputs, jobs=2, pool_startup=0.0)  # force worker processes
     assert [r.stack_path for r in parallel] == [i.stack_path for i in inputs]
     assert [r.spec for r in serial] == [r.spec for r in parallel]
     assert all(r.ok for r in parallel)
     assert yaml.safe_load(serial[0].spec.to_yaml())["resources"]  # type: ignore[union-attr]
+
+
+def test_parallel_reports_broken_stack(repo_builder: RepoBuilder) -> None:
+    repo_builder.stack("a", "dev")
+    repo_builder.stack("b", "dev", main="a = {\n  b = \n")
+    repo_builder.stack("c", "dev")
+    repo = discover(repo_builder.root)
+    inputs = [compile_input(repo, s) for s in repo.stacks]
+    seen: list[str] = []
+    results = compile_many(
+        inputs, jobs=2, pool_startup=0.0, progress=lambda r: seen.append(r.stack_path)
+    )
+    assert [r.ok for r in results] == [True, False, True]
+    assert results[1].error is not None and results[1].error.file == "appops/b/dev/main.k"
+    assert sorted(seen) == [i.stack_path for i in inputs]
