@@ -171,3 +171,38 @@ def import_deps(file: Path) -> tuple[list[str], list[str]]:
     result = _api().parse_file(kcl_api.ParseFileArgs(path=str(file)))
     errors = [_ANSI.sub("", m.msg) for e in result.errors for m in e.messages]
     return list(result.deps), errors
+
+
+@dataclass(frozen=True)
+class TestCase:
+    """One KCL unit test (a ``test_*`` lambda in a ``*_test.k`` file) and its outcome."""
+
+    __test__ = False  # not a pytest class
+
+    name: str
+    seconds: float
+    error: Diagnostic | None = None  # None: passed
+    log: str = ""
+
+
+def test(package_dir: Path, *, root: Path | None = None) -> list[TestCase]:
+    """Run the ``*_test.k`` files of one KCL package (a directory) through kcl-lib.
+
+    Raises :class:`KclError` when the package or its tests do not compile.
+    """
+    args = kcl_api.TestArgs(pkg_list=[str(package_dir.resolve())])
+    try:
+        result = _api().test(args)
+    except Exception as exc:  # kcl-lib raises bare Exception for compile errors
+        text = str(exc)
+        raise KclError(parse_diagnostics(text, root=root), _ANSI.sub("", text)) from None
+    cases: list[TestCase] = []
+    for info in result.info:
+        error = None
+        if info.error:
+            diags = parse_diagnostics(info.error, root=root)
+            error = diags[0] if diags else Diagnostic(message=_ANSI.sub("", info.error).strip())
+        # kcl-lib reports the duration in microseconds
+        log = _ANSI.sub("", info.log_message)
+        cases.append(TestCase(info.name, info.duration / 1e6, error, log))
+    return cases
