@@ -1,0 +1,97 @@
+"""Which stacks (and KCL unit-test packages) `konfig test` and `konfig check` look at.
+
+- no arguments or ``--all``: every stack, every unit-test package;
+- stack addresses: those stacks, and the unit tests inside them and their project's
+  shared ``base/``;
+- ``--files``: the arguments are changed file paths (what pre-commit passes); a
+  simple mapping picks the stacks they affect: a file inside a stack, a project-level
+  file (all stacks of the project), or anything under ``base/`` or matching a repo-wide
+  trigger (every stack). ``konfig changed`` does the exact import-graph analysis; this
+  mapping over-approximates on purpose (cheap and never misses a stack of its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+
+from konfig.errors import UsageError
+from konfig.repo import APPOPS, Repository, Stack, is_within, resolve_stacks
+
+
+@dataclass(frozen=True)
+class Selection:
+    stacks: tuple[Stack, ...]
+    # directories whose unit-test packages to run; None: every package
+    test_scope: tuple[str, ...] | None
+    everything: bool = False
+
+
+def select_for_command(
+    repo: Repository, args: Sequence[str], *, all_stacks: bool, from_files: bool
+) -> Selection:
+    if all_stacks and args:
+        raise UsageError("give stacks or --all, not both")
+    if from_files:
+        return stacks_for_files(repo, args)
+    if all_stacks or not args:
+        return Selection(repo.stacks, None, everything=True)
+    stacks = resolve_stacks(repo, args)
+    return Selection(tuple(stacks), _scope(stacks))
+
+
+def _scope(stacks: Sequence[Stack]) -> tuple[str, ...]:
+    scope: list[str] = []
+    for stack in stacks:
+        for path in (stack.path, f"{stack.project_path}/base"):
+            if path not in scope:
+                scope.append(path)
+    return tuple(scope)
+
+
+def _relative(repo: Repository, raw: str) -> str | None:
+    path = Path(raw)
+    if not path.is_absolute():
+        path = Path.cwd() / path
+    try:
+        return path.resolve().relative_to(repo.root.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def _is_trigger(repo: Repository, rel: str) -> bool:
+    for pattern in repo.config.triggers:
+        if fnmatch(rel, pattern) or (pattern.endswith("/**") and is_within(rel, pattern[:-3])):
+            return True
+    return False
+
+
+def stacks_for_files(repo: Repository, files: Sequence[str]) -> Selection:
+    """The stacks and unit-test packages that changed ``files`` may affect."""
+    chosen: dict[str, Stack] = {}
+    scope: list[str] = []
+    for raw in files:
+        rel = _relative(repo, raw)
+        if rel is None:
+            continue
+        if rel.startswith("base/") or _is_trigger(repo, rel):
+            return Selection(repo.stacks, None, everything=True)
+        if not is_within(rel, APPOPS):
+            continue
+        hit = False
+        for stack in repo.stacks:
+            in_stack = is_within(rel, stack.path)
+            in_project = is_within(rel, stack.project_path) and not any(
+                is_within(rel, s.path) for s in repo.stacks if s.project_path == stack.project_path
+            )
+            if in_stack or in_project:
+                chosen.setdefault(stack.path, stack)
+                hit = True
+        if not hit:
+            # e.g. a file of a stack that discovery rejected (bad stack.yaml): check it by
+            # its directory so its structure findings still show
+            scope.append(str(Path(rel).parent.as_posix()))
+    stacks = tuple(chosen[p] for p in sorted(chosen))
+    return Selection(stacks, tuple(dict.fromkeys([*_scope(stacks), *scope])))

@@ -1,0 +1,273 @@
+"""``konfig test``: golden tests of stacks and KCL unit tests, with JUnit XML."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from konfig import golden, junit
+from konfig.commands._common import load_repository, report_problems
+from konfig.commands._selection import select_for_command
+from konfig.compile import CompileInput, CompileResult, compile_many, default_jobs, stacks_inputs
+from konfig.console import echo_json, info, progress_bar
+from konfig.errors import EXIT_FINDINGS, EXIT_OK
+from konfig.fsutil import atomic_write_text
+from konfig.repo import Repository, Stack
+from konfig.unittests import UnitTestResult, discover_packages, run_packages
+
+
+@click.command("test")
+@click.argument("stacks", nargs=-1)
+@click.option("--all", "all_stacks", is_flag=True, help="Test every stack (the default).")
+@click.option(
+    "--files",
+    "from_files",
+    is_flag=True,
+    help="Treat the arguments as changed file paths and test the stacks they affect "
+    "(what the pre-commit hook passes).",
+)
+@click.option("--update", is_flag=True, help="Rewrite the goldens from the compiled output.")
+@click.option(
+    "--junit",
+    "junit_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the results as JUnit XML to FILE.",
+)
+@click.option(
+    "--unit/--no-unit",
+    default=True,
+    show_default=True,
+    help="Run the KCL unit tests (*_test.k).",
+)
+@click.option(
+    "-j", "--jobs", type=click.IntRange(min=1), default=None, help="Compile worker processes."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.pass_context
+def command(
+    ctx: click.Context,
+    stacks: tuple[str, ...],
+    all_stacks: bool,
+    from_files: bool,
+    update: bool,
+    junit_file: Path | None,
+    unit: bool,
+    jobs: int | None,
+    as_json: bool,
+) -> int:
+    """Golden-test STACKs and run the KCL unit tests.
+
+    Each stack is compiled with its ci-test/settings.yaml and compared with
+    ci-test/stdout.golden.yaml (resources by id; key and list order do not matter).
+    Without STACKs: every stack and every *_test.k under base/ and appops/. With
+    STACKs: those stacks and the unit tests inside them and their project's base/.
+    """
+    repo = load_repository(ctx)
+    if not as_json:
+        report_problems(repo)
+    selection = select_for_command(repo, stacks, all_stacks=all_stacks, from_files=from_files)
+
+    compiled = _compile(repo, selection.stacks, jobs=jobs, quiet=as_json)
+    goldens: list[golden.GoldenResult] = []
+    updates: list[golden.UpdateResult] = []
+    for result in compiled:
+        if result.spec is None:
+            continue
+        if update:
+            updates.append(golden.update(repo.root, result.stack_path, result.spec))
+        else:
+            goldens.append(golden.check(repo.root, result.stack_path, result.spec))
+
+    unit_results: list[UnitTestResult] = []
+    if unit:
+        packages = discover_packages(repo.root, selection.test_scope)
+        unit_results = run_packages(repo.root, packages) if packages else []
+
+    compile_failures = [r for r in compiled if r.error is not None]
+    failed = (
+        bool(compile_failures)
+        or any(not g.passed for g in goldens)
+        or any(not u.passed for u in unit_results)
+    )
+    if junit_file is not None:
+        atomic_write_text(junit_file, _junit(compiled, goldens, updates, unit_results))
+    if as_json:
+        echo_json(_json(compiled, goldens, updates, unit_results, failed))
+    else:
+        _print(compiled, goldens, updates, unit_results)
+    return EXIT_FINDINGS if failed else EXIT_OK
+
+
+def _compile(
+    repo: Repository, stacks: Sequence[Stack], *, jobs: int | None, quiet: bool
+) -> list[CompileResult]:
+    prepared = stacks_inputs(repo, stacks)
+    inputs = [p for p in prepared if isinstance(p, CompileInput)]
+    early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
+    with progress_bar("compiling", len(inputs), enabled=not quiet) as bar:
+        done = compile_many(
+            inputs,
+            jobs=jobs or default_jobs(),
+            progress=lambda r: bar.advance(Path(r.stack_path).name),
+        )
+    by_path = {r.stack_path: r for r in done} | early
+    return [by_path[s.path] for s in stacks]
+
+
+def _print(
+    compiled: Sequence[CompileResult],
+    goldens: Sequence[golden.GoldenResult],
+    updates: Sequence[golden.UpdateResult],
+    units: Sequence[UnitTestResult],
+) -> None:
+    for result in compiled:
+        if result.error is not None:
+            click.echo(f"FAIL {result.stack_path}: compile failed")
+            click.echo(f"  {result.error}".replace("\n", "\n  "))
+    for g in goldens:
+        if g.passed:
+            click.echo(f"ok   {g.stack_path}")
+            continue
+        click.echo(f"FAIL {g.stack_path}: {g.summary()}")
+        if g.status is golden.Status.MISMATCH:
+            for d in g.diffs:
+                click.echo(d.diff, nl=False)
+        elif g.status is golden.Status.MISSING:
+            click.echo(f"  hint: run `konfig test --update {g.stack_path}` and review the file")
+        else:
+            click.echo(f"  hint: fix the file, or run `konfig test --update {g.stack_path}`")
+    for u in updates:
+        if u.created:
+            click.echo(f"created {u.file}")
+        elif u.changed:
+            ids = f" ({', '.join(u.ids)})" if u.ids else " (formatting only)"
+            click.echo(f"updated {u.file}{ids}")
+        else:
+            click.echo(f"unchanged {u.file}")
+    for unit in units:
+        if unit.passed:
+            continue
+        where = unit.file if unit.line is None else f"{unit.file}:{unit.line}"
+        click.echo(f"FAIL {unit.id}: {where}: {unit.message}".replace("\n", "\n  "))
+    passed_units = sum(1 for u in units if u.passed)
+    stacks_ok = sum(1 for g in goldens if g.passed)
+    parts = []
+    if updates:
+        changed = sum(1 for u in updates if u.changed)
+        parts.append(f"goldens: {changed} of {len(updates)} rewritten")
+    else:
+        parts.append(f"goldens: {stacks_ok}/{len(compiled)} passed")
+    parts.append(f"KCL unit tests: {passed_units}/{len(units)} passed")
+    info("; ".join(parts))
+
+
+def _json(
+    compiled: Sequence[CompileResult],
+    goldens: Sequence[golden.GoldenResult],
+    updates: Sequence[golden.UpdateResult],
+    units: Sequence[UnitTestResult],
+    failed: bool,
+) -> dict[str, Any]:
+    by_stack = {g.stack_path: g for g in goldens}
+    updated = {u.stack_path: u for u in updates}
+    stacks: list[dict[str, Any]] = []
+    for result in compiled:
+        entry: dict[str, Any] = {"path": result.stack_path}
+        if result.error is not None:
+            e = result.error
+            entry |= {
+                "status": "compile-error",
+                "error": {"message": e.message, "file": e.file, "line": e.line},
+            }
+        elif result.stack_path in updated:
+            u = updated[result.stack_path]
+            entry |= {
+                "status": "created" if u.created else "updated" if u.changed else "unchanged",
+                "golden": u.file,
+                "changedIds": list(u.ids),
+            }
+        else:
+            g = by_stack[result.stack_path]
+            entry |= {
+                "status": g.status.value,
+                "golden": g.file,
+                "message": g.summary() if not g.passed else "",
+                "diffs": [{"id": d.id, "change": d.change, "diff": d.diff} for d in g.diffs],
+            }
+        stacks.append(entry)
+    return {
+        "ok": not failed,
+        "stacks": stacks,
+        "unitTests": [
+            {
+                "package": u.package,
+                "name": u.name,
+                "passed": u.passed,
+                "seconds": round(u.seconds, 6),
+                "file": u.file,
+                "line": u.line,
+                "message": u.message,
+            }
+            for u in units
+        ],
+    }
+
+
+def _junit(
+    compiled: Sequence[CompileResult],
+    goldens: Sequence[golden.GoldenResult],
+    updates: Sequence[golden.UpdateResult],
+    units: Sequence[UnitTestResult],
+) -> str:
+    by_stack = {g.stack_path: g for g in goldens}
+    updated = {u.stack_path for u in updates}
+    golden_cases: list[junit.Case] = []
+    for result in compiled:
+        name = result.stack_path
+        if result.error is not None:
+            e = result.error
+            golden_cases.append(
+                junit.Case(
+                    "golden",
+                    name,
+                    result.seconds,
+                    failure=f"compile failed: {e.message}",
+                    details=str(e),
+                    file=e.file,
+                    line=e.line,
+                )
+            )
+        elif name in updated:
+            golden_cases.append(junit.Case("golden", name, result.seconds))
+        else:
+            g = by_stack[name]
+            golden_cases.append(
+                junit.Case(
+                    "golden",
+                    name,
+                    result.seconds,
+                    failure=None if g.passed else g.summary(),
+                    details="".join(d.diff for d in g.diffs),
+                    file=g.file,
+                    line=g.line,
+                )
+            )
+    suites = [junit.Suite("golden", tuple(golden_cases))]
+    packages: dict[str, list[junit.Case]] = {}
+    for u in units:
+        packages.setdefault(u.package, []).append(
+            junit.Case(
+                u.package,
+                u.name,
+                u.seconds,
+                failure=None if u.passed else u.message,
+                file=u.file,
+                line=u.line,
+            )
+        )
+    suites.extend(junit.Suite(f"kcl:{p}", tuple(c)) for p, c in sorted(packages.items()))
+    return junit.to_xml(suites)
