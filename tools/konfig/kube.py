@@ -1,0 +1,471 @@
+"""The Kubernetes API: the only module that imports ``kubernetes``.
+
+``connect(KubeTarget)`` loads a kubeconfig context and returns a :class:`Kube`: a
+dynamic client with lazy discovery (refreshed on a miss, so kinds whose
+CustomResourceDefinition appeared mid-plan are found), server-side apply (also as
+``dryRun=All``), get, list and delete. Every API failure becomes a
+:class:`KubeError` with a readable message (what was attempted, on which object,
+as whom, and how to fix it); a failed request carries an :class:`ApiFailure`.
+No raw ``kubernetes`` exception leaves this module.
+
+The kubeconfig path is given by the caller (``--kubeconfig``, the stack's
+``kubernetes.kubeconfig``, ``KUBECONFIG``, in that order, resolved by the CLI):
+this module never reads the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError, ResourceNotUniqueError
+
+from konfig.errors import KonfigError
+
+FIELD_MANAGER = "konfig"
+DEFAULT_KUBECONFIG = "~/.kube/config"
+# (connect, read) seconds: an unreachable server fails fast, a slow write still finishes.
+REQUEST_TIMEOUT = (5.0, 60.0)
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class KubeTarget:
+    """Which cluster to talk to: a kubeconfig (None: the default) and a context in it."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+
+
+@dataclass(frozen=True)
+class Cause:
+    field: str
+    message: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ApiFailure:
+    """A request the API server answered with an error Status."""
+
+    status: int
+    reason: str
+    message: str
+    causes: tuple[Cause, ...] = ()
+    details_kind: str = ""
+    details_name: str = ""
+
+    @property
+    def immutable_fields(self) -> tuple[str, ...]:
+        """Fields the server refused to change because they are immutable (422 Invalid)."""
+        if self.status != 422:
+            return ()
+        found = [c.field for c in self.causes if "immutable" in c.message]
+        if not found and "field is immutable" in self.message:
+            found = ["(unknown field)"]
+        return tuple(dict.fromkeys(found))
+
+    @property
+    def namespace_missing(self) -> str | None:
+        """The namespace name when the failure is "namespaces <x> not found"."""
+        if self.status == 404 and self.details_kind == "namespaces":
+            return self.details_name
+        return None
+
+
+class KubeError(KonfigError):
+    """The cluster cannot be reached, refused a request, or the kubeconfig is unusable."""
+
+
+class KubeApiError(KubeError):
+    """The API server answered a request with an error."""
+
+    def __init__(self, message: str, failure: ApiFailure, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.failure = failure
+
+
+class UnknownKindError(KubeError):
+    """The server has no resource for ``apiVersion``/``kind`` (yet)."""
+
+    def __init__(self, api_version: str, kind: str, server: str) -> None:
+        super().__init__(
+            f"the API server at {server} has no resource of kind {kind} in {api_version}",
+            hint="install its CustomResourceDefinition first (or add it to the stack), "
+            "or fix apiVersion/kind",
+        )
+        self.api_version = api_version
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class ResourceInfo:
+    """A REST mapping: where objects of one kind live."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+
+def _raw(_client: Any, data: Any) -> Any:
+    return data
+
+
+def describe(api_version: str, kind: str, name: str, namespace: str | None) -> str:
+    where = f" in namespace {namespace}" if namespace else ""
+    return f"{kind} {name}{where} ({api_version})"
+
+
+@dataclass
+class Kube:
+    """A connection to one cluster context. Thread-safe for get/apply/delete/list."""
+
+    api: ApiClient
+    dynamic: DynamicClient
+    server: str
+    context: str
+    user: str
+    kubeconfig: str
+    _cache_dir: str = ""
+    _mappings: dict[tuple[str, str], ResourceInfo] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # --- discovery ---------------------------------------------------------------
+
+    def resource(self, api_version: str, kind: str) -> ResourceInfo:
+        """The REST mapping of a kind; rediscovers once on a miss (new CRDs)."""
+        key = (api_version, kind)
+        with self._lock:
+            found = self._mappings.get(key)
+            if found is not None:
+                return found
+            res = self._call(
+                lambda: self._discover(api_version, kind), what=f"discover {kind} ({api_version})"
+            )
+            if res is None:
+                raise UnknownKindError(api_version, kind, self.server)
+            self._mappings[key] = res
+            return res
+
+    def _discover(self, api_version: str, kind: str) -> ResourceInfo | None:
+        group, _, version = api_version.rpartition("/")
+        prefix = "apis" if group else "api"
+        try:
+            # LazyDiscoverer re-reads the server's API groups itself on a miss.
+            results = self.dynamic.resources.search(
+                prefix=prefix, group=group, api_version=version, kind=kind
+            )
+        except (ResourceNotFoundError, ResourceNotUniqueError):
+            return None
+        for res in results:
+            name = getattr(res, "name", "") or ""
+            if getattr(res, "kind", None) == kind and "/" not in name and name:
+                return ResourceInfo(api_version, kind, name, bool(res.namespaced))
+        return None
+
+    def has_kind(self, api_version: str, kind: str) -> bool:
+        try:
+            self.resource(api_version, kind)
+        except UnknownKindError:
+            return False
+        return True
+
+    def is_namespaced(self, api_version: str, kind: str) -> bool:
+        return self.resource(api_version, kind).namespaced
+
+    def _path(self, info: ResourceInfo, name: str | None, namespace: str | None) -> str:
+        base = f"/apis/{info.api_version}" if info.group else f"/api/{info.api_version}"
+        if info.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{info.plural}"
+        if name:
+            base += f"/{name}"
+        return base
+
+    # --- requests ----------------------------------------------------------------
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None
+    ) -> dict[str, Any] | None:
+        """The live object, or None when it does not exist."""
+        info = self.resource(api_version, kind)
+        path = self._path(info, name, namespace if info.namespaced else None)
+        what = f"get {describe(api_version, kind, name, namespace)}"
+        try:
+            data = self._request("get", path, what=what)
+        except KubeApiError as exc:
+            if exc.failure.status == 404:
+                return None
+            raise
+        return dict(data)
+
+    def apply(
+        self,
+        manifest: Mapping[str, Any],
+        *,
+        dry_run: bool,
+        force: bool = True,
+        field_manager: str = FIELD_MANAGER,
+    ) -> dict[str, Any]:
+        """Server-side apply (``application/apply-patch+yaml``); the server's result."""
+        api_version = str(manifest.get("apiVersion", ""))
+        kind = str(manifest.get("kind", ""))
+        meta = manifest.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        namespace = meta.get("namespace")
+        info = self.resource(api_version, kind)
+        path = self._path(info, name, namespace if info.namespaced else None)
+        params: dict[str, Any] = {"field_manager": field_manager}
+        if force:
+            params["force_conflicts"] = "true"
+        if dry_run:
+            params["dry_run"] = "All"
+        verb = "dry-run server-side apply" if dry_run else "server-side apply"
+        what = f"{verb} of {describe(api_version, kind, name, namespace)}"
+        return dict(
+            self._request(
+                "patch",
+                path,
+                what=what,
+                body=json.dumps(dict(manifest)),
+                content_type="application/apply-patch+yaml",
+                **params,
+            )
+        )
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        *,
+        uid: str | None,
+        propagation: str = "Foreground",
+    ) -> None:
+        """Delete one object; with ``uid`` only that incarnation. Already gone is fine."""
+        info = self.resource(api_version, kind)
+        path = self._path(info, name, namespace if info.namespaced else None)
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation,
+        }
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        what = f"delete {describe(api_version, kind, name, namespace)}"
+        try:
+            self._request("delete", path, what=what, body=body)
+        except KubeApiError as exc:
+            if exc.failure.status != 404:
+                raise
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every object of a kind (in one namespace, or all), following ``continue``."""
+        info = self.resource(api_version, kind)
+        path = self._path(info, None, namespace if info.namespaced else None)
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        where = f" in namespace {namespace}" if namespace else ""
+        while True:
+            data = self._request(
+                "get",
+                path,
+                what=f"list {info.plural} ({api_version}){where}",
+                label_selector=label_selector,
+                limit=500,
+                _continue=token,
+            )
+            for item in data.get("items") or []:
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                items.append(item)
+            token = (data.get("metadata") or {}).get("continue") or None
+            if not token:
+                return items
+
+    def close(self) -> None:
+        try:
+            self.api.close()  # type: ignore[no-untyped-call]
+        finally:
+            if self._cache_dir:
+                shutil.rmtree(self._cache_dir, ignore_errors=True)
+
+    def __enter__(self) -> Kube:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # --- plumbing ----------------------------------------------------------------
+
+    def _request(self, method: str, path: str, *, what: str, **params: Any) -> Any:
+        params = {k: v for k, v in params.items() if v is not None}
+        return self._call(
+            lambda: self.dynamic.request(
+                method, path, serializer=_raw, _request_timeout=REQUEST_TIMEOUT, **params
+            ),
+            what=what,
+        )
+
+    def _call(self, fn: Callable[[], _T], *, what: str) -> _T:
+        try:
+            return fn()
+        except ApiException as exc:
+            raise self._api_error(exc, what) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeError(
+                f"cannot reach the Kubernetes API server at {self.server} "
+                f"(context {self.context!r}) to {what}: {_reason(exc)}",
+                hint="check that the cluster is running and that the kubeconfig "
+                f"{self.kubeconfig} and context {self.context!r} point at it "
+                "(--kubeconfig / --context, the stack's kubernetes: settings, KUBECONFIG)",
+            ) from None
+
+    def _api_error(self, exc: ApiException, what: str) -> KubeApiError:
+        failure = failure_from(exc.status or 0, exc.reason or "", exc.body)
+        status = f"{failure.status} {failure.reason}".strip()
+        identity = f"user {self.user!r} of context {self.context!r}"
+        hint: str | None = None
+        if failure.status == 401:
+            message = (
+                f"the API server at {self.server} rejected the credentials of {identity} "
+                f"({status}) while trying to {what}"
+            )
+            hint = f"renew the credentials of user {self.user!r} in {self.kubeconfig}"
+        elif failure.status == 403:
+            message = f"{identity} may not {what} ({status}): {failure.message}"
+            hint = (
+                f"grant {self.user!r} the RBAC verbs konfig needs on this resource (preview: "
+                "get, list and patch; dry-run apply is authorised as patch; apply also "
+                "create and delete), or use a context that has them (--context)"
+            )
+        else:
+            message = f"cannot {what}: the API server said {status}: {failure.message}"
+            for cause in failure.causes[:5]:
+                field_name = f"{cause.field}: " if cause.field else ""
+                message += f"\n  {field_name}{cause.message}"
+        return KubeApiError(message, failure, hint=hint)
+
+
+def _reason(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    text = str(reason or exc)
+    for marker in ("Connection refused", "timed out", "Name or service not known"):
+        if marker in text:
+            return marker.lower()
+    return text.splitlines()[0][:200]
+
+
+def failure_from(status: int, reason: str, body: Any) -> ApiFailure:
+    """Parse a ``Status`` body (JSON) into an :class:`ApiFailure`."""
+    data: Any = None
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str) and body.strip():
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
+    if not isinstance(data, dict):
+        return ApiFailure(status, reason, str(body or reason).strip()[:500])
+    details = data.get("details") or {}
+    causes = tuple(
+        Cause(str(c.get("field", "")), str(c.get("message", "")), str(c.get("reason", "")))
+        for c in details.get("causes") or []
+        if isinstance(c, dict)
+    )
+    return ApiFailure(
+        status=int(data.get("code") or status),
+        reason=str(data.get("reason") or reason),
+        message=str(data.get("message") or reason),
+        causes=causes,
+        details_kind=str(details.get("kind") or ""),
+        details_name=str(details.get("name") or ""),
+    )
+
+
+def _context_user(kubeconfig: str, context: str | None) -> tuple[str, str]:
+    contexts, current = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+        config_file=kubeconfig
+    )
+    name = context or (current or {}).get("name")
+    for ctx in contexts or []:
+        if ctx.get("name") == name:
+            return str(name), str((ctx.get("context") or {}).get("user", ""))
+    available = ", ".join(sorted(str(c.get("name")) for c in contexts or [])) or "none"
+    raise KubeError(
+        f"kubeconfig {kubeconfig} has no context {name!r} (it has: {available})",
+        hint="set kubernetes.context in the stack's stack.yaml or pass --context",
+    )
+
+
+def connect(target: KubeTarget) -> Kube:
+    """Load the target's kubeconfig context and check that the API server answers."""
+    kubeconfig = target.kubeconfig or DEFAULT_KUBECONFIG
+    paths = [str(Path(p).expanduser()) for p in kubeconfig.split(":") if p]
+    if not any(Path(p).is_file() for p in paths):
+        raise KubeError(
+            f"kubeconfig not found: {kubeconfig}",
+            hint="pass --kubeconfig, set kubernetes.kubeconfig in stack.yaml, or set KUBECONFIG",
+        )
+    kubeconfig = ":".join(paths)
+    try:
+        context, user = _context_user(kubeconfig, target.context)
+        conf = Configuration()
+        # Room for the dry-run thread pool: one connection per worker.
+        conf.connection_pool_maxsize = 16
+        api = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=context, persist_config=False, client_configuration=conf
+        )
+    except ConfigException as exc:
+        raise KubeError(
+            f"cannot use kubeconfig {kubeconfig} (context {target.context!r}): {exc}"
+        ) from None
+    server = str(api.configuration.host)
+    cache_dir = tempfile.mkdtemp(prefix="konfig-discovery-")
+    placeholder = Kube(
+        api=api,
+        dynamic=None,  # type: ignore[arg-type]
+        server=server,
+        context=context,
+        user=user,
+        kubeconfig=kubeconfig,
+        _cache_dir=cache_dir,
+    )
+    try:
+        dynamic = placeholder._call(
+            lambda: DynamicClient(  # type: ignore[no-untyped-call]
+                api, cache_file=str(Path(cache_dir) / "discovery.json")
+            ),
+            what="discover its API resources",
+        )
+    except BaseException:
+        placeholder.close()
+        raise
+    placeholder.dynamic = dynamic
+    return placeholder
