@@ -16,6 +16,7 @@ import click
 from konfig import __version__
 from konfig.commands import compile as compile_cmd
 from konfig.commands import list as list_cmd
+from konfig.commands import preview as preview_cmd
 from konfig.commands import test as test_cmd
 from konfig.console import error
 from konfig.errors import EXIT_UNEXPECTED, EXIT_USAGE, KonfigError
@@ -37,6 +38,7 @@ def cli(ctx: click.Context, root: Path | None) -> None:
 
 cli.add_command(list_cmd.command)
 cli.add_command(compile_cmd.command)
+cli.add_command(preview_cmd.command)
 cli.add_command(test_cmd.command)
 
 
