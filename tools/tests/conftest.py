@@ -1,1 +1,1 @@
-pytest_plugins = ["fixtures.repos"]
+pytest_plugins = ["fixtures.repos", "fixtures.cluster"]
