@@ -1,0 +1,101 @@
+"""``konfig comment``: create or update Konfig's one sticky comment on a pull request."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from konfig.console import info, warn
+from konfig.errors import EXIT_OK, UsageError
+from konfig.github import (
+    DEFAULT_API_URL,
+    DEFAULT_MARKER,
+    GitHub,
+    parse_repo,
+    upsert_comment,
+)
+
+
+@click.command("comment")
+@click.option("--repo", "repo", required=True, help="Repository as OWNER/NAME.")
+@click.option(
+    "--pr", "number", required=True, type=click.IntRange(min=1), help="Pull request number."
+)
+@click.option(
+    "--body-file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Markdown body (e.g. from `konfig report`); `-` reads stdin.",
+)
+@click.option(
+    "--marker",
+    default=DEFAULT_MARKER,
+    show_default=True,
+    help="Hidden marker that identifies the comment; one comment per marker and PR.",
+)
+@click.option(
+    "--author",
+    default=None,
+    help="Login the comment is written as, when the token may not call GET /user "
+    "(github-actions[bot] for GITHUB_TOKEN, <app-slug>[bot] for a GitHub App).",
+)
+@click.option(
+    "--api-url",
+    default=DEFAULT_API_URL,
+    show_default=True,
+    help="GitHub API base URL (GitHub Enterprise: https://HOST/api/v3).",
+)
+@click.option(
+    "--token-env",
+    default="GITHUB_TOKEN",
+    show_default=True,
+    help="Environment variable holding the token.",
+)
+def command(
+    repo: str,
+    number: int,
+    body_file: Path,
+    marker: str,
+    author: str | None,
+    api_url: str,
+    token_env: str,
+) -> int:
+    """Create Konfig's comment on a pull request, or update it in place.
+
+    The comment is found by its hidden marker and its author across all pages of
+    comments; an unchanged body sends no write; a body over GitHub's 65,536
+    characters is refused before anything is sent.
+    """
+    repo = parse_repo(repo)
+    body = _read_body(body_file)
+    token = os.environ.get(token_env, "")
+    if not token:
+        raise UsageError(
+            f"no GitHub token in ${token_env}",
+            hint="in a workflow: env: {GITHUB_TOKEN: ${{ github.token }}}",
+        )
+    with GitHub(token, api_url=api_url) as client:
+        result = upsert_comment(client, repo, number, body, marker=marker, author=author)
+    info(f"comment {result.action}: {result.comment.url or result.comment.id}")
+    if result.duplicates:
+        warn(
+            f"{len(result.duplicates)} older duplicate comment(s) with the same marker "
+            f"left alone: {', '.join(str(d) for d in result.duplicates)}"
+        )
+    return EXIT_OK
+
+
+def _read_body(path: Path) -> str:
+    if str(path) == "-":
+        return sys.stdin.read()
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(
+            f"{path}: no such file", hint="pass the file `konfig report --out` wrote"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read the body: {exc}") from None

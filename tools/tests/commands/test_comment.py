@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fixtures.github_server import FakeGitHub
+from fixtures.repos import KonfigRunner
+
+REPO = "acme/config"
+MARK = "<!-- konfig:preview -->"
+
+
+@pytest.fixture
+def body(tmp_path: Path) -> Path:
+    path = tmp_path / "body.md"
+    path.write_text("## Konfig preview\n\nno changes\n", encoding="utf-8")
+    return path
+
+
+def args(server: FakeGitHub, body: Path, *extra: str) -> list[str]:
+    base = ["comment", "--repo", REPO, "--pr", "12", "--body-file", str(body)]
+    return [*base, "--api-url", server.url, *extra]
+
+
+def test_create_then_update_then_unchanged(
+    github_server: FakeGitHub,
+    konfig: KonfigRunner,
+    body: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    github_server.tokens["tok"] = "konfig-bot"
+    monkeypatch.setenv("GITHUB_TOKEN", "tok")
+    first = konfig(*args(github_server, body))
+    assert first.code == 0, first.err
+    assert "comment created" in first.err
+    [stored] = github_server.comments_on(REPO, 12)
+    assert stored.body == f"{MARK}\n## Konfig preview\n\nno changes\n"
+
+    body.write_text("## Konfig preview\n\n1 to create\n", encoding="utf-8")
+    second = konfig(*args(github_server, body))
+    assert second.code == 0 and "comment updated" in second.err
+    assert [c.body for c in github_server.comments_on(REPO, 12)] == [
+        f"{MARK}\n## Konfig preview\n\n1 to create\n"
+    ]
+
+    writes_before = len(github_server.writes)
+    third = konfig(*args(github_server, body))
+    assert third.code == 0 and "comment unchanged" in third.err
+    assert len(github_server.writes) == writes_before
+
+
+def test_token_env_and_author_for_actions_token(
+    github_server: FakeGitHub,
+    konfig: KonfigRunner,
+    body: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    github_server.tokens["ghs_x"] = None  # GET /user answers 403, like GITHUB_TOKEN
+    monkeypatch.setenv("BOT_TOKEN", "ghs_x")
+    github_server.add_comment(REPO, 12, "github-actions[bot]", f"{MARK}\nold")
+    denied = konfig(*args(github_server, body, "--token-env", "BOT_TOKEN"))
+    assert denied.code == 2
+    assert "--author" in denied.err
+    ok = konfig(
+        *args(github_server, body, "--token-env", "BOT_TOKEN", "--author", "github-actions[bot]")
+    )
+    assert ok.code == 0, ok.err
+    assert "comment updated" in ok.err
+
+
+def test_missing_token_is_usage_error(
+    github_server: FakeGitHub, konfig: KonfigRunner, body: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    result = konfig(*args(github_server, body))
+    assert result.code == 2
+    assert "no GitHub token in $GITHUB_TOKEN" in result.err
+    assert github_server.requests == []
+
+
+def test_too_long_body_never_reaches_github(
+    github_server: FakeGitHub,
+    konfig: KonfigRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    github_server.tokens["tok"] = "konfig-bot"
+    monkeypatch.setenv("GITHUB_TOKEN", "tok")
+    big = tmp_path / "big.md"
+    big.write_text("x" * 70_000, encoding="utf-8")
+    result = konfig(*args(github_server, big))
+    assert result.code == 1
+    assert "70024 characters" in result.err and "konfig report" in result.err
+    assert github_server.requests == []
+
+
+def test_bad_repo_and_missing_file(
+    github_server: FakeGitHub, konfig: KonfigRunner, tmp_path: Path
+) -> None:
+    bad = konfig("comment", "--repo", "nope", "--pr", "1", "--body-file", str(tmp_path / "x"))
+    assert bad.code == 2 and "OWNER/NAME" in bad.err
+    missing = konfig(
+        "comment", "--repo", REPO, "--pr", "1", "--body-file", str(tmp_path / "absent.md")
+    )
+    assert missing.code == 2 and "no such file" in missing.err
