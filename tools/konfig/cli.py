@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from konfig import __version__
+from konfig.commands import changed as changed_cmd
 from konfig.commands import compile as compile_cmd
 from konfig.commands import list as list_cmd
 from konfig.commands import preview as preview_cmd
@@ -38,6 +39,7 @@ def cli(ctx: click.Context, root: Path | None) -> None:
 
 cli.add_command(list_cmd.command)
 cli.add_command(compile_cmd.command)
+cli.add_command(changed_cmd.command)
 cli.add_command(preview_cmd.command)
 cli.add_command(test_cmd.command)
 

@@ -33,7 +33,11 @@ def load_repo_config(root: Path) -> RepoConfig:
     path = root / CONFIG_FILE
     if not path.exists():
         return RepoConfig()
-    data = load_yaml_file(path, root=root)
+    return repo_config_from_data(load_yaml_file(path, root=root))
+
+
+def repo_config_from_data(data: Any) -> RepoConfig:
+    """Settings from already-parsed ``konfig.yaml`` data (e.g. read from a git commit)."""
     if data is None:
         return RepoConfig()
     if not isinstance(data, dict):

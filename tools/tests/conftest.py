@@ -1,1 +1,1 @@
-pytest_plugins = ["fixtures.repos", "fixtures.cluster"]
+pytest_plugins = ["fixtures.repos", "fixtures.monorepo", "fixtures.cluster"]

@@ -1,0 +1,230 @@
+"""The one module that talks to git (through gitpython).
+
+Everything is returned as plain data with POSIX paths relative to the Konfig root (the
+directory holding ``kcl.mod``), which may be a subdirectory of the git work tree. Every
+listing uses NUL-separated output (``-z``) so paths with spaces, quotes or newlines
+survive; renames and copies are reported as a deletion plus an addition (``--no-renames``)
+so both the old and the new path take part in change detection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import git
+
+from konfig.errors import KonfigError, UsageError
+
+ADDED = "A"
+MODIFIED = "M"
+DELETED = "D"
+
+
+class GitError(KonfigError):
+    """git failed or the repository is not what konfig needs."""
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One changed path: ``A`` added, ``M`` modified (also type changes), ``D`` deleted."""
+
+    status: str
+    path: str
+
+
+@dataclass(frozen=True)
+class GitRepo:
+    """A git repository seen from a Konfig root inside it."""
+
+    repo: git.Repo
+    root: Path  # the Konfig root (absolute)
+    prefix: str  # the Konfig root relative to the git top level, "" or "a/b/"
+
+    @property
+    def cmd(self) -> git.Git:
+        return self.repo.git
+
+
+@cache
+def _open(root: Path) -> GitRepo:
+    try:
+        repo = git.Repo(root, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+        raise UsageError(
+            f"{root} is not inside a git repository",
+            hint="change detection compares git commits; run `git init` and commit first",
+        ) from exc
+    top = Path(repo.working_tree_dir or root).resolve()
+    rel = root.resolve().relative_to(top).as_posix()
+    return GitRepo(repo, root.resolve(), "" if rel == "." else rel + "/")
+
+
+def open_repo(root: Path) -> GitRepo:
+    """The git repository holding ``root``; UsageError when there is none."""
+    return _open(root.resolve())
+
+
+def is_repo(root: Path) -> bool:
+    try:
+        open_repo(root)
+    except UsageError:
+        return False
+    return True
+
+
+def rev_parse(root: Path, ref: str) -> str:
+    """The commit id ``ref`` names; UsageError naming the ref when it is unknown."""
+    repo = open_repo(root).repo
+    try:
+        return str(repo.commit(ref).hexsha)
+    except (git.BadName, git.BadObject, ValueError, git.GitCommandError) as exc:
+        raise UsageError(
+            f"unknown git revision {ref!r}",
+            hint="fetch it first (in CI: actions/checkout with fetch-depth: 0, or "
+            "`git fetch origin <branch>`)",
+        ) from exc
+
+
+def merge_base(root: Path, base: str, head: str) -> str:
+    """The best common ancestor of two commits, as ``git diff base...head`` uses."""
+    repo = open_repo(root).repo
+    try:
+        bases = repo.merge_base(base, head)
+    except git.GitCommandError as exc:
+        raise GitError(f"git merge-base {base} {head} failed: {exc.stderr.strip()}") from exc
+    if not bases:
+        raise GitError(
+            f"{base[:12]} and {head[:12]} have no common ancestor",
+            hint="the history is probably shallow: fetch with fetch-depth: 0",
+        )
+    return str(bases[0].hexsha)
+
+
+def _split_z(out: str) -> list[str]:
+    return [part for part in out.split("\0") if part != ""]
+
+
+def _strip(g: GitRepo, path: str) -> str | None:
+    if not g.prefix:
+        return path
+    return path[len(g.prefix) :] if path.startswith(g.prefix) else None
+
+
+def _diff_records(g: GitRepo, out: str) -> list[FileChange]:
+    parts = out.split("\0")
+    changes: list[FileChange] = []
+    i = 0
+    while i + 1 < len(parts):
+        status, path = parts[i], parts[i + 1]
+        i += 2
+        if not status:
+            break
+        rel = _strip(g, path)
+        if rel is None:
+            continue
+        kind = status[0]
+        changes.append(FileChange(kind if kind in (ADDED, DELETED) else MODIFIED, rel))
+    return changes
+
+
+def diff(root: Path, base: str, head: str | None) -> list[FileChange]:
+    """Files that differ between commit ``base`` and ``head`` (None: the work tree).
+
+    For the work tree, uncommitted changes to tracked files and untracked files that
+    are not ignored count too.
+    """
+    g = open_repo(root)
+    args = ["--name-status", "-z", "--no-renames", "--no-ext-diff", base]
+    if head is not None:
+        args.append(head)
+    try:
+        out = g.cmd.diff(*args, "--", g.prefix or ".")
+        changes = _diff_records(g, out)
+        if head is None:
+            untracked = g.cmd.ls_files("-z", "--others", "--exclude-standard", "--full-name")
+            for path in _split_z(untracked):
+                rel = _strip(g, path)
+                if rel is not None:
+                    changes.append(FileChange(ADDED, rel))
+    except git.GitCommandError as exc:
+        raise GitError(f"git diff failed: {exc.stderr.strip()}") from exc
+    return sorted(set(changes), key=lambda c: (c.path, c.status))
+
+
+def list_tree(root: Path, commit: str, paths: Sequence[str] = ()) -> dict[str, str]:
+    """Every file of ``commit`` under the Konfig root: path -> blob id.
+
+    ``paths`` (relative to the root) limits the listing to those directories or files.
+    Submodules and symlinks are left out: KCL can read neither from a tree.
+    """
+    g = open_repo(root)
+    spec = [g.prefix + p for p in paths] if paths else [g.prefix or "."]
+    try:
+        out = g.cmd.ls_tree("-r", "-z", "--full-tree", commit, "--", *spec)
+    except git.GitCommandError as exc:
+        raise GitError(f"git ls-tree {commit} failed: {exc.stderr.strip()}") from exc
+    files: dict[str, str] = {}
+    for record in _split_z(out):
+        meta, _, path = record.partition("\t")
+        mode, kind, sha = meta.split(" ")
+        if kind != "blob" or mode == "120000":
+            continue
+        rel = _strip(g, path)
+        if rel is not None:
+            files[rel] = sha
+    return files
+
+
+def list_worktree(root: Path) -> list[str]:
+    """Paths in the work tree git would see: tracked and untracked, not ignored, existing."""
+    g = open_repo(root)
+    try:
+        out = g.cmd.ls_files(
+            "-z", "--cached", "--others", "--exclude-standard", "--full-name", "--", g.prefix or "."
+        )
+    except git.GitCommandError as exc:
+        raise GitError(f"git ls-files failed: {exc.stderr.strip()}") from exc
+    seen: set[str] = set()
+    for path in _split_z(out):
+        rel = _strip(g, path)
+        if rel is not None:
+            seen.add(rel)
+    return sorted(seen)
+
+
+def read_blobs(root: Path, blob_ids: Iterable[str]) -> dict[str, bytes]:
+    """The content of each blob, all read by one ``git cat-file --batch`` process."""
+    wanted = sorted(set(blob_ids))
+    if not wanted:
+        return {}
+    g = open_repo(root)
+    with tempfile.TemporaryFile() as request:
+        request.write("".join(f"{sha}\n" for sha in wanted).encode())
+        request.seek(0)
+        try:
+            raw = g.cmd.cat_file("--batch", istream=request, stdout_as_string=False)
+        except git.GitCommandError as exc:
+            raise GitError(f"git cat-file failed: {exc.stderr.strip()}") from exc
+    assert isinstance(raw, bytes)
+    out: dict[str, bytes] = {}
+    pos = 0
+    for sha in wanted:
+        end = raw.index(b"\n", pos)
+        header = raw[pos:end].split(b" ")
+        pos = end + 1
+        if len(header) != 3:  # "<sha> missing"
+            raise GitError(f"git object {sha} is missing from the repository")
+        size = int(header[2])
+        out[sha] = raw[pos : pos + size]
+        pos += size + 1
+    return out
+
+
+def blob_id(data: bytes) -> str:
+    """The id git gives a blob with this content (so work-tree files share cache keys)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()

@@ -1,0 +1,86 @@
+import json
+from pathlib import Path
+
+import pytest
+from fixtures.monorepo import git_commit, git_init
+from fixtures.repos import KonfigRunner, RepoBuilder
+
+
+@pytest.fixture
+def repo(repo_builder: RepoBuilder) -> RepoBuilder:
+    repo_builder.write(".gitignore", "/.cache/\n")
+    repo_builder.stack("shop", "dev")
+    repo_builder.stack("shop", "prod")
+    repo_builder.stack("shopfront", "dev")
+    git_init(repo_builder.root)
+    git_commit(repo_builder.root, "base")
+    return repo_builder
+
+
+def test_json_output(repo: RepoBuilder, konfig: KonfigRunner) -> None:
+    repo.write("appops/shop/dev/main.k", "import base.pkg.models.frontend\n")
+    (repo.root / "appops/shop/prod/stack.yaml").unlink()
+    git_commit(repo.root, "edit")
+    result = konfig("changed", "--base", "HEAD~1", "--json", cwd=repo.root)
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["stacks"] == [
+        {"path": "appops/shop/dev", "reasons": ["appops/shop/dev/main.k changed"]}
+    ]
+    assert data["deleted_stacks"] == ["appops/shop/prod"]
+    assert data["projects"] == ["appops/shop"]
+    assert len(data["base"]) == 40 and len(data["head"]) == 40
+
+
+def test_github_output_is_heredoc_json(
+    repo: RepoBuilder, konfig: KonfigRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo.write("appops/shopfront/dev/config.json", "{}\n")
+    git_commit(repo.root, "edit")
+    out = tmp_path / "github_output"
+    out.write_text("earlier=1\n")
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    result = konfig("changed", "--base", "HEAD~1", "--github-output", cwd=repo.root)
+    assert result.code == 0, result.err
+    assert "appops/shopfront/dev\n  - appops/shopfront/dev/config.json changed" in result.out
+    lines = out.read_text().splitlines()
+    assert lines[0] == "earlier=1"
+    outputs: dict[str, str] = {}
+    i = 1
+    while i < len(lines):
+        name, _, delimiter = lines[i].partition("<<")
+        end = lines.index(delimiter, i + 1)
+        outputs[name] = "\n".join(lines[i + 1 : end])
+        i = end + 1
+    assert outputs == {
+        "stacks": '["appops/shopfront/dev"]',
+        "deleted-stacks": "[]",
+        "projects": '["appops/shopfront"]',
+        "has-changes": "true",
+    }
+
+
+def test_no_changes(repo: RepoBuilder, konfig: KonfigRunner) -> None:
+    result = konfig("changed", "--base", "HEAD", cwd=repo.root)
+    assert result.code == 0
+    assert result.out == "no stacks affected\n"
+
+
+def test_usage_errors(
+    repo: RepoBuilder, konfig: KonfigRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = konfig("changed", "--base", "origin/nope", cwd=repo.root)
+    assert result.code == 2
+    assert "unknown git revision 'origin/nope'" in result.err
+    assert "fetch-depth" in result.err
+    monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
+    result = konfig("changed", "--base", "HEAD", "--github-output", cwd=repo.root)
+    assert result.code == 2
+    assert "--github-output needs $GITHUB_OUTPUT" in result.err
+
+
+def test_not_a_git_repository(repo_builder: RepoBuilder, konfig: KonfigRunner) -> None:
+    repo_builder.stack("shop", "dev")
+    result = konfig("changed", "--base", "main", cwd=repo_builder.root)
+    assert result.code == 2
+    assert "not inside a git repository" in result.err
