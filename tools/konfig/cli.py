@@ -18,6 +18,7 @@ from konfig.commands import apply as apply_cmd
 from konfig.commands import changed as changed_cmd
 from konfig.commands import compile as compile_cmd
 from konfig.commands import destroy as destroy_cmd
+from konfig.commands import gen as gen_cmd
 from konfig.commands import list as list_cmd
 from konfig.commands import preview as preview_cmd
 from konfig.commands import test as test_cmd
@@ -41,6 +42,7 @@ def cli(ctx: click.Context, root: Path | None) -> None:
 
 cli.add_command(list_cmd.command)
 cli.add_command(compile_cmd.command)
+cli.add_command(gen_cmd.command)
 cli.add_command(changed_cmd.command)
 cli.add_command(preview_cmd.command)
 cli.add_command(apply_cmd.command)

@@ -1,0 +1,122 @@
+"""``konfig gen schemas``: KCL schemas generated from the Kubernetes OpenAPI and CRDs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from konfig.config import load_repo_config
+from konfig.console import info
+from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from konfig.fsutil import atomic_write_text
+from konfig.gen import compare, generate
+from konfig.gen.openapi import kubernetes_definitions_path, load_definitions
+from konfig.repo import find_root
+from konfig.yamlio import load_yaml_file
+
+DEFAULT_OUT = "base/pkg/k8s"
+
+
+@click.group("gen")
+def command() -> None:
+    """Generate code: KCL schemas for the Kubernetes API and CRDs."""
+
+
+@command.command("schemas")
+@click.option(
+    "--k8s-version",
+    default=None,
+    help="Kubernetes version of the schemas (default: konfig.yaml kubernetesVersion).",
+)
+@click.option(
+    "--crd",
+    "crds",
+    multiple=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="A CustomResourceDefinition YAML file to generate schemas for (repeatable).",
+)
+@click.option(
+    "--out",
+    default=DEFAULT_OUT,
+    show_default=True,
+    help="Output directory, inside the repository (its path is the KCL import path).",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing; exit 1 when the files in --out are not what the generator produces.",
+)
+@click.pass_context
+def schemas(
+    ctx: click.Context, k8s_version: str | None, crds: tuple[Path, ...], out: str, check: bool
+) -> int:
+    """Render one KCL schema per Kubernetes kind (core/v1, apps/v1, batch/v1,
+    networking.k8s.io/v1, autoscaling/v2, policy/v1, rbac.authorization.k8s.io/v1, plus
+    every definition they reference) and per CRD version, with field types, required
+    fields, enums, declared defaults and docstrings from the API descriptions.
+
+    Re-running gives byte-identical files; generated files the generator no longer
+    produces are removed (hand-written .k files in --out are left alone).
+    """
+    root_opt = (ctx.obj or {}).get("root")
+    root = find_root(Path(root_opt) if root_opt else None)
+    version = k8s_version or load_repo_config(root).kubernetes_version
+    out_dir = (root / out).resolve() if not Path(out).is_absolute() else Path(out).resolve()
+    try:
+        rel = out_dir.relative_to(root.resolve())
+    except ValueError:
+        raise UsageError(
+            f"--out {out} is outside the repository {root}",
+            hint="schemas must live under the kcl.mod root so stacks can import them",
+        ) from None
+    if not rel.parts or not all(p.isidentifier() for p in rel.parts):
+        raise UsageError(
+            f"--out {rel.as_posix()} is not a KCL package path",
+            hint="use directory names made of letters, digits and '_' (e.g. base/pkg/k8s)",
+        )
+    definitions_path = kubernetes_definitions_path(version)
+    parsed_crds = []
+    for path in crds:
+        data = load_yaml_file(path, root=root)
+        parsed_crds.append((_display(path, root), data))
+    files = generate(
+        load_definitions(definitions_path),
+        crds=parsed_crds,
+        import_prefix=".".join(rel.parts),
+        source=f"kubernetes-validate {definitions_path.parent.name}",
+    )
+    state = compare(files, out_dir)
+    if check:
+        if not state.stale:
+            info(f"{rel.as_posix()}: {len(files)} generated files are up to date")
+            return EXIT_OK
+        for label, paths in (
+            ("missing", state.missing),
+            ("out of date", state.changed),
+            ("no longer generated", state.extra),
+        ):
+            for p in paths:
+                click.echo(f"{rel.as_posix()}/{p}: {label}")
+        click.echo(
+            f"{len(state.missing) + len(state.changed) + len(state.extra)} generated files "
+            "are stale; run `konfig gen schemas` (with the same --crd files) and commit them",
+            err=True,
+        )
+        return EXIT_FINDINGS
+    for p in (*state.missing, *state.changed):
+        atomic_write_text(out_dir / p, files[p])
+    for p in state.extra:
+        (out_dir / p).unlink()
+    info(
+        f"{rel.as_posix()}: {len(files)} files, {len(state.missing)} new, "
+        f"{len(state.changed)} updated, {len(state.extra)} removed"
+    )
+    return EXIT_OK
+
+
+def _display(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.name
