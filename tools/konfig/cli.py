@@ -16,6 +16,7 @@ import click
 from konfig import __version__
 from konfig.commands import apply as apply_cmd
 from konfig.commands import changed as changed_cmd
+from konfig.commands import check as check_cmd
 from konfig.commands import compile as compile_cmd
 from konfig.commands import destroy as destroy_cmd
 from konfig.commands import gen as gen_cmd
@@ -48,6 +49,7 @@ cli.add_command(preview_cmd.command)
 cli.add_command(apply_cmd.command)
 cli.add_command(destroy_cmd.command)
 cli.add_command(test_cmd.command)
+cli.add_command(check_cmd.command)
 
 
 def run(argv: list[str] | None = None) -> int:

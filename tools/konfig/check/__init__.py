@@ -1,0 +1,62 @@
+"""`konfig check`: structure, Spec, Kubernetes schema and policy rules.
+
+:func:`check` takes the repository, the selected stacks' compile results and returns
+findings; it never prints or exits. Each rule module's docstring documents its rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from konfig.check.findings import Finding, Severity, sorted_findings
+from konfig.check.kinds import scan_repository
+from konfig.check.locate import clear_cache
+from konfig.check.policy import check_policies
+from konfig.check.schema import check_schema
+from konfig.check.specrules import check_spec
+from konfig.check.structure import check_structure, within_selection
+from konfig.compile import CompileResult
+from konfig.repo import STACK_FILE, Repository
+
+__all__ = ["Finding", "Severity", "check"]
+
+
+def check(
+    repo: Repository,
+    compiled: Sequence[CompileResult],
+    *,
+    scope: Sequence[str] | None = None,
+    policies: bool = True,
+) -> list[Finding]:
+    """Every finding for the compiled stacks; structure findings limited to ``scope``
+    (directories; None: the whole repository)."""
+    clear_cache()
+    findings = [f for f in check_structure(repo) if scope is None or within_selection(f, scope)]
+    by_path = {s.path: s for s in repo.stacks}
+    kinds = scan_repository(repo.root)
+    for result in compiled:
+        if result.spec is not None:
+            kinds.add_resources(result.spec.resources, result.stack_path)
+    for result in compiled:
+        stack = by_path[result.stack_path]
+        if result.spec is None:
+            error = result.error
+            findings.append(
+                Finding(
+                    "compile/error",
+                    f"the stack does not compile: {error}"
+                    if error
+                    else "the stack does not compile",
+                    (error.file if error and error.file else f"{stack.path}/{STACK_FILE}"),
+                    error.line if error else None,
+                    stack=stack.path,
+                )
+            )
+            continue
+        spec = result.spec
+        findings.extend(check_spec(repo.root, stack, spec, kinds))
+        findings.extend(check_schema(repo.root, stack, spec, kinds, repo.config.kubernetes_version))
+        if policies:
+            options = dict(result.inputs.options) if result.inputs else {}
+            findings.extend(check_policies(repo.root, stack, spec, options).findings)
+    return sorted_findings(findings)

@@ -1,0 +1,126 @@
+"""Policy rules: the KCL policies under ``base/pkg/policies/`` evaluated against a Spec.
+
+The policy entry (``base/pkg/policies/evaluate/main.k``) is compiled with the stack
+and its resources passed in as the ``konfig_policy_input`` option; it returns the
+rule ids it knows and the violations. Each violation becomes a finding
+``policy/<rule id>``, unless the stack's stack.yaml switches the rule off with a reason
+(``policies: {disable: [{rule, reason}]}``). Switching off a rule that does not exist
+is ``policy/unknown-rule``; a policy that fails to evaluate is ``policy/error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from konfig import kcl
+from konfig.check.findings import Finding
+from konfig.check.locate import locate
+from konfig.check.structure import disabled_rules
+from konfig.check.yamlpos import key_lines
+from konfig.repo import STACK_FILE, Stack
+from konfig.spec import Spec
+
+POLICY_ENTRY = "base/pkg/policies/evaluate/main.k"
+OPTION = "konfig_policy_input"
+
+
+@dataclass(frozen=True)
+class PolicyOutcome:
+    rules: tuple[str, ...]
+    findings: tuple[Finding, ...]
+
+
+def policy_input(stack: Stack, spec: Spec, options: Mapping[str, Any]) -> dict[str, Any]:
+    env = options.get("env")
+    return {
+        "stack": {
+            "project": stack.project,
+            "name": stack.name,
+            "path": stack.path,
+            "env": str(env) if env else stack.name,
+        },
+        "resources": spec.to_dict()["resources"],
+    }
+
+
+def check_policies(
+    root: Path, stack: Stack, spec: Spec, options: Mapping[str, Any]
+) -> PolicyOutcome:
+    entry = root / POLICY_ENTRY
+    if not entry.is_file():
+        return PolicyOutcome((), ())
+    try:
+        output = kcl.run(
+            [str(entry)],
+            work_dir=root,
+            options=[(OPTION, policy_input(stack, spec, options))],
+            root=root,
+        )
+    except kcl.KclError as exc:
+        first = exc.diagnostics[0] if exc.diagnostics else None
+        return PolicyOutcome(
+            (),
+            (
+                Finding(
+                    "policy/error",
+                    f"the policies failed to evaluate for this stack: {exc.summary()}",
+                    first.file if first and first.file else POLICY_ENTRY,
+                    first.line if first else None,
+                    stack=stack.path,
+                ),
+            ),
+        )
+    rules = tuple(str(r) for r in (output or {}).get("rules") or [])
+    disabled = disabled_rules(stack)
+    by_id = spec.by_id()
+    findings: list[Finding] = []
+    for violation in (output or {}).get("violations") or []:
+        rule = str(violation.get("rule", "unknown"))
+        if rule in disabled:
+            continue
+        rid = str(violation.get("id") or "") or None
+        file, line = locate(root, stack, by_id.get(rid) if rid else None)
+        message = str(violation.get("message", ""))
+        findings.append(
+            Finding(
+                f"policy/{rule}",
+                f"{rid}: {message}" if rid else message,
+                file,
+                line,
+                stack=stack.path,
+                resource=rid,
+            )
+        )
+    findings.extend(_unknown_disables(root, stack, disabled, rules))
+    return PolicyOutcome(rules, tuple(findings))
+
+
+def _unknown_disables(
+    root: Path, stack: Stack, disabled: Mapping[str, str], rules: tuple[str, ...]
+) -> list[Finding]:
+    unknown = [r for r in disabled if r not in rules]
+    if not unknown:
+        return []
+    rel = f"{stack.path}/{STACK_FILE}"
+    try:
+        lines = key_lines((root / rel).read_text(encoding="utf-8"))
+    except OSError:
+        lines = {}
+    entries = (stack.raw.get("policies") or {}).get("disable") or []
+    findings = []
+    for index, entry in enumerate(entries):
+        if isinstance(entry, dict) and entry.get("rule") in unknown:
+            findings.append(
+                Finding(
+                    "policy/unknown-rule",
+                    f"stack.yaml disables policy {entry['rule']!r}, which does not exist "
+                    f"(policies: {', '.join(rules)})",
+                    rel,
+                    lines.get(("policies", "disable", index, "rule")),
+                    stack=stack.path,
+                )
+            )
+    return findings

@@ -1,0 +1,274 @@
+"""Structure rules: the repository layout and its YAML files.
+
+- ``structure/<rule>`` for every problem repository discovery found (broken YAML,
+  ``name`` not matching the directory, stack outside a project, nested project, ...);
+- ``structure/unknown-key`` and ``structure/invalid-value``: keys of project.yaml and
+  stack.yaml that Konfig does not know, or values of the wrong type (the tables below
+  are the one place that says which keys exist);
+- ``structure/stack-main`` and ``structure/stack-ci-test``: every stack has ``main.k``
+  (or a ``kcl.yaml`` listing its files) and a ``ci-test/`` directory;
+- ``structure/project-duplicate``: two projects declare the same name (compared
+  case-insensitively: they would clash on case-insensitive file systems);
+- ``structure/appops-unexpected``: only project directories and a few well-known files
+  sit at the top of ``appops/``;
+- ``policy/disable-without-reason``: a policy switched off in stack.yaml without a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from konfig.check.findings import Finding
+from konfig.check.yamlpos import KeyPath, key_lines, line_of
+from konfig.compile import KCL_YAML, MAIN
+from konfig.repo import APPOPS, PROJECT_FILE, STACK_FILE, Repository, Stack, is_within
+from konfig.yamlio import load_yaml_text
+
+# Value types per key: a type, a nested table (a mapping with known keys), or
+# ``dict`` for a mapping whose keys another part of Konfig validates.
+Table = dict[str, Any]
+
+PROJECT_KEYS: Table = {"name": str, "description": str, "owners": [str]}
+
+STACK_KEYS: Table = {
+    "name": str,
+    "description": str,
+    "kubernetes": {"context": str, "kubeconfig": str},
+    "policies": {"disable": list},
+    "apply": dict,  # validated by `konfig apply` (e.g. replaceOnImmutable)
+}
+
+APPOPS_ALLOWED_FILES = frozenset({"README.md", ".gitkeep", ".gitignore", "OWNERS", "CODEOWNERS"})
+CI_TEST = "ci-test"
+
+
+def check_structure(repo: Repository) -> list[Finding]:
+    findings = [Finding(f"structure/{p.rule}", p.message, p.file, p.line) for p in repo.problems]
+    findings.extend(_appops_top(repo))
+    findings.extend(_projects(repo))
+    for stack in repo.stacks:
+        findings.extend(check_stack(repo, stack))
+    return findings
+
+
+def _read(repo: Repository, rel: str) -> tuple[Any, dict[KeyPath, int]]:
+    try:
+        text = (repo.root / rel).read_text(encoding="utf-8")
+        return load_yaml_text(text, file=rel), key_lines(text)
+    except Exception:  # unreadable or broken: discovery already reported it
+        return None, {}
+
+
+def _appops_top(repo: Repository) -> list[Finding]:
+    appops = repo.root / APPOPS
+    if not appops.is_dir():
+        return []
+    findings: list[Finding] = []
+    for entry in sorted(appops.iterdir()):
+        rel = f"{APPOPS}/{entry.name}"
+        if entry.is_dir():
+            if entry.name.startswith("."):
+                continue
+            if not (entry / PROJECT_FILE).is_file():
+                findings.append(
+                    Finding(
+                        "structure/appops-unexpected",
+                        f"directory {entry.name!r} at the top of {APPOPS}/ is not a project "
+                        f"(no {PROJECT_FILE}): add {rel}/{PROJECT_FILE} with `name: {entry.name}`",
+                        rel,
+                    )
+                )
+        elif entry.name not in APPOPS_ALLOWED_FILES:
+            allowed = ", ".join(sorted(APPOPS_ALLOWED_FILES))
+            findings.append(
+                Finding(
+                    "structure/appops-unexpected",
+                    f"unexpected file at the top of {APPOPS}/: only project directories and "
+                    f"{allowed} belong here",
+                    rel,
+                )
+            )
+    return findings
+
+
+def _projects(repo: Repository) -> list[Finding]:
+    """Keys of every project.yaml directly under appops/, and duplicate names."""
+    findings: list[Finding] = []
+    seen: dict[str, str] = {}
+    appops = repo.root / APPOPS
+    if not appops.is_dir():
+        return findings
+    for path in sorted(appops.glob(f"*/{PROJECT_FILE}")):
+        rel = path.relative_to(repo.root).as_posix()
+        data, lines = _read(repo, rel)
+        if not isinstance(data, dict):
+            continue
+        findings.extend(_keys(data, PROJECT_KEYS, rel, lines, "project.yaml"))
+        name = data.get("name")
+        if not isinstance(name, str):
+            continue
+        first = seen.get(name.lower())
+        if first is not None:
+            findings.append(
+                Finding(
+                    "structure/project-duplicate",
+                    f"project name {name!r} is already used by {first}: project names must "
+                    "be unique (ignoring case)",
+                    rel,
+                    lines.get(("name",)),
+                )
+            )
+        else:
+            seen[name.lower()] = rel
+    return findings
+
+
+def check_stack(repo: Repository, stack: Stack) -> list[Finding]:
+    rel = f"{stack.path}/{STACK_FILE}"
+    data, lines = _read(repo, rel)
+    findings: list[Finding] = []
+    if isinstance(data, dict):
+        findings.extend(_keys(data, STACK_KEYS, rel, lines, "stack.yaml", stack=stack.path))
+        findings.extend(_disable_entries(data, rel, lines, stack.path))
+    stack_dir = repo.root / stack.path
+    if not (stack_dir / MAIN).is_file() and not (stack_dir / KCL_YAML).is_file():
+        findings.append(
+            Finding(
+                "structure/stack-main",
+                f"stack has no {MAIN}: add {stack.path}/{MAIN} declaring the stack's apps",
+                rel,
+                stack=stack.path,
+            )
+        )
+    if not (stack_dir / CI_TEST).is_dir():
+        findings.append(
+            Finding(
+                "structure/stack-ci-test",
+                f"stack has no {CI_TEST}/ directory: add {stack.path}/{CI_TEST}/settings.yaml "
+                "(compile options) and run `konfig test --update` for its golden",
+                rel,
+                stack=stack.path,
+            )
+        )
+    return findings
+
+
+def _type_name(expected: Any) -> str:
+    if isinstance(expected, list):
+        return f"a list of {_type_name(expected[0])}s"
+    if isinstance(expected, dict) or expected is dict:
+        return "a mapping"
+    return {str: "a string", list: "a list", bool: "a boolean", int: "an integer"}.get(
+        expected, str(expected)
+    )
+
+
+def _keys(
+    data: dict[str, Any],
+    table: Table,
+    file: str,
+    lines: dict[KeyPath, int],
+    what: str,
+    *,
+    stack: str | None = None,
+    prefix: KeyPath = (),
+) -> Iterable[Finding]:
+    for key, value in data.items():
+        path = (*prefix, str(key))
+        dotted = ".".join(str(p) for p in path)
+        if key not in table:
+            known = ", ".join(sorted(table))
+            yield Finding(
+                "structure/unknown-key",
+                f"unknown key `{dotted}` in {what} (known here: {known})",
+                file,
+                line_of(lines, path),
+                stack=stack,
+            )
+            continue
+        expected = table[key]
+        if isinstance(expected, dict):
+            if not isinstance(value, dict):
+                yield _invalid(dotted, expected, file, line_of(lines, path), stack)
+            else:
+                yield from _keys(value, expected, file, lines, what, stack=stack, prefix=path)
+        elif isinstance(expected, list):
+            if not isinstance(value, list) or not all(isinstance(v, expected[0]) for v in value):
+                yield _invalid(dotted, expected, file, line_of(lines, path), stack)
+        elif not isinstance(value, expected):
+            yield _invalid(dotted, expected, file, line_of(lines, path), stack)
+
+
+def _invalid(dotted: str, expected: Any, file: str, line: int | None, stack: str | None) -> Finding:
+    return Finding(
+        "structure/invalid-value",
+        f"`{dotted}` must be {_type_name(expected)}",
+        file,
+        line,
+        stack=stack,
+    )
+
+
+def disabled_rules(stack: Stack) -> dict[str, str]:
+    """The policy ids a stack switches off, with their reasons (entries without one skipped)."""
+    policies = stack.raw.get("policies")
+    entries = policies.get("disable") if isinstance(policies, dict) else None
+    out: dict[str, str] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("rule"), str):
+            reason = entry.get("reason")
+            if isinstance(reason, str) and reason.strip():
+                out[entry["rule"]] = reason.strip()
+    return out
+
+
+def _disable_entries(
+    data: dict[str, Any], file: str, lines: dict[KeyPath, int], stack: str
+) -> Iterable[Finding]:
+    policies = data.get("policies")
+    entries = policies.get("disable") if isinstance(policies, dict) else None
+    if not isinstance(entries, list):
+        return
+    for index, entry in enumerate(entries):
+        path: KeyPath = ("policies", "disable", index)
+        line = line_of(lines, path)
+        if not isinstance(entry, dict) or not isinstance(entry.get("rule"), str):
+            yield Finding(
+                "structure/invalid-value",
+                f"`policies.disable[{index}]` must be a mapping with `rule` and `reason`",
+                file,
+                line,
+                stack=stack,
+            )
+            continue
+        for key in entry:
+            if key not in ("rule", "reason"):
+                yield Finding(
+                    "structure/unknown-key",
+                    f"unknown key `policies.disable[{index}].{key}` in stack.yaml "
+                    "(known here: reason, rule)",
+                    file,
+                    line_of(lines, (*path, str(key))),
+                    stack=stack,
+                )
+        reason = entry.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            yield Finding(
+                "policy/disable-without-reason",
+                f"policy {entry['rule']!r} is disabled without a reason: add `reason:` saying "
+                "why this stack is an exception",
+                file,
+                line,
+                stack=stack,
+            )
+
+
+def within_selection(finding: Finding, dirs: Iterable[str]) -> bool:
+    """Whether a finding's file lies in one of ``dirs`` (or at the top of appops/)."""
+    if finding.file is None:
+        return True
+    if Path(finding.file).parent.as_posix() == APPOPS:
+        return True
+    return any(is_within(finding.file, d) for d in dirs)

@@ -1,0 +1,90 @@
+"""``konfig check``: findings from structure, Spec, Kubernetes schema and policy rules."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from konfig.check import Severity, check
+from konfig.check.formats import FORMATS, render
+from konfig.commands._common import load_repository
+from konfig.commands._selection import select_for_command
+from konfig.compile import CompileInput, CompileResult, compile_many, default_jobs, stacks_inputs
+from konfig.console import info, progress_bar
+from konfig.errors import EXIT_FINDINGS, EXIT_OK
+
+
+@click.command("check")
+@click.argument("stacks", nargs=-1)
+@click.option("--all", "all_stacks", is_flag=True, help="Check every stack (the default).")
+@click.option(
+    "--files",
+    "from_files",
+    is_flag=True,
+    help="Treat the arguments as changed file paths and check the stacks they affect "
+    "(what the pre-commit hook passes).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="Output format (default: github inside GitHub Actions, else text).",
+)
+@click.option(
+    "--policies/--no-policies", default=True, show_default=True, help="Evaluate the KCL policies."
+)
+@click.option(
+    "-j", "--jobs", type=click.IntRange(min=1), default=None, help="Compile worker processes."
+)
+@click.pass_context
+def command(
+    ctx: click.Context,
+    stacks: tuple[str, ...],
+    all_stacks: bool,
+    from_files: bool,
+    fmt: str | None,
+    policies: bool,
+    jobs: int | None,
+) -> int:
+    """Check STACKs (default: every stack and the whole repository layout).
+
+    Rules: structure/* (layout, project.yaml, stack.yaml), compile/error, spec/* (ids,
+    dependsOn, cycles, namespaces), schema/* (strict Kubernetes schema of konfig.yaml
+    kubernetesVersion, CRDs in the repo), policy/* (KCL policies under
+    base/pkg/policies, switched off per stack in stack.yaml with a reason).
+    Exit code 1 when there is an error finding.
+    """
+    if fmt is None:
+        fmt = "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text"
+    repo = load_repository(ctx)
+    selection = select_for_command(repo, stacks, all_stacks=all_stacks, from_files=from_files)
+    scope: list[str] | None = None
+    if not selection.everything:
+        scope = [*{s.project_path: None for s in selection.stacks}, *(selection.test_scope or ())]
+
+    prepared = stacks_inputs(repo, selection.stacks)
+    inputs = [p for p in prepared if isinstance(p, CompileInput)]
+    early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
+    with progress_bar("compiling", len(inputs), enabled=fmt == "text") as bar:
+        done = compile_many(
+            inputs,
+            jobs=jobs or default_jobs(),
+            progress=lambda r: bar.advance(Path(r.stack_path).name),
+        )
+    by_path = {r.stack_path: r for r in done} | early
+    compiled = [by_path[s.path] for s in selection.stacks]
+
+    findings = check(repo, compiled, scope=scope, policies=policies)
+    click.echo(render(findings, fmt), nl=False)
+    errors = sum(1 for f in findings if f.severity is Severity.ERROR)
+    if fmt == "text":
+        warnings = len(findings) - errors
+        info(
+            f"checked {len(compiled)} stack(s): {errors} error(s), {warnings} warning(s)"
+            if findings
+            else f"checked {len(compiled)} stack(s): no findings"
+        )
+    return EXIT_FINDINGS if errors else EXIT_OK
