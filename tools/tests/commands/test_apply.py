@@ -1,0 +1,186 @@
+"""``konfig apply`` end to end: a real repository, the real control plane, the CLI in process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fixtures.cluster import Cluster
+from fixtures.repos import SIMPLE_MAIN, KonfigRunner, RepoBuilder
+from kubeutil import unique
+
+from konfig import inventory as inv
+from konfig.compile import compile_input, compile_one
+from konfig.kube import Kube, KubeTarget, connect
+from konfig.lock import StackLock
+from konfig.repo import discover
+
+pytestmark = pytest.mark.cluster
+
+STACK_YAML = "name: dev\nkubernetes:\n  context: admin\n"
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: Cluster) -> Iterator[Kube]:
+    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
+    yield k
+    k.close()
+
+
+def make(
+    repo: RepoBuilder, project: str, *, image: str = "nginx:1.27.3", ns: str | None = None
+) -> str:
+    main = SIMPLE_MAIN.format(name=project, namespace=ns or project).replace("nginx:1.27.3", image)
+    repo.stack(project, "dev", main=main, stack_yaml=STACK_YAML)
+    return f"{project}/dev"
+
+
+def resource_ids(repo: RepoBuilder, address: str) -> list[str]:
+    r = discover(repo.root)
+    result = compile_one(compile_input(r, r.stack(address)))
+    assert result.spec is not None, result.error
+    return [res.id for res in result.spec.resources]
+
+
+def test_apply_update_and_json(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    project = unique("p7cli")
+    address = make(repo_builder, project)
+    ids = resource_ids(repo_builder, address)
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    res = konfig("apply", address, "--yes", kc, "--commit", "abc123", cwd=repo_builder.root)
+    assert res.code == 0, res.err
+    assert (
+        f"Apply complete: {len(ids)} created, 0 updated, 0 replaced, 0 deleted, 0 unchanged"
+        in res.out
+    )
+    assert "level 1/" in res.err
+    for rid in ids:
+        assert f"created {rid.split(':')[1]} " in res.out
+    stored = inv.read_inventory(kube, f"appops/{address}")
+    assert stored is not None
+    assert stored.ids() == set(ids)
+    assert stored.commit == "abc123"
+    deploy = kube.get("apps/v1", "Deployment", project, project)
+    assert (
+        deploy is not None
+        and deploy["status"].get("availableReplicas") == deploy["spec"]["replicas"]
+    )
+
+    # a second apply changes nothing; --json is machine readable
+    res = konfig(
+        "apply", address, "--yes", "--json", kc, "--commit", "abc124", cwd=repo_builder.root
+    )
+    assert res.code == 0, res.err
+    data = json.loads(res.out)
+    assert data["ok"] is True
+    (stack,) = data["stacks"]
+    assert stack["counts"]["unchanged"] == len(ids)
+    assert stack["inventory"]["commit"] == "abc124"
+    assert stack["inventory"]["applysetId"] == inv.applyset_id(
+        inv.inventory_name(f"appops/{address}")
+    )
+
+    # an image change is an update
+    make(repo_builder, project, image="nginx:1.27.4")
+    res = konfig("apply", address, "--yes", kc, cwd=repo_builder.root)
+    assert res.code == 0, res.err
+    assert "1 updated" in res.out
+    deploy = kube.get("apps/v1", "Deployment", project, project)
+    assert deploy is not None
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27.4"
+
+    res = konfig("destroy", address, "--yes", kc, cwd=repo_builder.root)
+    assert res.code == 0, res.err
+    assert inv.read_inventory(kube, f"appops/{address}") is None
+
+
+def test_refuses_without_tty_unless_yes(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    address = make(repo_builder, unique("p7tty"))
+    res = konfig("apply", address, f"--kubeconfig={cluster.kubeconfig}", cwd=repo_builder.root)
+    assert res.code == 2
+    assert "stdin is not a terminal" in res.err and "--yes" in res.err
+    assert "to create" in res.out  # the plan was shown
+    assert inv.read_inventory(kube, f"appops/{address}") is None
+
+
+def test_plan_file_must_match(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube, tmp_path: Path
+) -> None:
+    project = unique("p7plan")
+    address = make(repo_builder, project)
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    saved = tmp_path / "preview.json"
+    res = konfig(
+        "preview", address, kc, "--format", "json", "--out", str(saved), cwd=repo_builder.root
+    )
+    assert res.code == 0, res.err
+    # the configuration changes after the preview: refused, nothing written
+    make(repo_builder, project, image="nginx:1.27.4")
+    res = konfig("apply", address, "--yes", "--plan", str(saved), kc, cwd=repo_builder.root)
+    assert res.code == 1
+    assert "differs from the previewed one" in res.err
+    assert "spec digest" in res.err
+    assert inv.read_inventory(kube, f"appops/{address}") is None
+    assert kube.get("v1", "Namespace", project, None) is None
+    # back to what was previewed: applied
+    make(repo_builder, project)
+    res = konfig("apply", address, "--yes", "--plan", str(saved), kc, cwd=repo_builder.root)
+    assert res.code == 0, res.err
+    assert "Apply complete" in res.out
+    assert konfig("destroy", address, "--yes", kc, cwd=repo_builder.root).code == 0
+
+
+def test_second_apply_fails_naming_the_holder(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    address = make(repo_builder, unique("p7lock"))
+    holder = StackLock(kube, f"appops/{address}", identity="merge run 42")
+    holder.acquire(5)
+    try:
+        res = konfig(
+            "apply",
+            address,
+            "--yes",
+            "--lock-timeout",
+            "1",
+            f"--kubeconfig={cluster.kubeconfig}",
+            cwd=repo_builder.root,
+        )
+    finally:
+        holder.release()
+    assert res.code == 1
+    assert "is locked by another apply" in res.err
+    assert "'merge run 42'" in res.err
+    assert inv.read_inventory(kube, f"appops/{address}") is None
+
+
+def test_several_stacks_and_shared_objects(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    a, b = make(repo_builder, unique("p7a")), make(repo_builder, unique("p7b"))
+    res = konfig("apply", b, a, "--yes", kc, cwd=repo_builder.root)
+    assert res.code == 0, res.err
+    assert f"[appops/{a}]" in res.out and f"[appops/{b}]" in res.out
+    for address in (a, b):
+        stored = inv.read_inventory(kube, f"appops/{address}")
+        assert stored is not None and stored.ids() == set(resource_ids(repo_builder, address))
+    # two stacks that declare the same object cannot be applied independently
+    clash = unique("p7c")
+    make(repo_builder, clash, ns=a.split("/")[0])
+    repo_builder.write(
+        f"appops/{clash}/dev/main.k",
+        SIMPLE_MAIN.format(name=a.split("/")[0], namespace=a.split("/")[0]),
+    )
+    res = konfig("apply", a, f"{clash}/dev", "--yes", kc, cwd=repo_builder.root)
+    assert res.code == 2
+    assert "stacks share objects" in res.err
+    assert inv.read_inventory(kube, f"appops/{clash}/dev") is None
+    res = konfig("destroy", a, b, "--yes", kc, cwd=repo_builder.root)
+    assert res.code == 0, res.err
