@@ -51,7 +51,7 @@ from konfig.importgraph import (
     modules_of_change,
     scan_files,
 )
-from konfig.repo import APPOPS, PROJECT_FILE, STACK_FILE, is_within
+from konfig.repo import APPOPS, PROJECT_FILE, STACK_FILE, Repository, Stack, is_within
 
 CACHE_DIR = ".cache/konfig"
 KCL_YAML = "kcl.yaml"
@@ -469,3 +469,15 @@ def _stack_diff(
     deleted = sorted(s for s in base.stacks if s not in head.stacks)
     added = sorted(s for s, p in head.stacks.items() if p in touched and s not in base.stacks)
     return deleted, added
+
+
+def stacks_changed_from(repo: Repository, ref: str, *, cache: Path | None = None) -> list[Stack]:
+    """The repository's stacks affected by the changes from ``merge-base(ref, HEAD)`` to the
+    work tree: what ``compile``/``test``/``check``/``preview --changed-from REF`` select.
+
+    Deleted stacks are not in the list (they have nothing to compile); see
+    :func:`affected_stacks` for them.
+    """
+    changes = affected_stacks(repo.root, ref, None, cache=cache)
+    wanted = set(changes.stack_paths)
+    return [s for s in repo.stacks if s.path in wanted]

@@ -255,6 +255,53 @@ def compile_many(
     return [results[i.stack_path] for i in inputs]
 
 
+def compile_cached(
+    repo: Repository,
+    inputs: Sequence[CompileInput],
+    *,
+    state: Path | None,
+    jobs: int = 1,
+    progress: ProgressFn | None = None,
+) -> list[CompileResult]:
+    """Like :func:`compile_many`, but reuse Specs from the compile cache under ``state``.
+
+    ``state`` None disables the cache. See :mod:`konfig.cache` for what the key covers.
+    """
+    if state is None or not inputs:
+        return compile_many(inputs, jobs=jobs, progress=progress)
+    from konfig.cache import CompileCache, DependencyIndex  # keeps plain compiles lean
+
+    index = DependencyIndex.build(repo.root, state)
+    store = CompileCache(state)
+    kcl_version = kcl.version()
+    keys: dict[str, str] = {}
+    results: dict[str, CompileResult] = {}
+    misses: list[CompileInput] = []
+    for item in inputs:
+        started = time.perf_counter()
+        project = "/".join(item.stack_path.split("/")[:2])
+        key = index.deps(item.stack_path, project, item.files, item.options, kcl_version).key
+        keys[item.stack_path] = key
+        spec = store.get(key)
+        if spec is None:
+            misses.append(item)
+            continue
+        result = CompileResult(
+            item.stack_path, spec, None, time.perf_counter() - started, cached=True, inputs=item
+        )
+        results[item.stack_path] = result
+        if progress:
+            progress(result)
+    for result in compile_many(misses, jobs=jobs, progress=progress):
+        results[result.stack_path] = result
+        if result.spec is not None:
+            try:
+                store.put(keys[result.stack_path], result.stack_path, result.spec)
+            except OSError:
+                pass  # a read-only or full disk only costs the next run a compile
+    return [results[i.stack_path] for i in inputs]
+
+
 def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 

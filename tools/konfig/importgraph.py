@@ -252,6 +252,12 @@ class ImportGraph:
             return set()
         return {n for n in nx.descendants(self.graph, node) if isinstance(n, str)}
 
+    def descendants(self, module: str) -> set[str]:
+        """Every module ``module`` imports, directly or transitively."""
+        if module not in self.graph:
+            return set()
+        return {n for n in nx.descendants(self.graph, module) if isinstance(n, str)}
+
     def importing_stacks(self, module: str) -> set[str]:
         """Stacks whose entry files import ``module``, directly or transitively."""
         if module not in self.graph:

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
+from konfig.changed import cache_dir, stacks_changed_from
 from konfig.commands._common import load_repository, report_problems, select_stacks
 from konfig.compile import (
     CompileInput,
     CompileResult,
-    compile_many,
+    compile_cached,
     default_jobs,
     stacks_inputs,
 )
@@ -37,6 +38,18 @@ from konfig.fsutil import atomic_write_text
     help="Worker processes (default: number of CPUs).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary per stack.")
+@click.option(
+    "--changed-from",
+    metavar="REF",
+    default=None,
+    help="Compile the stacks affected by the changes from the merge base of REF to the "
+    "work tree (see `konfig changed`).",
+)
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Compile every stack even when .cache/konfig/compile holds its Spec.",
+)
 @click.pass_context
 def command(
     ctx: click.Context,
@@ -45,6 +58,8 @@ def command(
     out: Path | None,
     jobs: int | None,
     as_json: bool,
+    changed_from: str | None,
+    no_cache: bool,
 ) -> int:
     """Compile STACKs (appops/<project>/<stack> or <project>/<stack>) into Specs.
 
@@ -53,15 +68,28 @@ def command(
     """
     repo = load_repository(ctx)
     report_problems(repo)
-    selected = select_stacks(repo, stacks, all_stacks=all_stacks)
+    state = cache_dir(repo.root)
+    if changed_from is not None:
+        if stacks or all_stacks:
+            raise UsageError("give stacks, --all or --changed-from, not several")
+        selected = stacks_changed_from(repo, changed_from, cache=None if no_cache else state)
+        if not selected:
+            info(f"no stacks affected since {changed_from}")
+            if as_json:
+                echo_json([])
+            return EXIT_OK
+    else:
+        selected = select_stacks(repo, stacks, all_stacks=all_stacks)
     if not selected:
         raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")
     prepared = stacks_inputs(repo, selected)
     inputs = [p for p in prepared if isinstance(p, CompileInput)]
     failed_early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
     with progress_bar("compiling", len(inputs), enabled=not as_json) as bar:
-        compiled = compile_many(
+        compiled = compile_cached(
+            repo,
             inputs,
+            state=None if no_cache else state,
             jobs=jobs or default_jobs(),
             progress=lambda r: bar.advance(Path(r.stack_path).name),
         )
@@ -87,6 +115,7 @@ def command(
                     "ok": r.ok,
                     "resources": len(r.spec.resources) if r.spec else 0,
                     "seconds": round(r.seconds, 4),
+                    "cached": r.cached,
                     "error": _error_json(r),
                 }
                 for r in results
@@ -97,7 +126,12 @@ def command(
             error(f"{r.stack_path}: compile failed\n  {r.error}".replace("\n", "\n  "))
         if out is not None or len(results) > 1:
             ok = len(results) - len(failures)
-            info(f"compiled {ok}/{len(results)} stacks" + (f" into {out}" if out else ""))
+            cached = sum(1 for r in results if r.cached)
+            info(
+                f"compiled {ok}/{len(results)} stacks"
+                + (f" ({cached} from cache)" if cached else "")
+                + (f" into {out}" if out else "")
+            )
     return EXIT_FINDINGS if failures else EXIT_OK
 
 

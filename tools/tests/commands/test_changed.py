@@ -84,3 +84,20 @@ def test_not_a_git_repository(repo_builder: RepoBuilder, konfig: KonfigRunner) -
     result = konfig("changed", "--base", "main", cwd=repo_builder.root)
     assert result.code == 2
     assert "not inside a git repository" in result.err
+
+
+def test_compile_changed_from_uses_the_work_tree(repo: RepoBuilder, konfig: KonfigRunner) -> None:
+    repo.write("appops/shopfront/dev/main.k", (repo.root / "appops/shop/dev/main.k").read_text())
+    result = konfig("compile", "--changed-from", "HEAD", "--json", cwd=repo.root)
+    assert result.code == 0, result.err
+    assert [r["path"] for r in json.loads(result.out)] == ["appops/shopfront/dev"]
+    clean = konfig("compile", "--changed-from", "main", "--json", cwd=repo.root)
+    assert [r["path"] for r in json.loads(clean.out)] == ["appops/shopfront/dev"]
+    both = konfig("compile", "--all", "--changed-from", "HEAD", cwd=repo.root)
+    assert both.code == 2
+
+
+def test_compile_changed_from_nothing(repo: RepoBuilder, konfig: KonfigRunner) -> None:
+    result = konfig("compile", "--changed-from", "HEAD", cwd=repo.root)
+    assert result.code == 0
+    assert "no stacks affected since HEAD" in result.err

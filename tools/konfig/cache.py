@@ -1,0 +1,168 @@
+"""The compile cache: a stack's Spec is reused while nothing it depends on changed.
+
+A stack's cache key is a sha256 over:
+
+* the tool: konfig's version and the source of the modules that shape a Spec
+  (``compile``, ``spec``, ``kcl``, ``cache``), and the KCL compiler version;
+* its options (``kcl.yaml`` / ``ci-test/settings.yaml`` ``kcl_options``) and its entry
+  files in order (the render entry included);
+* the git blob id of every file it may read: the entry files, every file inside the
+  stack directory (data files read with ``file.read`` live there), the project's
+  ``base/**``, every file directly inside each package it imports, transitively, and
+  each imported ``.k`` module file, and ``kcl.mod`` / ``kcl.mod.lock``.
+
+Entries live in ``.cache/konfig/compile/<key[:2]>/<key>.json`` (the Spec as JSON),
+written atomically. An entry that cannot be read or parsed is ignored (and rewritten
+after the stack compiles again). Only successful compiles are stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from konfig import __version__
+from konfig.changed import Snapshot, find_layout, worktree_snapshot
+from konfig.fsutil import atomic_write_text
+from konfig.importgraph import KCL_SUFFIX, ImportCache, ImportGraph, module_of, scan_files
+from konfig.spec import Spec, SpecError, load_spec
+
+COMPILE_DIR = "compile"
+ALWAYS = ("kcl.mod", "kcl.mod.lock")
+_TOOL_MODULES = ("compile.py", "spec.py", "kcl.py", "cache.py")
+
+
+@cache
+def tool_fingerprint() -> str:
+    """konfig's version plus a digest of the modules that decide what a Spec looks like."""
+    h = hashlib.sha256(__version__.encode())
+    here = Path(__file__).resolve().parent
+    for name in _TOOL_MODULES:
+        try:
+            h.update((here / name).read_bytes())
+        except OSError:
+            h.update(name.encode())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class StackDeps:
+    """What one stack's compile depends on, and the resulting cache key."""
+
+    stack_path: str
+    key: str
+    files: tuple[str, ...]  # relative paths that went into the key
+
+
+class DependencyIndex:
+    """The work tree's files, import graph and layout, to compute cache keys quickly."""
+
+    def __init__(self, snapshot: Snapshot, graph: ImportGraph) -> None:
+        self.snapshot = snapshot
+        self.graph = graph
+        self.by_dir: dict[str, list[str]] = defaultdict(list)
+        self.by_stack: dict[str, list[str]] = defaultdict(list)
+        self.by_project_base: dict[str, list[str]] = defaultdict(list)
+        self._closure: dict[str, frozenset[str]] = {}
+        layout = find_layout(snapshot.files)
+        self.layout = layout
+        for path in snapshot.files:
+            self.by_dir[module_of(path)].append(path)
+            owner = layout.stack_of(path)
+            if owner is not None:
+                self.by_stack[owner].append(path)
+            parts = path.split("/", 3)
+            if len(parts) == 4 and parts[0] == "appops" and parts[2] == "base":
+                self.by_project_base[f"appops/{parts[1]}"].append(path)
+
+    def _descendants(self, module: str) -> frozenset[str]:
+        found = self._closure.get(module)
+        if found is None:
+            found = frozenset(self.graph.descendants(module))
+            self._closure[module] = found
+        return found
+
+    @classmethod
+    def build(cls, root: Path, state: Path | None) -> DependencyIndex:
+        snapshot = worktree_snapshot(root, state)
+        import_cache = ImportCache.load(state / "imports.json" if state else None)
+        imports = scan_files(snapshot.files, snapshot.read, import_cache)
+        import_cache.save(keep=snapshot.files.values())
+        return cls(snapshot, ImportGraph.build(snapshot.files, imports))
+
+    def deps(
+        self,
+        stack_path: str,
+        project_path: str,
+        entry_files: Sequence[str],
+        options: Iterable[tuple[str, Any]],
+        kcl_version: str,
+    ) -> StackDeps:
+        root = self.snapshot.root.resolve()
+        entries: list[str] = []
+        outside: list[str] = []
+        for f in entry_files:
+            try:
+                entries.append(Path(f).resolve().relative_to(root).as_posix())
+            except ValueError:
+                outside.append(f)
+        modules: set[str] = set()
+        for entry in entries:
+            for target in self.graph.targets(entry):
+                modules.add(target)
+                modules.update(self._descendants(target))
+        files: set[str] = set(entries)
+        files.update(self.by_stack.get(stack_path, ()))
+        files.update(self.by_project_base.get(project_path, ()))
+        for module in modules:
+            files.update(self.by_dir.get(module, ()))
+            files.add(module + KCL_SUFFIX)
+        files.update(ALWAYS)
+        h = hashlib.sha256()
+        header = {
+            "tool": tool_fingerprint(),
+            "kcl": kcl_version,
+            "stack": stack_path,
+            "entries": entries + outside,
+            "options": [[k, v] for k, v in options],
+        }
+        h.update(json.dumps(header, sort_keys=True, default=str).encode())
+        blobs = self.snapshot.files
+        for path in sorted(files):
+            h.update(f"\0{path}\0{blobs.get(path, '-')}".encode())
+        for f in outside:  # entry files outside the repository: hash their content
+            try:
+                h.update(hashlib.sha256(Path(f).read_bytes()).digest())
+            except OSError:
+                h.update(b"missing")
+        return StackDeps(stack_path, h.hexdigest(), tuple(sorted(files)))
+
+
+class CompileCache:
+    """Specs by cache key under ``<state>/compile``."""
+
+    def __init__(self, state: Path) -> None:
+        self.dir = state / COMPILE_DIR
+
+    def _path(self, key: str) -> Path:
+        return self.dir / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> Spec | None:
+        path = self._path(key)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or data.get("key") != key:
+                return None
+            return load_spec(data["spec"])
+        except (OSError, ValueError, KeyError, TypeError, SpecError):
+            return None  # missing or corrupt: compile again, the put() rewrites it
+
+    def put(self, key: str, stack_path: str, spec: Spec) -> None:
+        payload = {"key": key, "stack": stack_path, "spec": spec.to_dict()}
+        atomic_write_text(self._path(key), json.dumps(payload, separators=(",", ":")))
