@@ -17,11 +17,13 @@ from konfig import __version__
 from konfig.commands import apply as apply_cmd
 from konfig.commands import changed as changed_cmd
 from konfig.commands import check as check_cmd
+from konfig.commands import comment as comment_cmd
 from konfig.commands import compile as compile_cmd
 from konfig.commands import destroy as destroy_cmd
 from konfig.commands import gen as gen_cmd
 from konfig.commands import list as list_cmd
 from konfig.commands import preview as preview_cmd
+from konfig.commands import report as report_cmd
 from konfig.commands import test as test_cmd
 from konfig.console import error
 from konfig.errors import EXIT_UNEXPECTED, EXIT_USAGE, KonfigError
@@ -44,8 +46,10 @@ def cli(ctx: click.Context, root: Path | None) -> None:
 cli.add_command(list_cmd.command)
 cli.add_command(compile_cmd.command)
 cli.add_command(gen_cmd.command)
+cli.add_command(comment_cmd.command)
 cli.add_command(changed_cmd.command)
 cli.add_command(preview_cmd.command)
+cli.add_command(report_cmd.command)
 cli.add_command(apply_cmd.command)
 cli.add_command(destroy_cmd.command)
 cli.add_command(test_cmd.command)

@@ -1,1 +1,6 @@
-pytest_plugins = ["fixtures.repos", "fixtures.monorepo", "fixtures.cluster"]
+pytest_plugins = [
+    "fixtures.repos",
+    "fixtures.cluster",
+    "fixtures.monorepo",
+    "fixtures.github_server",
+]

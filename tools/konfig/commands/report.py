@@ -1,0 +1,198 @@
+"""``konfig report``: the pull-request report (comment body and job summary) as markdown."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from konfig import report as reportlib
+from konfig.console import info, warn
+from konfig.errors import EXIT_OK, UsageError
+from konfig.fsutil import atomic_write_text
+
+FC = TypeVar("FC", bound=Callable[..., Any])
+
+# Files `--results DIR` picks up (what the workflow's jobs upload as artifacts).
+RESULT_FILES = {
+    "preview.json": "preview",
+    "changed.json": "changed",
+    "compile.json": "compile",
+    "test.json": "test",
+    "check.json": "check",
+}
+
+
+def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
+    return click.option(
+        flag,
+        multiple=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help=help_text + " Repeatable; a missing file is reported in the report, not fatal.",
+    )
+
+
+@click.command("report")
+@_paths("Preview JSON (konfig preview --format json).", "--preview")
+@click.option(
+    "--changed",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Change set JSON (konfig changed --json): the 'why affected' column.",
+)
+@_paths("Compile summary JSON (konfig compile --json).", "--compile")
+@_paths("Test results JSON (konfig test --json).", "--test")
+@_paths("Check findings JSON (konfig check --format json).", "--check")
+@click.option(
+    "--results",
+    type=click.Path(file_okay=False, path_type=Path),
+    multiple=True,
+    help="Directory searched recursively for preview.json, changed.json, compile.json, "
+    "test.json and check.json (the gathered artifacts of a fanned-out run).",
+)
+@click.option("--sha", required=True, help="Head commit the report is about.")
+@click.option("--run-url", default=None, help="Link to the workflow run (footer).")
+@click.option(
+    "--budget",
+    type=click.IntRange(min=2_000, max=reportlib.COMMENT_LIMIT),
+    default=reportlib.DEFAULT_BUDGET,
+    show_default=True,
+    help="Maximum characters of the comment body.",
+)
+@click.option("--title", default="Konfig preview", show_default=True, help="Heading text.")
+@click.option(
+    "--placeholder",
+    is_flag=True,
+    help="Render the 'preview running' placeholder for --sha instead of a report.",
+)
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the comment body to FILE instead of stdout.",
+)
+@click.option(
+    "--summary-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Append the full report (up to GitHub's 1 MiB step-summary limit) to FILE; "
+    "in a workflow pass $GITHUB_STEP_SUMMARY.",
+)
+def command(
+    preview: Sequence[Path],
+    changed: Path | None,
+    compile: Sequence[Path],
+    test: Sequence[Path],
+    check: Sequence[Path],
+    results: Sequence[Path],
+    sha: str,
+    run_url: str | None,
+    budget: int,
+    title: str,
+    placeholder: bool,
+    out: Path | None,
+    summary_file: Path | None,
+) -> int:
+    """Render the markdown report of a pull request from the stages' JSON.
+
+    The comment body stays under --budget characters: heading and summary table
+    first, then whole per-stack sections (failures, then changes), then compact
+    sections without diffs; a section is cut inside only as a last resort, and the
+    footer says what was left out. The full report goes to --summary-file.
+    """
+    if placeholder:
+        _emit(reportlib.render_placeholder(sha, run_url), out)
+        return EXIT_OK
+    files: dict[str, list[Path]] = {
+        "preview": list(preview),
+        "changed": [changed] if changed else [],
+        "compile": list(compile),
+        "test": list(test),
+        "check": list(check),
+    }
+    for directory in results:
+        if not directory.is_dir():
+            raise UsageError(f"{directory}: not a directory", hint="pass the artifacts directory")
+        for path in sorted(directory.rglob("*.json")):
+            if path.name in RESULT_FILES:
+                files[RESULT_FILES[path.name]].append(path)
+    if not any(files.values()):
+        raise UsageError(
+            "no inputs", hint="pass --preview, --changed, --compile, --test, --check or --results"
+        )
+
+    missing: list[str] = []
+    docs: dict[str, list[Any]] = {key: [] for key in files}
+    for key, paths in files.items():
+        for path in paths:
+            doc = _load(path)
+            if doc is None:
+                warn(f"{path}: not found; the report says the {key} results are missing")
+                missing.append(f"{key} ({path.name})")
+            else:
+                docs[key].append(doc)
+    if len(docs["changed"]) > 1:
+        raise UsageError("give one change set (--changed or one changed.json under --results)")
+    inputs = reportlib.Inputs(
+        previews=docs["preview"],
+        changed=docs["changed"][0] if docs["changed"] else None,
+        compile=docs["compile"],
+        tests=docs["test"],
+        checks=docs["check"],
+        missing=missing,
+    )
+    try:
+        report = reportlib.build(inputs, sha=sha, run_url=run_url)
+    except reportlib.ReportInputError as exc:
+        raise UsageError(str(exc), hint="pass the JSON the named konfig command printed") from exc
+
+    comment = reportlib.render(report, budget=budget, title=title)
+    _emit(comment.text, out)
+    if comment.truncated:
+        info(
+            f"report truncated to {len(comment.text)} characters (budget {budget}): "
+            f"{len(comment.omitted)} stack diffs left out, {len(comment.cut)} cut"
+        )
+    if summary_file is not None:
+        _append_summary(report, summary_file, title)
+    return EXIT_OK
+
+
+def _load(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}",
+            hint="pass the file a konfig command wrote with --json / --format json",
+        ) from None
+
+
+def _emit(text: str, out: Path | None) -> None:
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        atomic_write_text(out, text)
+        info(f"wrote {out} ({len(text)} characters)")
+
+
+def _append_summary(report: reportlib.Report, path: Path, title: str) -> None:
+    used = path.stat().st_size if path.exists() else 0
+    room = reportlib.SUMMARY_LIMIT_BYTES - used - 1024
+    if room < 2_000:
+        warn(f"{path}: the step summary is full ({used} bytes); the report is not added")
+        return
+    full = reportlib.render(report, budget=room, measure=reportlib.utf8_bytes, title=title)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(full.text if used == 0 else "\n" + full.text)
+    info(f"appended the full report to {path}")

@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from fixtures.repos import KonfigRunner
+
+SHA = "abcdef0123456789abcdef0123456789abcdef01"
+PATH = "appops/web/dev"
+
+
+def preview_doc(lines: int = 3) -> dict[str, Any]:
+    diff = "--- live/v1:ConfigMap:web:c\n+++ planned/v1:ConfigMap:web:c\n@@ -1 +1 @@\n"
+    diff += "".join(f"+  k{i}: {'v' * 40}\n" for i in range(lines))
+    counts = {"create": 0, "update": 1, "replace": 0, "delete": 0, "unchanged": 0}
+    return {
+        "schemaVersion": 1,
+        "kind": "KonfigPreview",
+        "hasChanges": True,
+        "counts": counts,
+        "stacks": [
+            {
+                "path": PATH,
+                "project": "web",
+                "stack": "dev",
+                "context": "admin",
+                "deleted": False,
+                "status": "ok",
+                "error": None,
+                "specDigest": "d",
+                "priorCommit": None,
+                "priorDigest": None,
+                "counts": counts,
+                "changes": [
+                    {
+                        "id": "v1:ConfigMap:web:c",
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "namespace": "web",
+                        "name": "c",
+                        "action": "update",
+                        "reason": "data changed",
+                        "validated": True,
+                        "fields": [],
+                        "diff": diff,
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def write(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_writes_body_and_appends_summary(konfig: KonfigRunner, tmp_path: Path) -> None:
+    preview = write(tmp_path / "preview.json", preview_doc())
+    summary = tmp_path / "summary.md"
+    summary.write_text("# earlier step\n", encoding="utf-8")
+    out = tmp_path / "body.md"
+    result = konfig(
+        "report", "--preview", str(preview), "--sha", SHA, "--out", str(out),
+        "--summary-file", str(summary), "--run-url", "https://ci.example/run/1",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    body = out.read_text(encoding="utf-8")
+    assert body.startswith("## Konfig preview for `abcdef012345`: 📝 changes to apply")
+    assert "[Workflow run](https://ci.example/run/1)" in body
+    text = summary.read_text(encoding="utf-8")
+    assert text.startswith("# earlier step\n\n## Konfig preview")
+    assert text.endswith(body)
+
+
+def test_budget_applies_to_comment_not_summary(konfig: KonfigRunner, tmp_path: Path) -> None:
+    preview = write(tmp_path / "preview.json", preview_doc(lines=400))
+    summary = tmp_path / "summary.md"
+    result = konfig(
+        "report", "--preview", str(preview), "--sha", SHA, "--budget", "5000",
+        "--summary-file", str(summary),
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    assert len(result.out) <= 5000
+    assert "Truncated to stay under" in result.out
+    assert "report truncated" in result.err
+    full = summary.read_text(encoding="utf-8")
+    assert "Truncated" not in full and full.count("+  k") == 400
+
+
+def test_results_directory_gathers_matrix_artifacts(konfig: KonfigRunner, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    write(results / "preview-1" / "preview.json", preview_doc())
+    other = preview_doc()
+    other["stacks"][0]["path"] = "appops/web/prod"
+    write(results / "preview-2" / "preview.json", other)
+    write(
+        results / "changed" / "changed.json",
+        {"base": "b", "head": SHA, "stacks": [{"path": PATH, "reasons": ["main.k changed"]}],
+         "deleted_stacks": [], "projects": ["web"]},
+    )  # fmt: skip
+    result = konfig("report", "--results", str(results), "--sha", SHA)
+    assert result.code == 0, result.err
+    assert "| `appops/web/dev` | main.k changed | 📝 changes | 0 | 1 | 0 | 0 |" in result.out
+    assert "| `appops/web/prod` |" in result.out
+
+
+def test_missing_input_is_said_not_fatal(konfig: KonfigRunner, tmp_path: Path) -> None:
+    compile_json = write(
+        tmp_path / "compile.json",
+        [{"path": PATH, "ok": True, "resources": 1, "seconds": 0.1, "error": None}],
+    )
+    result = konfig(
+        "report", "--compile", str(compile_json), "--preview", str(tmp_path / "absent.json"),
+        "--sha", SHA,
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    assert "Results missing (the job failed or was skipped): preview (absent.json)" in result.out
+    assert "absent.json: not found" in result.err
+
+
+def test_invalid_json_names_file_and_line(konfig: KonfigRunner, tmp_path: Path) -> None:
+    bad = tmp_path / "preview.json"
+    bad.write_text('{"kind":\n  oops}', encoding="utf-8")
+    result = konfig("report", "--preview", str(bad), "--sha", SHA)
+    assert result.code == 2
+    assert f"{bad}:2:3: not valid JSON" in result.err
+
+
+def test_wrong_document_is_usage_error(konfig: KonfigRunner, tmp_path: Path) -> None:
+    wrong = write(tmp_path / "p.json", {"kind": "Something"})
+    result = konfig("report", "--preview", str(wrong), "--sha", SHA)
+    assert result.code == 2 and "KonfigPreview" in result.err
+
+
+def test_no_inputs_and_placeholder(konfig: KonfigRunner, tmp_path: Path) -> None:
+    none = konfig("report", "--sha", SHA)
+    assert none.code == 2 and "no inputs" in none.err
+    placeholder = konfig("report", "--placeholder", "--sha", SHA, "--run-url", "https://r/1")
+    assert placeholder.code == 0
+    assert "⏳ running" in placeholder.out and "https://r/1" in placeholder.out
