@@ -154,8 +154,18 @@ def compare(stack_path: str, compiled: Spec, golden_text: str | None) -> GoldenR
         )
         diffs.append(ResourceDiff(rid, change, text))
     if diffs:
-        return GoldenResult(stack_path, Status.MISMATCH, file, tuple(diffs))
+        line = _line_of_id(golden_text, diffs[0].id)
+        return GoldenResult(stack_path, Status.MISMATCH, file, tuple(diffs), line=line)
     return GoldenResult(stack_path, Status.PASSED, file)
+
+
+def _line_of_id(text: str, rid: str) -> int | None:
+    """The golden's line that holds a resource's ``id`` (None when it is not there)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        key, _, value = line.strip().removeprefix("- ").partition(":")
+        if key == "id" and value.strip().strip("'\"") == rid:
+            return number
+    return None
 
 
 def read_golden(root: Path, stack_path: str) -> str | None:

@@ -195,6 +195,7 @@ def _json(
             entry |= {
                 "status": g.status.value,
                 "golden": g.file,
+                "line": g.line,
                 "message": g.summary() if not g.passed else "",
                 "diffs": [{"id": d.id, "change": d.change, "diff": d.diff} for d in g.diffs],
             }
