@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from fixtures.repos import KonfigRunner, copy_template
 
 CORPUS = Path(__file__).parent / "corpus"
