@@ -1,4 +1,6 @@
 import shutil
+from collections.abc import Callable
+from pathlib import Path
 
 import git
 import pytest
@@ -11,6 +13,8 @@ from konfig.changed import (
     find_layout,
     matches_trigger,
 )
+from konfig.compile import compile_input, compile_one
+from konfig.repo import discover
 
 
 @pytest.mark.parametrize(
@@ -206,3 +210,107 @@ def test_entry_file_listed_by_kcl_yaml_outside_the_stack(two_projects: RepoBuild
         ),
         "appops/c/dev": ("imports base/pkg/lib/mid which changed: base/pkg/lib/mid.k",),
     }
+
+
+# --------------------------------------------------------------------------- the oracle
+#
+# The definition of correct: compile every stack at base and at head by brute force; every
+# stack whose output changed must be in the affected set (recall 100 %), every stack that
+# disappeared must be a deleted stack. Precision (how many affected stacks really changed)
+# is printed (pytest -s) for the report.
+
+
+def _brute_force(root: Path) -> dict[str, str]:
+    repo = discover(root)
+    out: dict[str, str] = {}
+    for stack in repo.stacks:
+        result = compile_one(compile_input(repo, stack))
+        out[stack.path] = result.spec.to_yaml() if result.spec else f"error: {result.error}"
+    return out
+
+
+def _edit(root: Path, rel: str, old: str, new: str) -> None:
+    path = root / rel
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {rel}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def _first(root: Path, pattern: str) -> str:
+    found = sorted(p.relative_to(root).as_posix() for p in root.glob(pattern))
+    assert found, pattern
+    return found[0]
+
+
+# scenarios that change files but not any compiled output (they measure precision)
+NO_OUTPUT_CHANGE = {"comment in a stack", "edit project.yaml", "edit kcl.mod"}
+
+
+def _scenarios(root: Path) -> dict[str, Callable[[], None]]:
+    stack_main = _first(root, "appops/*/*/main.k")
+    project_base = _first(root, "appops/*/base/base.k")
+    data_file = _first(root, "appops/*/*/config.json")
+    stack_dir = str(Path(stack_main).parent)
+    backend = next(
+        p.relative_to(root).as_posix()
+        for p in sorted(root.glob("base/pkg/models/backend/*.k"))
+        if '= "konfig"' in p.read_text()  # the managed-by label every object carries
+    )
+    project = str(Path(stack_main).parent.parent)
+
+    def add_stack() -> None:
+        shutil.copytree(root / stack_dir, root / project / "added")
+        _edit(root, f"{project}/added/stack.yaml", "name: ", "name: added\n_old: ")
+        _edit(root, f"{project}/added/main.k", 'namespace = "', 'namespace = "added-')
+
+    def rename_stack() -> None:
+        (root / stack_dir).rename(root / project / "renamed")
+        _edit(root, f"{project}/renamed/stack.yaml", "name: ", "name: renamed\n_old: ")
+
+    return {
+        "edit a stack": lambda: _edit(root, stack_main, 'namespace = "', 'namespace = "x-'),
+        "comment in a stack": lambda: _edit(root, stack_main, "import", "# note\nimport"),
+        "edit a project base file": lambda: _edit(root, project_base, ":1.", ":9."),
+        "edit project.yaml": lambda: _edit(
+            root, f"{project}/project.yaml", "description:", "description: x"
+        ),
+        "edit a shared library (subset of projects)": lambda: _edit(
+            root, "base/pkg/lib3/lib.k", '"v1"', '"v2"'
+        ),
+        "edit a deep transitive import": lambda: _edit(root, "base/pkg/lib2/lib.k", '"v1"', '"v3"'),
+        "edit a backend model (all stacks, via the render entry)": lambda: (
+            root / backend
+        ).write_text((root / backend).read_text().replace('= "konfig"', '= "konfig-x"')),
+        "add a stack": add_stack,
+        "delete a stack": lambda: shutil.rmtree(root / stack_dir),
+        "rename a stack": rename_stack,
+        "edit kcl.mod": lambda: _edit(root, "kcl.mod", "[package]", "[package]\n# edited"),
+        "change a data file": lambda: (root / data_file).write_text('{"logLevel": "trace"}\n'),
+    }
+
+
+def test_oracle_affected_stacks_contain_every_changed_output(monorepo: Path) -> None:
+    base = git.Repo(monorepo).head.commit.hexsha
+    at_base = _brute_force(monorepo)
+    assert not [p for p, y in at_base.items() if y.startswith("error")], at_base
+    report: list[str] = []
+    for index, (name, change) in enumerate(_scenarios(monorepo).items()):
+        git.Repo(monorepo).git.checkout("-q", "-b", f"scenario-{index}", base)
+        change()
+        git_commit(monorepo, name)
+        changes = affected_stacks(monorepo, base, "HEAD", cache=monorepo / ".cache/konfig")
+        at_head = _brute_force(monorepo)
+        really = {p for p, y in at_head.items() if at_base.get(p) != y}
+        gone = set(at_base) - set(at_head)
+        affected = set(changes.stack_paths)
+        assert really <= affected, f"{name}: missed {sorted(really - affected)}"
+        assert gone == set(changes.deleted_stacks), name
+        if name not in NO_OUTPUT_CHANGE:
+            assert really or gone, f"{name}: the scenario should change some output"
+        report.append(
+            f"{name:45} output changed {len(really):3}  affected {len(affected):3}  "
+            f"deleted {len(gone)}  precision "
+            + (f"{len(really) / len(affected):.0%}" if affected else "-")
+        )
+        git.Repo(monorepo).git.checkout("-q", base)
+    print("\n" + "\n".join(report))
