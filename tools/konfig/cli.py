@@ -22,6 +22,8 @@ from konfig.commands import compile as compile_cmd
 from konfig.commands import destroy as destroy_cmd
 from konfig.commands import gen as gen_cmd
 from konfig.commands import list as list_cmd
+from konfig.commands import matrix as matrix_cmd
+from konfig.commands import pending as pending_cmd
 from konfig.commands import preview as preview_cmd
 from konfig.commands import report as report_cmd
 from konfig.commands import test as test_cmd
@@ -50,6 +52,8 @@ cli.add_command(comment_cmd.command)
 cli.add_command(changed_cmd.command)
 cli.add_command(preview_cmd.command)
 cli.add_command(report_cmd.command)
+cli.add_command(matrix_cmd.command)
+cli.add_command(pending_cmd.command)
 cli.add_command(apply_cmd.command)
 cli.add_command(destroy_cmd.command)
 cli.add_command(test_cmd.command)

@@ -1,0 +1,123 @@
+"""Stacks whose applied state is behind a commit: what apply-on-merge must apply.
+
+The merge pipeline does not diff ``HEAD^..HEAD``: runs can be skipped (GitHub keeps
+one pending run per concurrency group) or fail. Instead every stack's inventory in
+the cluster records the commit last applied successfully (the commit is written only
+after apply and prune succeeded). A stack is pending when
+
+- it has no inventory (never applied), or its inventory records no commit;
+- its recorded commit is not in this repository's history (force-push, another
+  repository): applied again to be safe;
+- the change from its recorded commit to ``head`` affects it (``konfig changed``'s
+  rules, evaluated once per distinct recorded commit).
+
+A **deleted** stack is an inventory found in a cluster the repository's stacks
+target whose stack directory no longer exists at ``head``: apply destroys it.
+
+Pure: the caller reads the inventories (kube.py + inventory.py) and passes them in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from konfig import git
+from konfig.changed import ChangeSet, affected_stacks
+from konfig.errors import KonfigError
+from konfig.inventory import Inventory
+
+
+@dataclass(frozen=True)
+class PendingStack:
+    path: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Pending:
+    head: str
+    stacks: tuple[PendingStack, ...]
+    deleted_stacks: tuple[str, ...]
+    up_to_date: tuple[str, ...]
+
+    @property
+    def stack_paths(self) -> list[str]:
+        return [s.path for s in self.stacks]
+
+    @property
+    def projects(self) -> list[str]:
+        paths = [*self.stack_paths, *self.deleted_stacks]
+        return sorted({p.split("/")[1] for p in paths if p.count("/") >= 2})
+
+    def to_json(self) -> dict[str, object]:
+        """The shape of ``konfig changed --json`` (so ``konfig report`` reads both)."""
+        return {
+            "base": "inventories",
+            "head": self.head,
+            "stacks": [{"path": s.path, "reasons": list(s.reasons)} for s in self.stacks],
+            "deleted_stacks": list(self.deleted_stacks),
+            "projects": self.projects,
+            "up_to_date": list(self.up_to_date),
+        }
+
+
+Affected = Callable[[str, str], ChangeSet]
+
+
+def pending_stacks(
+    root: Path,
+    head: str,
+    stack_paths: Iterable[str],
+    inventories: Mapping[str, Inventory | None],
+    found: Iterable[Inventory] = (),
+    *,
+    affected: Affected | None = None,
+) -> Pending:
+    """Which of ``stack_paths`` (the stacks at ``head``) need applying; which are gone.
+
+    ``inventories`` maps each stack path to its inventory (None: none in the cluster);
+    ``found`` are all inventories listed in the clusters, for deleted stacks.
+    """
+    head_sha = git.rev_parse(root, head)
+    paths = sorted(set(stack_paths))
+    reasons: dict[str, list[str]] = {}
+    by_commit: dict[str, list[str]] = {}
+    up_to_date: list[str] = []
+    for path in paths:
+        inv = inventories.get(path)
+        if inv is None:
+            reasons[path] = ["never applied (no inventory in the cluster)"]
+        elif not inv.commit:
+            reasons[path] = ["the inventory records no applied commit (an apply did not finish)"]
+        elif inv.commit == head_sha:
+            up_to_date.append(path)
+        else:
+            try:
+                commit = git.rev_parse(root, inv.commit)
+            except KonfigError:
+                reasons[path] = [
+                    f"applied commit {inv.commit[:12]} is not in this repository's history"
+                ]
+                continue
+            by_commit.setdefault(commit, []).append(path)
+
+    compute = affected or (lambda base, tip: affected_stacks(root, base, tip))
+    for commit, group in sorted(by_commit.items()):
+        changes = compute(commit, head_sha)
+        why = {s.path: s.reasons for s in changes.stacks}
+        for path in group:
+            if path in why:
+                reasons[path] = [f"since applied commit {commit[:12]}: {r}" for r in why[path]]
+            else:
+                up_to_date.append(path)
+
+    current = set(paths)
+    deleted = sorted({inv.stack_path for inv in found if inv.stack_path not in current})
+    return Pending(
+        head=head_sha,
+        stacks=tuple(PendingStack(p, tuple(reasons[p])) for p in paths if p in reasons),
+        deleted_stacks=tuple(deleted),
+        up_to_date=tuple(sorted(up_to_date)),
+    )

