@@ -4,7 +4,7 @@ The policy entry (``base/pkg/policies/evaluate/main.k``) is compiled with the st
 and its resources passed in as the ``konfig_policy_input`` option; it returns the
 rule ids it knows and the violations. Each violation becomes a finding
 ``policy/<rule id>``, unless the stack's stack.yaml switches the rule off with a reason
-(``policies: {disable: [{rule, reason}]}``). Switching off a rule that does not exist
+(``policies: {disable: [{rule, reason, resources?}]}``). Switching off a rule that does not exist
 is ``policy/unknown-rule``; a policy that fails to evaluate is ``policy/error``.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 from konfig import kcl
 from konfig.check.findings import Finding
 from konfig.check.locate import locate
-from konfig.check.structure import disabled_rules
+from konfig.check.structure import Exemption, disabled_rules
 from konfig.check.yamlpos import key_lines
 from konfig.repo import STACK_FILE, Stack
 from konfig.spec import Spec
@@ -79,9 +79,9 @@ def check_policies(
     findings: list[Finding] = []
     for violation in (output or {}).get("violations") or []:
         rule = str(violation.get("rule", "unknown"))
-        if rule in disabled:
-            continue
         rid = str(violation.get("id") or "") or None
+        if any(e.covers(rid) for e in disabled.get(rule, ())):
+            continue
         file, line = locate(root, stack, by_id.get(rid) if rid else None)
         message = str(violation.get("message", ""))
         findings.append(
@@ -99,7 +99,7 @@ def check_policies(
 
 
 def _unknown_disables(
-    root: Path, stack: Stack, disabled: Mapping[str, str], rules: tuple[str, ...]
+    root: Path, stack: Stack, disabled: Mapping[str, list[Exemption]], rules: tuple[str, ...]
 ) -> list[Finding]:
     unknown = [r for r in disabled if r not in rules]
     if not unknown:

@@ -12,11 +12,20 @@
 - ``structure/appops-unexpected``: only project directories and a few well-known files
   sit at the top of ``appops/``;
 - ``policy/disable-without-reason``: a policy switched off in stack.yaml without a reason.
+
+A stack switches a policy off in its stack.yaml, for all its resources or for some::
+
+    policies:
+      disable:
+        - rule: prod-replicas
+          reason: redis-leader is a single writer by design
+          resources: ["apps/v1:Deployment:guestbook-prod:redis-leader"]  # optional
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -211,16 +220,31 @@ def _invalid(dotted: str, expected: Any, file: str, line: int | None, stack: str
     )
 
 
-def disabled_rules(stack: Stack) -> dict[str, str]:
-    """The policy ids a stack switches off, with their reasons (entries without one skipped)."""
+@dataclass(frozen=True)
+class Exemption:
+    """A policy a stack switches off: for every resource, or only for ``resources`` (ids)."""
+
+    rule: str
+    reason: str
+    resources: tuple[str, ...] | None = None
+
+    def covers(self, resource_id: str | None) -> bool:
+        return self.resources is None or resource_id in self.resources
+
+
+def disabled_rules(stack: Stack) -> dict[str, list[Exemption]]:
+    """The policies a stack switches off, by rule id (entries without a reason skipped)."""
     policies = stack.raw.get("policies")
     entries = policies.get("disable") if isinstance(policies, dict) else None
-    out: dict[str, str] = {}
+    out: dict[str, list[Exemption]] = {}
     for entry in entries if isinstance(entries, list) else []:
         if isinstance(entry, dict) and isinstance(entry.get("rule"), str):
             reason = entry.get("reason")
             if isinstance(reason, str) and reason.strip():
-                out[entry["rule"]] = reason.strip()
+                ids = entry.get("resources")
+                scope = tuple(str(i) for i in ids) if isinstance(ids, list) else None
+                exemption = Exemption(entry["rule"], reason.strip(), scope)
+                out.setdefault(entry["rule"], []).append(exemption)
     return out
 
 
@@ -244,15 +268,26 @@ def _disable_entries(
             )
             continue
         for key in entry:
-            if key not in ("rule", "reason"):
+            if key not in ("rule", "reason", "resources"):
                 yield Finding(
                     "structure/unknown-key",
                     f"unknown key `policies.disable[{index}].{key}` in stack.yaml "
-                    "(known here: reason, rule)",
+                    "(known here: reason, resources, rule)",
                     file,
                     line_of(lines, (*path, str(key))),
                     stack=stack,
                 )
+        ids = entry.get("resources")
+        if ids is not None and (
+            not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)
+        ):
+            yield Finding(
+                "structure/invalid-value",
+                f"`policies.disable[{index}].resources` must be a list of resource ids",
+                file,
+                line_of(lines, (*path, "resources")),
+                stack=stack,
+            )
         reason = entry.get("reason")
         if not isinstance(reason, str) or not reason.strip():
             yield Finding(

@@ -158,3 +158,31 @@ def test_single_stack_check_ignores_other_projects_layout(
     repo_builder.write("appops/other/project.yaml", "name: other\nowner: me\n")
     assert rules(findings(konfig, repo_builder)) == ["structure/unknown-key"]
     assert findings(konfig, repo_builder, "shop/dev") == []
+
+
+def test_policy_disable_can_name_resources(repo_builder: RepoBuilder, konfig: KonfigRunner) -> None:
+    ns = "shop-prod"
+    spec = [
+        *app_resources("leader", ns),
+        resource(deployment("follower", ns)),
+        resource(pdb("leader", ns)),
+        resource(pdb("follower", ns)),
+    ]
+    exempt = (
+        "name: prod\npolicies:\n  disable:\n    - rule: prod-replicas\n"
+        "      reason: the leader is a single writer\n"
+        f"      resources: [apps/v1:Deployment:{ns}:leader]\n"
+    )
+    raw_stack(repo_builder, "shop", "prod", spec, stack_yaml=exempt)
+    data = findings(konfig, repo_builder)
+    assert [(f["rule"], f["resource"]) for f in data] == [
+        ("policy/prod-replicas", f"apps/v1:Deployment:{ns}:follower")
+    ]
+    raw_stack(
+        repo_builder,
+        "shop",
+        "prod",
+        spec,
+        stack_yaml=exempt.replace("[apps/v1", "apps/v1").replace("leader]", "leader"),
+    )
+    assert "structure/invalid-value" in rules(findings(konfig, repo_builder))
