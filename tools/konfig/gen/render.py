@@ -180,5 +180,5 @@ def render_files(schemas: list[SchemaDef], *, import_prefix: str) -> GeneratedFi
             imports=imports,
             schemas=views,
         )
-        files["/".join((*package, file))] = text
+        files["/".join((*package, file))] = text.rstrip("\n") + "\n"
     return files
