@@ -3,11 +3,14 @@
 - no arguments or ``--all``: every stack, every unit-test package;
 - stack addresses: those stacks, and the unit tests inside them and their project's
   shared ``base/``;
-- ``--files``: the arguments are changed file paths (what pre-commit passes); a
-  simple mapping picks the stacks they affect: a file inside a stack, a project-level
-  file (all stacks of the project), or anything under ``base/`` or matching a repo-wide
-  trigger (every stack). ``konfig changed`` does the exact import-graph analysis; this
-  mapping over-approximates on purpose (cheap and never misses a stack of its own).
+- ``--changed-from REF``: the stacks ``konfig changed`` finds affected by the changes
+  from the merge base of REF to the work tree (exact, through the KCL import graph),
+  and the unit-test packages of those stacks, plus every package under ``base/`` when a
+  file under ``base/`` changed; the pre-commit hooks use ``--changed-from HEAD``;
+- ``--files``: the arguments are changed file paths; a simple mapping picks the
+  stacks they affect: a file inside a stack, a project-level file (all stacks of the
+  project), or anything under ``base/`` or matching a repo-wide trigger (every stack).
+  It over-approximates on purpose (cheap, needs no git, never misses a stack).
 """
 
 from __future__ import annotations
@@ -30,10 +33,19 @@ class Selection:
 
 
 def select_for_command(
-    repo: Repository, args: Sequence[str], *, all_stacks: bool, from_files: bool
+    repo: Repository,
+    args: Sequence[str],
+    *,
+    all_stacks: bool,
+    from_files: bool,
+    changed_from: str | None = None,
 ) -> Selection:
     if all_stacks and args:
         raise UsageError("give stacks or --all, not both")
+    if changed_from is not None:
+        if args or all_stacks or from_files:
+            raise UsageError("give stacks, --all, --files or --changed-from, not several")
+        return stacks_changed_from_ref(repo, changed_from)
     if from_files:
         return stacks_for_files(repo, args)
     if all_stacks or not args:
@@ -95,3 +107,22 @@ def stacks_for_files(repo: Repository, files: Sequence[str]) -> Selection:
             scope.append(str(Path(rel).parent.as_posix()))
     stacks = tuple(chosen[p] for p in sorted(chosen))
     return Selection(stacks, tuple(dict.fromkeys([*_scope(stacks), *scope])))
+
+
+def stacks_changed_from_ref(repo: Repository, ref: str) -> Selection:
+    """The stacks (and unit-test packages) the changes since ``ref`` affect."""
+    from konfig.changed import affected_stacks, cache_dir  # git: only when asked for
+
+    changes = affected_stacks(repo.root, ref, None, cache=cache_dir(repo.root))
+    wanted = set(changes.stack_paths)
+    stacks = tuple(s for s in repo.stacks if s.path in wanted)
+    paths = [c.path for c in changes.files]
+    scope = list(_scope(stacks))
+    if any(is_within(p, "base") for p in paths):
+        scope.append("base")
+    # changed files of stacks discovery rejected (e.g. a broken stack.yaml) still get
+    # their structure findings
+    for path in paths:
+        if is_within(path, APPOPS) and not any(is_within(path, s.path) for s in stacks):
+            scope.append(Path(path).parent.as_posix())
+    return Selection(stacks, tuple(dict.fromkeys(scope)))

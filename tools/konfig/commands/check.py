@@ -27,6 +27,13 @@ from konfig.errors import EXIT_FINDINGS, EXIT_OK
     "(what the pre-commit hook passes).",
 )
 @click.option(
+    "--changed-from",
+    metavar="REF",
+    default=None,
+    help="Only the stacks affected by the changes from the merge base of REF to the work "
+    "tree (see `konfig changed`); the pre-commit hooks pass HEAD.",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(FORMATS),
@@ -45,6 +52,7 @@ def command(
     stacks: tuple[str, ...],
     all_stacks: bool,
     from_files: bool,
+    changed_from: str | None,
     fmt: str | None,
     policies: bool,
     jobs: int | None,
@@ -60,7 +68,9 @@ def command(
     if fmt is None:
         fmt = "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text"
     repo = load_repository(ctx)
-    selection = select_for_command(repo, stacks, all_stacks=all_stacks, from_files=from_files)
+    selection = select_for_command(
+        repo, stacks, all_stacks=all_stacks, from_files=from_files, changed_from=changed_from
+    )
     scope: list[str] | None = None
     if not selection.everything:
         scope = [*{s.project_path: None for s in selection.stacks}, *(selection.test_scope or ())]

@@ -29,6 +29,13 @@ from konfig.unittests import UnitTestResult, discover_packages, run_packages
     help="Treat the arguments as changed file paths and test the stacks they affect "
     "(what the pre-commit hook passes).",
 )
+@click.option(
+    "--changed-from",
+    metavar="REF",
+    default=None,
+    help="Only the stacks affected by the changes from the merge base of REF to the work "
+    "tree (see `konfig changed`); the pre-commit hooks pass HEAD.",
+)
 @click.option("--update", is_flag=True, help="Rewrite the goldens from the compiled output.")
 @click.option(
     "--junit",
@@ -53,6 +60,7 @@ def command(
     stacks: tuple[str, ...],
     all_stacks: bool,
     from_files: bool,
+    changed_from: str | None,
     update: bool,
     junit_file: Path | None,
     unit: bool,
@@ -69,7 +77,9 @@ def command(
     repo = load_repository(ctx)
     if not as_json:
         report_problems(repo)
-    selection = select_for_command(repo, stacks, all_stacks=all_stacks, from_files=from_files)
+    selection = select_for_command(
+        repo, stacks, all_stacks=all_stacks, from_files=from_files, changed_from=changed_from
+    )
 
     compiled = _compile(repo, selection.stacks, jobs=jobs, quiet=as_json)
     goldens: list[golden.GoldenResult] = []

@@ -62,3 +62,29 @@ def test_unknown_stack_is_a_usage_error(repo_builder: RepoBuilder, konfig: Konfi
 def test_no_policies_flag(repo_builder: RepoBuilder, konfig: KonfigRunner) -> None:
     _repo(repo_builder)
     assert konfig("check", "--no-policies", cwd=repo_builder.root).code == 0
+
+
+def test_changed_from_checks_only_what_changed(
+    repo_builder: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    from fixtures.monorepo import git_commit, git_init
+
+    _repo(repo_builder)
+    root = repo_builder.root
+    git_init(root)
+    git_commit(root, "two stacks; prod has an untagged image")
+    # nothing changed since HEAD: nothing to check, the broken prod stack included
+    result = konfig("check", "--changed-from", "HEAD", cwd=root)
+    assert result.code == 0
+    assert "checked 0 stack(s)" in result.err
+    # a change in dev checks dev only
+    raw_stack(repo_builder, "shop", "dev", app_resources("web", "shop-dev", replicas=2))
+    assert konfig("check", "--changed-from", "HEAD", cwd=root).code == 0
+    # a change in prod brings its finding back
+    raw_stack(repo_builder, "shop", "prod", app_resources("web", "shop-prod", image="nginx:1"))
+    raw_stack(repo_builder, "shop", "prod", app_resources("web", "shop-prod", image="nginx"))
+    repo_builder.write("appops/shop/prod/notes.md", "changed\n")
+    changed = konfig("check", "--changed-from", "HEAD", "--format", "json", cwd=root)
+    assert changed.code == 1
+    assert '"policy/image-tag"' in changed.out
+    assert konfig("check", "--changed-from", "HEAD", "shop/dev", cwd=root).code == 2
