@@ -11,11 +11,14 @@ from konfig.console import info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.fsutil import atomic_write_text
 from konfig.gen import compare, generate
+from konfig.gen.docs import parse_models, render_markdown, undocumented
 from konfig.gen.openapi import kubernetes_definitions_path, load_definitions
 from konfig.repo import find_root
 from konfig.yamlio import load_yaml_file
 
 DEFAULT_OUT = "base/pkg/k8s"
+MODELS_DIR = "base/pkg/models/frontend"
+DOCS_FILE = "docs/models/frontend.md"
 
 
 @click.group("gen")
@@ -113,6 +116,43 @@ def schemas(
         f"{len(state.changed)} updated, {len(state.extra)} removed"
     )
     return EXIT_OK
+
+
+@command.command("docs")
+@click.option(
+    "--check",
+    is_flag=True,
+    help=f"Write nothing; exit 1 when {DOCS_FILE} is stale or a model attribute is undocumented.",
+)
+@click.pass_context
+def docs(ctx: click.Context, check: bool) -> int:
+    """Write the frontend models reference (docs/models/frontend.md) from the KCL source:
+    types and defaults as declared, descriptions from the docstrings."""
+    root_opt = (ctx.obj or {}).get("root")
+    root = find_root(Path(root_opt) if root_opt else None)
+    sources = {
+        p.name: p.read_text(encoding="utf-8")
+        for p in sorted((root / MODELS_DIR).glob("*.k"))
+        if not p.name.endswith("_test.k")
+    }
+    models = parse_models(sources)
+    text = render_markdown(models)
+    problems = undocumented(models)
+    for problem in problems:
+        click.echo(f"{MODELS_DIR}/{problem}", err=True)
+    target = root / DOCS_FILE
+    current = target.read_text(encoding="utf-8") if target.is_file() else None
+    if check:
+        if current != text:
+            click.echo(f"{DOCS_FILE}: out of date; run `konfig gen docs` and commit it", err=True)
+            return EXIT_FINDINGS
+        return EXIT_FINDINGS if problems else EXIT_OK
+    if current != text:
+        atomic_write_text(target, text)
+        info(f"{DOCS_FILE}: written ({len(models)} models)")
+    else:
+        info(f"{DOCS_FILE}: up to date ({len(models)} models)")
+    return EXIT_FINDINGS if problems else EXIT_OK
 
 
 def _display(path: Path, root: Path) -> str:
