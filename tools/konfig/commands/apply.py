@@ -193,17 +193,17 @@ def _compile(repo: Repository, stacks: list[Stack], jobs: int | None) -> dict[st
     return {r.stack_path: r.spec for r in results if r.spec is not None}
 
 
-def _check_shared(planned: list[_Planned], conns: Connections) -> None:
+def _check_shared(stacks: list[Stack], specs: dict[str, Spec], conns: Connections) -> None:
     """Stacks are independent unless they declare the same object: then refuse."""
     seen: dict[tuple[KubeTarget, str], str] = {}
     clashes: list[str] = []
-    for p in planned:
-        target = conns.target(p.stack)
-        for res in p.spec.resources:
+    for stack in stacks:
+        target = conns.target(stack)
+        for res in specs[stack.path].resources:
             key = (target, res.id)
-            if key in seen and seen[key] != p.stack.path:
-                clashes.append(f"{res.id} is declared by {seen[key]} and {p.stack.path}")
-            seen.setdefault(key, p.stack.path)
+            if key in seen and seen[key] != stack.path:
+                clashes.append(f"{res.id} is declared by {seen[key]} and {stack.path}")
+            seen.setdefault(key, stack.path)
     if clashes:
         raise UsageError(
             "stacks share objects, so they cannot be applied independently: "
@@ -324,6 +324,7 @@ def command(
     specs = _compile(repo, selected, jobs)
     conns = Connections(repo, kubeconfig, context)
     printer = Printer(quiet=as_json, prefix=True)
+    _check_shared(selected, specs, conns)
     try:
         planned: list[_Planned] = []
         for stack in selected:
@@ -331,7 +332,6 @@ def command(
             spec = specs[stack.path]
             plan = plan_stack(kube, stack, spec, read_inventory(kube, stack))
             planned.append(_Planned(stack, spec, plan))
-        _check_shared(planned, conns)
         for p in planned:
             options = _options(p.stack, commit, timeout, concurrency, no_wait)
             check_plan(p.plan, p.spec, options)  # order and replace errors: before any write
