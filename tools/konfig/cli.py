@@ -20,6 +20,7 @@ from konfig.commands import check as check_cmd
 from konfig.commands import comment as comment_cmd
 from konfig.commands import compile as compile_cmd
 from konfig.commands import destroy as destroy_cmd
+from konfig.commands import fmt as fmt_cmd
 from konfig.commands import gen as gen_cmd
 from konfig.commands import list as list_cmd
 from konfig.commands import matrix as matrix_cmd
@@ -58,6 +59,7 @@ cli.add_command(apply_cmd.command)
 cli.add_command(destroy_cmd.command)
 cli.add_command(test_cmd.command)
 cli.add_command(check_cmd.command)
+cli.add_command(fmt_cmd.command)
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -206,3 +206,9 @@ def test(package_dir: Path, *, root: Path | None = None) -> list[TestCase]:
         log = _ANSI.sub("", info.log_message)
         cases.append(TestCase(info.name, info.duration / 1e6, error, log))
     return cases
+
+
+def format_source(source: str) -> str:
+    """KCL's canonical formatting of ``source`` (what ``kcl fmt`` writes)."""
+    result = _api().format_code(kcl_api.FormatCodeArgs(source=source))
+    return bytes(result.formatted).decode("utf-8")

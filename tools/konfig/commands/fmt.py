@@ -1,0 +1,64 @@
+"""``konfig fmt``: format KCL files the way ``kcl fmt`` does, or check that they are."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import click
+
+from konfig import kcl
+from konfig.commands._common import load_repository
+from konfig.console import info
+from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from konfig.fsutil import atomic_write_text
+
+DEFAULT_DIRS = ("base", "appops")
+
+
+def _kcl_files(paths: Iterable[Path]) -> list[Path]:
+    found: list[Path] = []
+    for path in paths:
+        if not path.exists():
+            raise UsageError(f"no such file or directory: {path}")
+        if path.is_dir():
+            for dirpath, dirnames, filenames in os.walk(path):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                found.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".k"))
+        elif path.suffix == ".k":
+            found.append(path)
+    return found
+
+
+@click.command("fmt")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing; list the files that are not formatted and exit 1 if there are any.",
+)
+@click.pass_context
+def command(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> int:
+    """Format KCL files (default: everything under base/ and appops/)."""
+    if paths:
+        files = _kcl_files(paths)
+    else:
+        root = load_repository(ctx).root
+        files = _kcl_files(root / d for d in DEFAULT_DIRS)
+    unformatted: list[Path] = []
+    for path in files:
+        source = path.read_text(encoding="utf-8")
+        formatted = kcl.format_source(source)
+        if formatted == source:
+            continue
+        unformatted.append(path)
+        if check:
+            click.echo(f"{path}: not formatted (run `konfig fmt {path}`)")
+        else:
+            atomic_write_text(path, formatted)
+            click.echo(f"formatted {path}")
+    if check and unformatted:
+        info(f"{len(unformatted)} of {len(files)} KCL file(s) need formatting")
+        return EXIT_FINDINGS
+    return EXIT_OK
