@@ -130,7 +130,9 @@ def generate(
     out.mkdir(parents=True, exist_ok=True)
     for name in ("kcl.mod", "konfig.yaml"):
         shutil.copy2(template / name, out / name)
-    shutil.copytree(template / "base", out / "base", ignore=shutil.ignore_patterns("*_test.k"))
+    shutil.copytree(
+        template / "base", out / "base", ignore=shutil.ignore_patterns("*_test.k", "_kcl_test_*")
+    )
     write(out / ".gitignore", "/.cache/\n")
     n_libs = libs if libs is not None else max(CHAIN + 1, projects // 40)
     for k in range(n_libs):

@@ -48,10 +48,11 @@ from konfig.importgraph import (
     TEST_SUFFIX,
     ImportCache,
     ImportGraph,
+    module_of,
     modules_of_change,
     scan_files,
 )
-from konfig.repo import APPOPS, PROJECT_FILE, STACK_FILE, Repository, Stack, is_within
+from konfig.repo import APPOPS, PROJECT_FILE, STACK_FILE, Repository, Stack
 
 CACHE_DIR = ".cache/konfig"
 KCL_YAML = "kcl.yaml"
@@ -62,6 +63,15 @@ KCL_MOD_VAR = "${KCL_MOD}"
 def cache_dir(root: Path) -> Path:
     """Where konfig keeps its caches: ``.cache/konfig`` in the repository root (gitignored)."""
     return root / CACHE_DIR
+
+
+def within(path: str, parent: str) -> bool:
+    """Component-wise containment of normalised POSIX paths (``a/b`` is not within ``a/bc``).
+
+    Same answer as :func:`konfig.repo.is_within`, without building path objects (this
+    runs for every stack of a monorepo).
+    """
+    return path == parent or path.startswith(parent + "/")
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -166,19 +176,27 @@ class Layout:
 
     def stack_of(self, path: str) -> str | None:
         """The stack directory holding ``path`` (component-wise), if any."""
-        for parent in PurePosixPath(path).parents:
-            if parent.as_posix() in self.stacks:
-                return parent.as_posix()
+        parent = module_of(path)
+        while parent:
+            if parent in self.stacks:
+                return parent
+            parent = module_of(parent)
         return None
 
     def project_stacks(self, project: str) -> list[str]:
         return sorted(s for s, p in self.stacks.items() if p == project)
 
 
+_STACK_SUFFIX = "/" + STACK_FILE
+_PROJECT_SUFFIX = "/" + PROJECT_FILE
+
+
 def find_layout(paths: Iterable[str]) -> Layout:
     projects: set[str] = set()
     stack_dirs: list[str] = []
     for path in paths:
+        if not path.endswith((_STACK_SUFFIX, _PROJECT_SUFFIX)):
+            continue
         parts = path.split("/")
         if parts[0] != APPOPS or any(p.startswith(".") for p in parts[1:-1]):
             continue
@@ -192,12 +210,17 @@ def find_layout(paths: Iterable[str]) -> Layout:
         project = "/".join(directory.split("/")[:2])
         if project not in projects:
             continue
-        parents = {p.as_posix() for p in PurePosixPath(directory).parents}
-        if parents & taken:
+        parent = module_of(directory)
+        while parent and parent not in taken:
+            parent = module_of(parent)
+        if parent:
             continue  # nested in another stack
         taken.add(directory)
         stacks[directory] = project
     return Layout(frozenset(projects), stacks)
+
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_config(snapshot: Snapshot) -> RepoConfig:
@@ -206,7 +229,7 @@ def read_config(snapshot: Snapshot) -> RepoConfig:
     if text is None:
         return RepoConfig()
     try:
-        return repo_config_from_data(yaml.safe_load(text))
+        return repo_config_from_data(yaml.load(text, Loader=_Loader))
     except (yaml.YAMLError, ConfigError):
         # an invalid konfig.yaml is reported by every other command; for change
         # detection the defaults still give the right answer, since konfig.yaml is
@@ -252,7 +275,7 @@ def _files_in(snapshot: Snapshot, prefix: str) -> list[str]:
     if index is None:
         index = defaultdict(list)
         for p in snapshot.files:
-            index[posixpath.dirname(p) + "/"].append(p)
+            index[module_of(p) + "/"].append(p)
         snapshot._dir_index = index  # type: ignore[attr-defined]
     return index.get(prefix, [])
 
@@ -281,7 +304,7 @@ def matches_trigger(path: str, pattern: str) -> bool:
     pat = PurePosixPath(pattern.strip("/")).parts
     parts = PurePosixPath(path).parts
     if not any(ch in pattern for ch in "*?["):
-        return is_within(path, pattern.strip("/"))
+        return within(path, pattern.strip("/"))
     return _match(parts, pat)
 
 
@@ -399,7 +422,7 @@ def changes_from(
     entry_index: dict[str, list[str]] = defaultdict(list)
     for stack, files in entries.items():
         for f in files:
-            if not is_within(f, stack):
+            if not within(f, stack):
                 entry_index[f].append(stack)
 
     changed_modules: dict[str, list[str]] = defaultdict(list)
@@ -412,12 +435,12 @@ def changes_from(
         parts = path.split("/")
         if len(parts) >= 3 and parts[0] == APPOPS:
             project = f"{APPOPS}/{parts[1]}"
-            if path == f"{project}/{PROJECT_FILE}" or is_within(path, f"{project}/base"):
+            if path == f"{project}/{PROJECT_FILE}" or within(path, f"{project}/base"):
                 for s in by_project.get(project, ()):
                     reasons.add(s, f"{path} changed")
         # rule 3a: entry files outside the stack and its project's base
         for s in entry_index.get(path, ()):
-            if not is_within(path, layout.stacks[s]):
+            if not within(path, layout.stacks[s]):
                 reasons.add(s, f"{path} changed (entry file)")
         for module in modules_of_change(path):
             changed_modules[module].append(path)

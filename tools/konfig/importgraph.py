@@ -24,7 +24,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -87,8 +87,8 @@ def scan_imports(text: str) -> list[tuple[str, int]]:
 
 def module_of(path: str) -> str:
     """The module node a file belongs to as a package member: its directory."""
-    parent = PurePosixPath(path).parent.as_posix()
-    return "" if parent == "." else parent
+    cut = path.rfind("/")
+    return path[:cut] if cut > 0 else ""
 
 
 def resolve(name: str, file: str, module_root: str = "") -> str | None:
@@ -98,15 +98,14 @@ def resolve(name: str, file: str, module_root: str = "") -> str | None:
     """
     dots = len(name) - len(name.lstrip("."))
     rest = [p for p in name[dots:].split(".") if p]
-    root_parts = list(PurePosixPath(module_root).parts) if module_root else []
+    root_parts = module_root.split("/") if module_root else []
     if dots == 0:
         if len(rest) == 1 and rest[0] in SYSTEM_MODULES:
             return None
         parts = root_parts + rest
     else:
-        package = list(PurePosixPath(file).parent.parts)
-        if package == ["."]:
-            package = []
+        directory = module_of(file)
+        package = directory.split("/") if directory else []
         up = dots - 1
         if up > len(package) - len(root_parts):
             return None
@@ -176,7 +175,8 @@ class ImportGraph:
     graph: Any  # nx.DiGraph
     imports: dict[str, list[tuple[str, int]]]  # raw import statements per .k file
     kcl_mod_dirs: frozenset[str]
-    dirs: frozenset[str]
+    paths: list[str]
+    _targets: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(
@@ -184,17 +184,9 @@ class ImportGraph:
         paths: Iterable[str],
         imports: dict[str, list[tuple[str, int]]],
     ) -> ImportGraph:
-        all_paths = list(paths)
-        dirs: set[str] = set()
-        mods: set[str] = set()
-        for path in all_paths:
-            parent = PurePosixPath(path).parent
-            if PurePosixPath(path).name == KCL_MOD:
-                mods.add("" if parent.as_posix() == "." else parent.as_posix())
-            while parent.as_posix() != "." and parent.as_posix() not in dirs:
-                dirs.add(parent.as_posix())
-                parent = parent.parent
-        graph = cls(nx.DiGraph(), imports, frozenset(mods), frozenset(dirs))
+        listed = list(paths)
+        mods = {module_of(p) for p in listed if p == KCL_MOD or p.endswith("/" + KCL_MOD)}
+        graph = cls(nx.DiGraph(), imports, frozenset(mods), listed)
         edges: list[tuple[str, str]] = []
         for path in imports:
             if not is_kcl_source(path):
@@ -207,32 +199,50 @@ class ImportGraph:
 
     def module_root(self, path: str) -> str:
         """The directory of the nearest ``kcl.mod`` above ``path`` ("" for the repo root)."""
-        for parent in PurePosixPath(path).parents:
-            key = "" if parent.as_posix() == "." else parent.as_posix()
-            if key in self.kcl_mod_dirs:
-                return key
+        if len(self.kcl_mod_dirs) <= 1:
+            return next(iter(self.kcl_mod_dirs), "")
+        parent = module_of(path)
+        while parent:
+            if parent in self.kcl_mod_dirs:
+                return parent
+            parent = module_of(parent)
         return ""
 
     def targets(self, path: str) -> list[str]:
         """The modules a ``.k`` file imports (repository paths without extension)."""
+        known = self._targets.get(path)
+        if known is not None:
+            return known
         root = self.module_root(path)
         found: list[str] = []
         for name, _line in self.imports.get(path, ()):
             target = resolve(name, path, root)
             if target is not None and target not in found:
                 found.append(target)
+        self._targets[path] = found
         return found
+
+    def directories(self) -> set[str]:
+        """Every directory holding a file (what KCL can see as a package directory)."""
+        dirs: set[str] = set()
+        for path in self.paths:
+            parent = module_of(path)
+            while parent and parent not in dirs:
+                dirs.add(parent)
+                parent = module_of(parent)
+        return dirs
 
     def resolved_files(self, path: str, files: Iterable[str]) -> set[str]:
         """The files KCL loads for ``path``'s imports (what ``kcl.import_deps`` reports)."""
         by_dir: dict[str, list[str]] = {}
         present = set(files)
+        dirs = self.directories()
         for f in present:
             if is_kcl_source(f):
                 by_dir.setdefault(module_of(f), []).append(f)
         out: set[str] = set()
         for target in self.targets(path):
-            if target in self.dirs:
+            if target in dirs:
                 out.update(by_dir.get(target, ()))
             elif target + KCL_SUFFIX in present:
                 out.add(target + KCL_SUFFIX)
