@@ -49,7 +49,8 @@ class Pending:
     @property
     def projects(self) -> list[str]:
         paths = [*self.stack_paths, *self.deleted_stacks]
-        return sorted({p.split("/")[1] for p in paths if p.count("/") >= 2})
+        # Project paths, as `konfig changed` lists them (appops/<project>).
+        return sorted({"/".join(p.split("/")[:2]) for p in paths if p.count("/") >= 2})
 
     def to_json(self) -> dict[str, object]:
         """The shape of ``konfig changed --json`` (so ``konfig report`` reads both)."""

@@ -92,7 +92,7 @@ def test_inventories_without_a_stack_are_deleted_stacks(
     result = pending_stacks(repo.root, "HEAD", STACKS, {p: inv(p, third) for p in STACKS}, found)
     assert result.deleted_stacks == ("appops/gone/dev", "appops/old/prod")
     assert result.to_json()["deleted_stacks"] == ["appops/gone/dev", "appops/old/prod"]
-    assert result.projects == ["gone", "old"]
+    assert result.projects == ["appops/gone", "appops/old"]
 
 
 def test_matrix_chunks_are_balanced_and_keep_order() -> None:
