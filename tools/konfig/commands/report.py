@@ -53,6 +53,13 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
     help="Directory searched recursively for preview.json, changed.json, compile.json, "
     "test.json and check.json (the gathered artifacts of a fanned-out run).",
 )
+@click.option(
+    "--expect",
+    default="",
+    metavar="KINDS",
+    help="Comma-separated results that must be present (preview, changed, compile, test, "
+    "check): a kind with no file found is reported as missing (its job failed).",
+)
 @click.option("--sha", required=True, help="Head commit the report is about.")
 @click.option("--run-url", default=None, help="Link to the workflow run (footer).")
 @click.option(
@@ -89,6 +96,7 @@ def command(
     test: Sequence[Path],
     check: Sequence[Path],
     results: Sequence[Path],
+    expect: str,
     sha: str,
     run_url: str | None,
     budget: int,
@@ -120,7 +128,14 @@ def command(
         for path in sorted(directory.rglob("*.json")):
             if path.name in RESULT_FILES:
                 files[RESULT_FILES[path.name]].append(path)
-    if not any(files.values()):
+    expected = [k.strip() for k in expect.split(",") if k.strip()]
+    unknown = sorted(set(expected) - set(files))
+    if unknown:
+        raise UsageError(
+            f"--expect: unknown result kind(s) {', '.join(unknown)}",
+            hint=f"use {', '.join(files)}",
+        )
+    if not any(files.values()) and not expected:
         raise UsageError(
             "no inputs", hint="pass --preview, --changed, --compile, --test, --check or --results"
         )
@@ -135,6 +150,10 @@ def command(
                 missing.append(f"{key} ({path.name})")
             else:
                 docs[key].append(doc)
+    for key in expected:
+        if not files[key]:
+            warn(f"no {key} results found; the report says they are missing")
+            missing.append(key)
     if len(docs["changed"]) > 1:
         raise UsageError("give one change set (--changed or one changed.json under --results)")
     inputs = reportlib.Inputs(

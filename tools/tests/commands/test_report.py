@@ -141,3 +141,17 @@ def test_no_inputs_and_placeholder(konfig: KonfigRunner, tmp_path: Path) -> None
     placeholder = konfig("report", "--placeholder", "--sha", SHA, "--run-url", "https://r/1")
     assert placeholder.code == 0
     assert "⏳ running" in placeholder.out and "https://r/1" in placeholder.out
+
+
+def test_expected_results_that_are_absent_are_reported(
+    konfig: KonfigRunner, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    write(results / "konfig-verify" / "compile.json", [])
+    result = konfig(
+        "report", "--results", str(results), "--expect", "compile,preview", "--sha", SHA
+    )
+    assert result.code == 0, result.err
+    assert "Results missing (the job failed or was skipped): preview." in result.out
+    bad = konfig("report", "--results", str(results), "--expect", "nope", "--sha", SHA)
+    assert bad.code == 2 and "unknown result kind(s) nope" in bad.err
