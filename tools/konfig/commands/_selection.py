@@ -6,11 +6,12 @@
 - ``--changed-from REF``: the stacks ``konfig changed`` finds affected by the changes
   from the merge base of REF to the work tree (exact, through the KCL import graph),
   and the unit-test packages of those stacks, plus every package under ``base/`` when a
-  file under ``base/`` changed; the pre-commit hooks use ``--changed-from HEAD``;
-- ``--files``: the arguments are changed file paths; a simple mapping picks the
-  stacks they affect: a file inside a stack, a project-level file (all stacks of the
-  project), or anything under ``base/`` or matching a repo-wide trigger (every stack).
-  It over-approximates on purpose (cheap, needs no git, never misses a stack).
+  file under ``base/`` changed;
+- ``--files``: the arguments are changed file paths (what pre-commit passes: the
+  staged files, or every file with ``--all-files``), analysed like ``--changed-from``
+  as changes against HEAD; outside git (or before the first commit) a simple mapping
+  over-approximates: a file inside a stack, a project-level file (all stacks of the
+  project), anything under ``base/`` or matching a repo-wide trigger (every stack).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
-from konfig.errors import UsageError
+from konfig.errors import KonfigError, UsageError
 from konfig.repo import APPOPS, Repository, Stack, is_within, resolve_stacks
 
 
@@ -30,6 +31,7 @@ class Selection:
     # directories whose unit-test packages to run; None: every package
     test_scope: tuple[str, ...] | None
     everything: bool = False
+    changed_paths: tuple[str, ...] | None = None  # with --files / --changed-from
 
 
 def select_for_command(
@@ -81,13 +83,62 @@ def _is_trigger(repo: Repository, rel: str) -> bool:
 
 
 def stacks_for_files(repo: Repository, files: Sequence[str]) -> Selection:
-    """The stacks and unit-test packages that changed ``files`` may affect."""
+    """The stacks and unit-test packages that changed ``files`` affect.
+
+    Inside a git repository with a commit this is ``konfig changed``'s exact analysis
+    (import graph) of the files as changes against HEAD; otherwise the simple mapping.
+    """
+    rels = [r for r in (_relative(repo, f) for f in files) if r is not None]
+    if git_is_usable(repo.root):
+        return _exact(repo, rels)
+    return simple_mapping(repo, rels)
+
+
+def git_is_usable(root: Path) -> bool:
+    from konfig import git
+
+    if not git.is_repo(root):
+        return False
+    try:
+        git.rev_parse(root, "HEAD")
+    except KonfigError:
+        return False  # a repository without commits yet
+    return True
+
+
+def _exact(repo: Repository, rels: Sequence[str]) -> Selection:
+    from konfig import git
+    from konfig.changed import cache_dir, changes_from, worktree_snapshot
+
+    head = git.rev_parse(repo.root, "HEAD")
+    state = cache_dir(repo.root)
+    changes = [git.FileChange("M", rel) for rel in rels]
+    change_set = changes_from(
+        repo.root, head, None, head, changes, worktree_snapshot(repo.root, state), cache=state
+    )
+    return _selection_of(repo, change_set.stack_paths, rels)
+
+
+def _selection_of(repo: Repository, stack_paths: Sequence[str], paths: Sequence[str]) -> Selection:
+    wanted = set(stack_paths)
+    stacks = tuple(s for s in repo.stacks if s.path in wanted)
+    scope = list(_scope(stacks))
+    if any(is_within(p, "base") for p in paths):
+        scope.append("base")
+    # changed files of stacks discovery rejected (e.g. a broken stack.yaml) still get
+    # their structure findings
+    for path in paths:
+        if is_within(path, APPOPS) and not any(is_within(path, s.path) for s in stacks):
+            scope.append(Path(path).parent.as_posix())
+    return Selection(stacks, tuple(dict.fromkeys(scope)), changed_paths=tuple(paths))
+
+
+def simple_mapping(repo: Repository, rels: Sequence[str]) -> Selection:
+    """Without git: a file inside a stack, a project-level file (all the project's
+    stacks), anything under base/ or matching a repo-wide trigger (every stack)."""
     chosen: dict[str, Stack] = {}
     scope: list[str] = []
-    for raw in files:
-        rel = _relative(repo, raw)
-        if rel is None:
-            continue
+    for rel in rels:
         if rel.startswith("base/") or _is_trigger(repo, rel):
             return Selection(repo.stacks, None, everything=True)
         if not is_within(rel, APPOPS):
@@ -114,15 +165,4 @@ def stacks_changed_from_ref(repo: Repository, ref: str) -> Selection:
     from konfig.changed import affected_stacks, cache_dir  # git: only when asked for
 
     changes = affected_stacks(repo.root, ref, None, cache=cache_dir(repo.root))
-    wanted = set(changes.stack_paths)
-    stacks = tuple(s for s in repo.stacks if s.path in wanted)
-    paths = [c.path for c in changes.files]
-    scope = list(_scope(stacks))
-    if any(is_within(p, "base") for p in paths):
-        scope.append("base")
-    # changed files of stacks discovery rejected (e.g. a broken stack.yaml) still get
-    # their structure findings
-    for path in paths:
-        if is_within(path, APPOPS) and not any(is_within(path, s.path) for s in stacks):
-            scope.append(Path(path).parent.as_posix())
-    return Selection(stacks, tuple(dict.fromkeys(scope)))
+    return _selection_of(repo, changes.stack_paths, [c.path for c in changes.files])

@@ -9,11 +9,13 @@ import click
 
 from konfig.check import Severity, check
 from konfig.check.formats import FORMATS, render
+from konfig.check.policy import POLICY_ENTRY
 from konfig.commands._common import load_repository
-from konfig.commands._selection import select_for_command
+from konfig.commands._selection import Selection, select_for_command
 from konfig.compile import CompileInput, CompileResult, compile_many, default_jobs, stacks_inputs
 from konfig.console import info, progress_bar
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
+from konfig.repo import is_within
 
 
 @click.command("check")
@@ -71,6 +73,8 @@ def command(
     selection = select_for_command(
         repo, stacks, all_stacks=all_stacks, from_files=from_files, changed_from=changed_from
     )
+    if _affects_every_check(selection.changed_paths):
+        selection = Selection(repo.stacks, None, everything=True)
     scope: list[str] | None = None
     if not selection.everything:
         scope = [*{s.project_path: None for s in selection.stacks}, *(selection.test_scope or ())]
@@ -98,3 +102,14 @@ def command(
             else f"checked {len(compiled)} stack(s): no findings"
         )
     return EXIT_FINDINGS if errors else EXIT_OK
+
+
+def _affects_every_check(paths: tuple[str, ...] | None) -> bool:
+    """A change to the policies, or to a non-KCL file under base/ (e.g. a CRD), changes
+    the findings of stacks that do not import it: check every stack then."""
+    if not paths:
+        return False
+    policies = POLICY_ENTRY.rsplit("/", 2)[0]  # base/pkg/policies
+    return any(
+        is_within(p, policies) or (is_within(p, "base") and not p.endswith(".k")) for p in paths
+    )

@@ -88,3 +88,22 @@ def test_changed_from_checks_only_what_changed(
     assert changed.code == 1
     assert '"policy/image-tag"' in changed.out
     assert konfig("check", "--changed-from", "HEAD", "shop/dev", cwd=root).code == 2
+
+
+def test_files_mode_in_git_uses_the_import_graph(
+    repo_builder: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    from fixtures.monorepo import git_commit, git_init
+
+    _repo(repo_builder)  # raw stacks: they import no model
+    root = repo_builder.root
+    git_init(root)
+    git_commit(root, "two stacks; prod has an untagged image")
+    model = next(p for p in sorted((root / "base/pkg/models").rglob("*.k")))
+    rel = model.relative_to(root).as_posix()
+    # a model no stack imports affects no stack (the simple mapping would check all)
+    assert konfig("check", "--files", rel, cwd=root).code == 0
+    assert konfig("check", "--files", "appops/shop/dev/main.k", cwd=root).code == 0
+    assert konfig("check", "--files", "appops/shop/prod/main.k", cwd=root).code == 1
+    # policies are evaluated against every stack: a policy change checks them all
+    assert konfig("check", "--files", "base/pkg/policies/rules.k", cwd=root).code == 1
