@@ -12,7 +12,11 @@ after apply and prune succeeded). A stack is pending when
   rules, evaluated once per distinct recorded commit).
 
 A **deleted** stack is an inventory found in a cluster the repository's stacks
-target whose stack directory no longer exists at ``head``: apply destroys it.
+target whose stack no longer exists at ``head``, and which this repository
+provably applied: its recorded commit is in this repository's history and has the
+stack's ``stack.yaml``. Any other inventory (another repository sharing the
+cluster, an apply that never finished) is left alone and listed as ``foreign``:
+a destroy must never be inferred from a name alone.
 
 Pure: the caller reads the inventories (kube.py + inventory.py) and passes them in.
 """
@@ -41,6 +45,7 @@ class Pending:
     stacks: tuple[PendingStack, ...]
     deleted_stacks: tuple[str, ...]
     up_to_date: tuple[str, ...]
+    foreign: tuple[str, ...] = ()
 
     @property
     def stack_paths(self) -> list[str]:
@@ -61,6 +66,7 @@ class Pending:
             "deleted_stacks": list(self.deleted_stacks),
             "projects": self.projects,
             "up_to_date": list(self.up_to_date),
+            "foreign": list(self.foreign),
         }
 
 
@@ -115,10 +121,31 @@ def pending_stacks(
                 up_to_date.append(path)
 
     current = set(paths)
-    deleted = sorted({inv.stack_path for inv in found if inv.stack_path not in current})
+    deleted: set[str] = set()
+    foreign: set[str] = set()
+    for inv in found:
+        if inv.stack_path in current:
+            continue
+        if _applied_from_here(root, inv):
+            deleted.add(inv.stack_path)
+        else:
+            foreign.add(inv.stack_path)
     return Pending(
         head=head_sha,
         stacks=tuple(PendingStack(p, tuple(reasons[p])) for p in paths if p in reasons),
-        deleted_stacks=tuple(deleted),
+        deleted_stacks=tuple(sorted(deleted)),
         up_to_date=tuple(sorted(up_to_date)),
+        foreign=tuple(sorted(foreign - deleted)),
     )
+
+
+def _applied_from_here(root: Path, inv: Inventory) -> bool:
+    """The inventory's commit is ours and holds the stack (so its deletion is ours too)."""
+    if not inv.commit:
+        return False
+    try:
+        commit = git.rev_parse(root, inv.commit)
+        stack_file = f"{inv.stack_path}/stack.yaml"
+        return stack_file in git.list_tree(root, commit, [stack_file])
+    except KonfigError:
+        return False

@@ -84,15 +84,32 @@ def test_never_applied_unfinished_and_foreign_commits(
     assert up.stacks == () and up.up_to_date == tuple(STACKS)
 
 
-def test_inventories_without_a_stack_are_deleted_stacks(
+def test_only_inventories_this_repository_applied_are_deleted_stacks(
     history: tuple[RepoBuilder, list[str]],
 ) -> None:
-    repo, (_, _, third) = history
-    found = [inv(p, third) for p in [*STACKS, "appops/gone/dev", "appops/old/prod"]]
-    result = pending_stacks(repo.root, "HEAD", STACKS, {p: inv(p, third) for p in STACKS}, found)
-    assert result.deleted_stacks == ("appops/gone/dev", "appops/old/prod")
-    assert result.to_json()["deleted_stacks"] == ["appops/gone/dev", "appops/old/prod"]
-    assert result.projects == ["appops/gone", "appops/old"]
+    repo, (first, _, third) = history
+    found = [
+        *(inv(p, third) for p in STACKS),
+        inv("appops/gone/dev", first),  # ours, still present at HEAD: not deleted
+    ]
+    (repo.root / "appops/gone/dev/stack.yaml").unlink()
+    removed = git_commit(repo.root, "remove gone/dev")
+    result = pending_stacks(
+        repo.root,
+        "HEAD",
+        STACKS,
+        {p: inv(p, removed) for p in STACKS},
+        [
+            *found,
+            inv("appops/other-repo/prod", "cd" * 20),  # another repository's commit
+            inv("appops/never/finished", ""),  # no commit recorded
+            inv("appops/a/dev-old", first),  # our commit, but it never had that stack
+        ],
+    )
+    assert result.deleted_stacks == ("appops/gone/dev",)
+    assert result.foreign == ("appops/a/dev-old", "appops/never/finished", "appops/other-repo/prod")
+    assert result.to_json()["deleted_stacks"] == ["appops/gone/dev"]
+    assert result.projects == ["appops/gone"]
 
 
 def test_matrix_chunks_are_balanced_and_keep_order() -> None:

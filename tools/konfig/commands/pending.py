@@ -43,8 +43,9 @@ def command(
 
     Each stack's inventory in its cluster records the commit last applied; a stack
     is pending when it was never applied or the change from that commit to HEAD
-    affects it. Inventories in those clusters whose stack directory is gone are
-    deleted stacks (to destroy).
+    affects it. Inventories in those clusters whose stack is gone at HEAD but was
+    applied from a commit of this repository are deleted stacks (to destroy);
+    inventories of other repositories sharing a cluster are ignored.
     """
     output_file: Path | None = None
     if github_output:
@@ -94,6 +95,8 @@ def command(
                 click.echo(f"  - {reason}")
         for path in result.deleted_stacks:
             click.echo(f"{path} (deleted)")
+        for path in result.foreign:
+            info(f"ignored: inventory of {path}, not applied from this repository's history")
         info(
             f"{len(result.stacks)} stacks to apply, {len(result.deleted_stacks)} to destroy, "
             f"{len(result.up_to_date)} up to date at {result.head[:12]}"

@@ -1,12 +1,26 @@
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
 
-from fixtures.repos import KonfigRunner
+import pytest
+import yaml
+from fixtures.cluster import Cluster
+from fixtures.repos import KonfigRunner, RepoBuilder
+from kubeutil import unique
 
 SHA = "abcdef0123456789abcdef0123456789abcdef01"
+RAW_MAIN = """\
+import base.pkg.models.frontend
+import file
+import yaml
+
+extras: frontend.Manifests {
+    manifests = yaml.decode_all(file.read("objects.yaml"))
+}
+"""
 PATH = "appops/web/dev"
 
 
@@ -155,3 +169,42 @@ def test_expected_results_that_are_absent_are_reported(
     assert "Results missing (the job failed or was skipped): preview." in result.out
     bad = konfig("report", "--results", str(results), "--expect", "nope", "--sha", SHA)
     assert bad.code == 2 and "unknown result kind(s) nope" in bad.err
+
+
+@pytest.mark.cluster
+def test_real_preview_of_a_secret_never_leaks_into_report(
+    konfig: KonfigRunner, repo_builder: RepoBuilder, cluster: Cluster, tmp_path: Path
+) -> None:
+    """The whole PR path on the real control plane: preview JSON -> comment + summary."""
+    ns = unique("p8-secret")
+    old, new = "CANARY-p8-old-4d1e", "CANARY-p8-new-9c3b"
+    cluster.kubectl("create", "namespace", ns)
+    live = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": ns}}
+    cluster.kubectl(
+        "apply", "-f", "-", input=yaml.safe_dump({**live, "stringData": {"password": old}})
+    )
+    stack = repo_builder.stack(
+        "pay", "dev", main=RAW_MAIN, stack_yaml="name: dev\nkubernetes:\n  context: admin\n"
+    )
+    (stack / "objects.yaml").write_text(
+        yaml.safe_dump({**live, "stringData": {"password": new, "user": "app"}})
+    )
+    preview_json = tmp_path / "preview.json"
+    previewed = konfig(
+        "--root", str(repo_builder.root), "preview", "pay/dev", "--format", "json",
+        "--out", str(preview_json), "--kubeconfig", str(cluster.kubeconfig),
+    )  # fmt: skip
+    assert previewed.code == 0, previewed.err
+    summary = tmp_path / "summary.md"
+    result = konfig(
+        "report", "--preview", str(preview_json), "--sha", SHA, "--out", str(tmp_path / "c.md"),
+        "--summary-file", str(summary),
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    body = (tmp_path / "c.md").read_text(encoding="utf-8")
+    assert f"`Secret {ns}/db`" in body
+    for text in (body, summary.read_text(encoding="utf-8"), preview_json.read_text()):
+        for canary in (old, new):
+            assert canary not in text
+            assert base64.b64encode(canary.encode()).decode() not in text
+    assert "***" in body

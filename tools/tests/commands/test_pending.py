@@ -1,0 +1,84 @@
+"""`konfig pending` (and `konfig matrix`) through the CLI; pending on the real control plane."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from fixtures.cluster import Cluster
+from fixtures.monorepo import git_commit, git_init
+from fixtures.repos import KonfigRunner, RepoBuilder
+from kubeutil import unique
+
+
+def test_matrix_github_output(
+    konfig: KonfigRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "github_output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    stacks = json.dumps([f"appops/p/s {i}" for i in range(5)])
+    result = konfig("matrix", "--stacks", stacks, "--max-jobs", "2", "--github-output")
+    assert result.code == 0, result.err
+    matrix = json.loads(result.out)
+    assert [json.loads(c["stacks"]) for c in matrix] == [
+        ["appops/p/s 0", "appops/p/s 1", "appops/p/s 2"],
+        ["appops/p/s 3", "appops/p/s 4"],
+    ]
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("matrix<<KONFIG_EOF_") and json.dumps(matrix) in text
+    bad = konfig("matrix", "--stacks", "appops/p/s")
+    assert bad.code == 2 and "not valid JSON" in bad.err
+
+
+@pytest.mark.cluster
+def test_pending_follows_the_inventories(
+    konfig: KonfigRunner,
+    repo_builder: RepoBuilder,
+    cluster: Cluster,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a, b = unique("p8a"), unique("p8b")
+    stack_yaml = "name: dev\nkubernetes:\n  context: admin\n"
+    repo_builder.write(".gitignore", "/.cache/\n")
+    repo_builder.stack(a, "dev", stack_yaml=stack_yaml)
+    repo_builder.stack(b, "dev", stack_yaml=stack_yaml)
+    git_init(repo_builder.root)
+    git_commit(repo_builder.root, "two stacks")
+    root = str(repo_builder.root)
+    kube = ("--kubeconfig", str(cluster.kubeconfig))
+    mine = {f"appops/{a}/dev", f"appops/{b}/dev"}
+
+    def pending() -> dict[str, object]:
+        result = konfig("--root", root, "pending", "--json", *kube)
+        assert result.code == 0, result.err
+        data: dict[str, object] = json.loads(result.out)
+        return data
+
+    first = pending()
+    assert {s["path"] for s in first["stacks"]} == mine  # type: ignore[attr-defined]
+    applied = konfig("--root", root, "apply", "--yes", "--no-wait", f"{a}/dev", f"{b}/dev", *kube)
+    assert applied.code == 0, applied.err
+    assert pending()["stacks"] == []
+
+    # A change to b only; then a is removed from the repository.
+    repo_builder.write(f"appops/{b}/dev/notes.yaml", "x: 1\n")
+    git_commit(repo_builder.root, "touch b")
+    after = pending()
+    assert [s["path"] for s in after["stacks"]] == [f"appops/{b}/dev"]  # type: ignore[attr-defined]
+    shutil.rmtree(repo_builder.root / "appops" / a)
+    git_commit(repo_builder.root, "remove a")
+    out = tmp_path / "github_output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    result = konfig("--root", root, "pending", "--github-output", *kube)
+    assert result.code == 0, result.err
+    text = out.read_text(encoding="utf-8")
+    assert f'["appops/{a}/dev"]' in text  # deleted-stacks
+    assert f"appops/{a}/dev (deleted)" in result.out
+    destroyed = konfig(
+        "--root", root, "destroy", "--yes", "--deleted", "--no-wait", f"appops/{a}/dev", *kube
+    )
+    assert destroyed.code == 0, destroyed.err
+    assert f"appops/{a}/dev" not in pending()["deleted_stacks"]  # type: ignore[operator]
