@@ -21,9 +21,11 @@ lint: venv
 	$(BIN)/ruff format --check tools hack
 	$(BIN)/mypy
 
-## test: lint, then every test (the local Kubernetes control plane is built and started as needed)
+## test: lint, every test (the local Kubernetes control plane is built and started as needed), then konfig test and konfig check on the example stacks
 test: lint
 	$(BIN)/python -m pytest
+	$(BIN)/konfig test --all
+	$(BIN)/konfig check --all
 
 ## unit: tests that need no cluster
 unit: venv
