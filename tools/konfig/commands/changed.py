@@ -10,9 +10,9 @@ from pathlib import Path
 import click
 
 from konfig.changed import ChangeSet, affected_stacks, cache_dir
-from konfig.commands._common import load_repository
 from konfig.console import echo_json, info
 from konfig.errors import EXIT_OK, UsageError
+from konfig.repo import find_root
 
 GITHUB_OUTPUT = "GITHUB_OUTPUT"
 
@@ -45,7 +45,10 @@ def command(
     package), or matches a repo-wide trigger in konfig.yaml. Stacks present at the merge
     base but gone at HEAD are listed as deleted stacks.
     """
-    repo = load_repository(ctx)
+    # Only the root is needed: stacks are found from the git trees, so the (slow, for
+    # thousands of stacks) parse of every stack.yaml in the work tree is skipped.
+    given = (ctx.obj or {}).get("root")
+    root = find_root(Path(given) if given else None)
     output_file: Path | None = None
     if github_output:
         raw = os.environ.get(GITHUB_OUTPUT)
@@ -55,9 +58,7 @@ def command(
                 hint="it is set inside GitHub Actions; elsewhere export it to a file path",
             )
         output_file = Path(raw)
-    changes = affected_stacks(
-        repo.root, base, head, cache=None if no_cache else cache_dir(repo.root)
-    )
+    changes = affected_stacks(root, base, head, cache=None if no_cache else cache_dir(root))
     if output_file is not None:
         append_github_output(output_file, github_outputs(changes))
     if as_json:

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Benchmark ``konfig changed`` on a large generated monorepo.
+
+Usage: .venv/bin/python hack/bench_changed.py [--projects 1500] [--stacks 5000] [--seed 42]
+       [--rounds 3] [--repo DIR]
+
+Generates the repository with hack/gen_monorepo.py (unless ``--repo`` names one made
+earlier), makes a "typical pull request" branch (a stack's main.k, a shared library, a
+data file, a project base file, a new stack: 7 files), then measures:
+
+* ``konfig changed --base main --head pr --json`` end to end as a child process: cold
+  (no .cache/konfig) and warm (cache from the previous run), wall time and peak RSS
+  (``os.wait4`` rusage of the child);
+* the same analysis in process (``konfig.changed.affected_stacks``), cold and warm, which
+  leaves out interpreter start and the import of the CLI's modules;
+* the import of ``konfig.cli`` alone (what every konfig command pays before it starts).
+
+Targets (issue #5): cold <= 1.5 s, warm <= 0.3 s, peak RSS <= 300 MB. Prints the exact
+commands and the figures; the machine's load average is printed too, because the
+figures are only meaningful on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from gen_monorepo import GIT_ENV, generate  # noqa: E402
+
+KONFIG = [sys.executable, "-m", "konfig"]
+
+
+def git(root: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=root, env={**os.environ, **GIT_ENV}, check=True)
+
+
+def make_pr(root: Path) -> list[str]:
+    """A branch ``pr`` with a typical change: 7 files in 5 places."""
+    git(root, "checkout", "-q", "-B", "pr", "main")
+    edits: list[str] = []
+
+    def append(rel: str, text: str) -> None:
+        with open(root / rel, "a", encoding="utf-8") as handle:
+            handle.write(text)
+        edits.append(rel)
+
+    append("appops/p0007/dev/main.k", "# tweak\n")
+    append("base/pkg/lib5/lib.k", "# shared library edit\n")
+    data = sorted(root.glob("appops/*/*/config.json"))[0]
+    data.write_text('{"logLevel": "trace"}\n')
+    edits.append(data.relative_to(root).as_posix())
+    base = sorted(root.glob("appops/*/base/base.k"))[3]
+    append(base.relative_to(root).as_posix(), "# project base edit\n")
+    new = root / "appops/p0011/bench-new"
+    shutil.copytree(root / "appops/p0011/dev", new)
+    (new / "stack.yaml").write_text("name: bench-new\n")
+    edits += [p.relative_to(root).as_posix() for p in sorted(new.rglob("*")) if p.is_file()]
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "typical pull request")
+    git(root, "checkout", "-q", "main")
+    return edits
+
+
+def child_with_rss(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
+    """Wall seconds, the child's own peak RSS (MB, from os.wait4) and its stdout."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed:\n{err.read().decode()}")
+        return elapsed, usage.ru_maxrss / 1024, out.read().decode()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--projects", type=int, default=1500)
+    parser.add_argument("--stacks", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repo", type=Path, default=None, help="reuse a generated repo")
+    args = parser.parse_args()
+
+    if args.repo is not None and (args.repo / ".git").is_dir():
+        root = args.repo.resolve()
+    else:
+        root = (args.repo or Path("/tmp/konfig-bench-changed")).resolve()
+        if root.exists():
+            shutil.rmtree(root)
+        started = time.perf_counter()
+        made = generate(
+            root,
+            projects=args.projects,
+            stacks_per_project=args.stacks / args.projects + 1e-9,
+            seed=args.seed,
+        )
+        print(
+            f"generated {made.projects} projects / {made.stacks} stacks / {made.libs} libs in "
+            f"{time.perf_counter() - started:.1f} s: {root}"
+        )
+    edits = make_pr(root)
+    print(f"pull request: {len(edits)} files: {', '.join(edits)}")
+    print(f"load average before: {os.getloadavg()}")
+
+    cmd = [*KONFIG, "changed", "--base", "main", "--head", "pr", "--json"]
+    print(f"\ncommand: (cd {root} && {' '.join(cmd)})")
+    cold: list[float] = []
+    warm: list[float] = []
+    rss: list[float] = []
+    result: dict[str, object] = {}
+    for _ in range(args.rounds):
+        shutil.rmtree(root / ".cache", ignore_errors=True)
+        secs, mb, out = child_with_rss(cmd, root)
+        cold.append(secs)
+        rss.append(mb)
+        secs, mb, out = child_with_rss(cmd, root)
+        warm.append(secs)
+        rss.append(mb)
+        result = json.loads(out)
+    stacks = result.get("stacks", [])
+    print(
+        f"affected stacks: {len(stacks)}; deleted: {len(result.get('deleted_stacks', []))}"  # type: ignore[arg-type]
+    )
+    print(f"end to end  cold: median {statistics.median(cold):.3f} s  (runs {_fmt(cold)})")
+    print(f"end to end  warm: median {statistics.median(warm):.3f} s  (runs {_fmt(warm)})")
+    print(f"peak RSS (max of runs): {max(rss):.0f} MB")
+
+    probe = (
+        "import time,sys; t=time.perf_counter(); import konfig.cli; print(time.perf_counter()-t)"
+    )
+    imports = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(args.rounds)
+    ]
+    print(f"import konfig.cli alone: median {statistics.median(imports):.3f} s")
+    probe = probe.replace("konfig.cli", "konfig.commands.changed")
+    own = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(args.rounds)
+    ]
+    print(
+        f"import konfig.commands.changed alone (what a lazily loading CLI would pay): "
+        f"median {statistics.median(own):.3f} s"
+    )
+
+    code = (
+        "import time,shutil,sys; from pathlib import Path; "
+        "from konfig.changed import affected_stacks, cache_dir; r=Path('.').resolve(); "
+        "shutil.rmtree(r/'.cache', ignore_errors=True); "
+        "t=time.perf_counter(); affected_stacks(r,'main','pr',cache=cache_dir(r)); "
+        "c=time.perf_counter()-t; t=time.perf_counter(); "
+        "affected_stacks(r,'main','pr',cache=cache_dir(r)); "
+        "print(c, time.perf_counter()-t)"
+    )
+    pairs = [
+        subprocess.run(
+            [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.split()
+        for _ in range(args.rounds)
+    ]
+    in_cold = [float(p[0]) for p in pairs]
+    in_warm = [float(p[1]) for p in pairs]
+    print(f"in process  cold: median {statistics.median(in_cold):.3f} s  (runs {_fmt(in_cold)})")
+    print(f"in process  warm: median {statistics.median(in_warm):.3f} s  (runs {_fmt(in_warm)})")
+    print(f"load average after: {os.getloadavg()}")
+    return 0
+
+
+def _fmt(values: list[float]) -> str:
+    return ", ".join(f"{v:.3f}" for v in values)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
