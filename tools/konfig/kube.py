@@ -73,8 +73,8 @@ class ApiFailure:
         """Fields the server refused to change because they are immutable (422 Invalid)."""
         if self.status != 422:
             return ()
-        found = [c.field for c in self.causes if "immutable" in c.message]
-        if not found and "field is immutable" in self.message:
+        found = [c.field for c in self.causes if _says_immutable(c.message)]
+        if not found and _says_immutable(self.message):
             found = ["(unknown field)"]
         return tuple(dict.fromkeys(found))
 
@@ -84,6 +84,15 @@ class ApiFailure:
         if self.status == 404 and self.details_kind == "namespaces":
             return self.details_name
         return None
+
+
+# How API validation words "you cannot change this field" (field is immutable: most
+# kinds; Service clusterIP(s): "may not change once set").
+_IMMUTABLE_PHRASES = ("field is immutable", "may not change once set")
+
+
+def _says_immutable(message: str) -> bool:
+    return any(phrase in message for phrase in _IMMUTABLE_PHRASES)
 
 
 class KubeError(KonfigError):
@@ -365,7 +374,7 @@ class Kube:
                 "create and delete), or use a context that has them (--context)"
             )
         else:
-            message = f"cannot {what}: the API server said {status}: {failure.message}"
+            message = f"{what} failed: the API server said {status}: {failure.message}"
             for cause in failure.causes[:5]:
                 field_name = f"{cause.field}: " if cause.field else ""
                 message += f"\n  {field_name}{cause.message}"

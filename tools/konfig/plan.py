@@ -42,6 +42,7 @@ ACTIONS: tuple[Action, ...] = ("create", "update", "replace", "delete", "unchang
 CHANGING: frozenset[str] = frozenset({"create", "update", "replace", "delete"})
 CRD_API_VERSIONS = ("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1")
 DEFAULT_WORKERS = 8
+RACE_RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,10 @@ def _merged(live: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, An
     return out
 
 
+def _version(obj: Mapping[str, Any] | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+
+
 def _owner(live: Mapping[str, Any]) -> str:
     labels = (live.get("metadata") or {}).get("labels") or {}
     return str(labels.get(inv.LABEL_PART_OF) or "")
@@ -278,9 +283,15 @@ def plan_stack(
         if item.deferred:
             return item
         ref = item.ref
-        item.live = kube.get(ref.api_version, ref.kind, ref.name, ref.namespace)
         try:
-            item.dry = kube.apply(item.desired, dry_run=True, force=True)
+            for _ in range(RACE_RETRIES):
+                item.live = kube.get(ref.api_version, ref.kind, ref.name, ref.namespace)
+                item.dry = kube.apply(item.desired, dry_run=True, force=True)
+                # The dry-run result is based on the object as stored at that moment; when
+                # a controller wrote in between (e.g. the Deployment revision annotation),
+                # the two disagree in fields nobody planned: read both again.
+                if _version(item.live) in ("", _version(item.dry)):
+                    break
         except KubeApiError as exc:
             failure = exc.failure
             if failure.immutable_fields and item.live is not None:

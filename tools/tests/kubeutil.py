@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterable
@@ -164,7 +165,9 @@ def _id_of(obj: dict[str, Any]) -> str:
 
 
 def snapshot(kube: Kube, refs: Iterable[tuple[str, str, str, str | None]]) -> dict[Any, Any]:
-    """resourceVersion (or None) of each (apiVersion, kind, name, namespace)."""
+    """What a write would change, per (apiVersion, kind, name, namespace): absent, or the
+    object's UID, generation, labels, data and spec. (Not resourceVersion: controllers
+    and kwok keep writing status, which is not the preview's doing.)"""
     out: dict[Any, Any] = {}
     for api_version, kind, name, ns in refs:
         try:
@@ -172,7 +175,20 @@ def snapshot(kube: Kube, refs: Iterable[tuple[str, str, str, str | None]]) -> di
         except Exception as exc:  # an unknown kind is "absent" too
             out[(api_version, kind, name, ns)] = type(exc).__name__
             continue
-        out[(api_version, kind, name, ns)] = (live or {}).get("metadata", {}).get("resourceVersion")
+        if live is None:
+            out[(api_version, kind, name, ns)] = None
+            continue
+        meta = live.get("metadata") or {}
+        out[(api_version, kind, name, ns)] = json.dumps(
+            [
+                meta.get("uid"),
+                meta.get("generation"),
+                meta.get("labels"),
+                live.get("data"),
+                live.get("spec"),
+            ],
+            sort_keys=True,
+        )
     return out
 
 

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Benchmark: `konfig preview` of a 100-object stack vs `kubectl diff --server-side`.
+
+Builds a temporary Konfig repository with one stack of N objects (a Namespace, then
+Deployments, Services and ConfigMaps in turn), applies them the way `konfig apply`
+would (server-side apply, field manager konfig, ApplySet part-of label), edits a
+few out of band so there is something to report, then times both tools on the same
+objects, each run as a fresh process:
+
+    konfig preview <stack> --format json --kubeconfig K
+    kubectl diff --server-side --field-manager=konfig --force-conflicts -f <manifests>
+
+and prints the median of --runs runs each and the ratio (goal: ≤ 1.0).
+
+    .venv/bin/python hack/bench_preview.py [--kubeconfig K] [--objects 100] [--runs 5]
+
+Without --kubeconfig it starts the local control plane with `hack/cluster up`
+(in $KONFIG_CLUSTER_DIR or its default directory) and stops it afterwards if it
+was not running before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+
+from konfig import inventory as inv  # noqa: E402
+from konfig.kube import KubeTarget, connect  # noqa: E402
+
+MAIN = """\
+import base.pkg.models.frontend
+import file
+import yaml
+
+extras: frontend.Manifests {
+    manifests = yaml.decode_all(file.read("objects.yaml"))
+}
+"""
+
+
+def manifests(ns: str, count: int) -> list[dict]:
+    out: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}]
+    i = 0
+    while len(out) < count:
+        name = f"app-{i:03d}"
+        labels = {"app": name}
+        kind = i % 3
+        if kind == 0:
+            out.append(
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"name": name, "namespace": ns, "labels": labels},
+                    "spec": {
+                        "replicas": 1,
+                        "selector": {"matchLabels": labels},
+                        "template": {
+                            "metadata": {"labels": labels},
+                            "spec": {
+                                "containers": [
+                                    {
+                                        "name": "app",
+                                        "image": "nginx:1.27.3",
+                                        "ports": [{"containerPort": 80}],
+                                    }
+                                ]
+                            },
+                        },
+                    },
+                }
+            )
+        elif kind == 1:
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": name, "namespace": ns, "labels": labels},
+                    "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": 80}]},
+                }
+            )
+        else:
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": ns, "labels": labels},
+                    "data": {"index": str(i), "mode": "bench"},
+                }
+            )
+        i += 1
+    return out
+
+
+def timed(cmd: list[str], env: dict[str, str], ok: tuple[int, ...]) -> float:
+    start = time.perf_counter()
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if res.returncode not in ok:
+        raise SystemExit(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stdout}{res.stderr}")
+    return elapsed
+
+
+def cluster(command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(REPO / "hack" / "cluster"), command], capture_output=True, text=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", default=None)
+    parser.add_argument("--context", default="admin")
+    parser.add_argument("--objects", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=8)
+    args = parser.parse_args()
+
+    started_cluster = False
+    kubeconfig = args.kubeconfig
+    if kubeconfig is None:
+        was_running = cluster("status").returncode == 0
+        up = cluster("up")
+        if up.returncode != 0:
+            raise SystemExit(f"hack/cluster up failed:\n{up.stderr}")
+        kubeconfig = up.stdout.strip().splitlines()[-1]
+        started_cluster = not was_running
+
+    work = Path(tempfile.mkdtemp(prefix="konfig-bench-"))
+    try:
+        root = work / "repo"
+        root.mkdir()
+        for name in ("kcl.mod", "konfig.yaml"):
+            shutil.copy2(REPO / name, root / name)
+        shutil.copytree(REPO / "base", root / "base")
+        stack_dir = root / "appops" / "bench" / "big"
+        stack_dir.mkdir(parents=True)
+        (root / "appops" / "bench" / "project.yaml").write_text("name: bench\n")
+        (stack_dir / "stack.yaml").write_text(
+            f"name: big\nkubernetes:\n  context: {args.context}\n"
+        )
+        (stack_dir / "main.k").write_text(MAIN)
+        ns = f"bench-{os.getpid()}"
+        objs = manifests(ns, args.objects)
+        (stack_dir / "objects.yaml").write_text(yaml.safe_dump_all(objs))
+
+        # Apply as konfig apply would, then drift a few objects out of band.
+        set_id = inv.applyset_id(inv.inventory_name("appops/bench/big"))
+        labelled = [inv.label_member(m, set_id) for m in objs]
+        with connect(KubeTarget(kubeconfig, args.context)) as kube:
+            for m in labelled:
+                kube.apply(m, dry_run=False)
+            for m in [o for o in objs if o["kind"] == "ConfigMap"][:3]:
+                edited = {**m, "data": {"index": "edited", "mode": "bench"}}
+                kube.apply(edited, dry_run=False, field_manager="by-hand", force=True)
+        manifest_file = work / "manifests.yaml"
+        manifest_file.write_text(yaml.safe_dump_all(labelled))
+
+        env = dict(os.environ)
+        konfig_bin = str(Path(sys.executable).parent / "konfig")
+        konfig_cmd = [
+            konfig_bin,
+            "--root",
+            str(root),
+            "preview",
+            "bench/big",
+            "--format",
+            "json",
+            "--workers",
+            str(args.workers),
+            "--kubeconfig",
+            kubeconfig,
+        ]
+        kubectl_cmd = [
+            "kubectl",
+            f"--kubeconfig={kubeconfig}",
+            f"--context={args.context}",
+            "diff",
+            "--server-side",
+            "--field-manager=konfig",
+            "--force-conflicts",
+            "-f",
+            str(manifest_file),
+        ]
+        check = subprocess.run(konfig_cmd, env=env, capture_output=True, text=True)
+        if check.returncode != 0:
+            raise SystemExit(f"konfig preview failed:\n{check.stdout}{check.stderr}")
+        counts = json.loads(check.stdout)["counts"]
+        konfig_times = []
+        kubectl_times = []
+        for _ in range(args.runs):  # interleaved, so drift in machine load hits both
+            konfig_times.append(timed(konfig_cmd, env, (0,)))
+            kubectl_times.append(timed(kubectl_cmd, env, (0, 1)))
+        k = statistics.median(konfig_times)
+        c = statistics.median(kubectl_times)
+        print(f"objects: {len(objs)} (preview counts: {counts})")
+        print(f"konfig:  {' '.join(konfig_cmd)}")
+        print(f"kubectl: {' '.join(kubectl_cmd)}")
+        print(f"konfig preview runs (s): {', '.join(f'{t:.2f}' for t in konfig_times)}")
+        print(f"kubectl diff runs (s):   {', '.join(f'{t:.2f}' for t in kubectl_times)}")
+        print(f"median konfig preview: {k:.2f}s  median kubectl diff --server-side: {c:.2f}s")
+        print(f"ratio konfig/kubectl: {k / c:.2f} (goal <= 1.0)")
+        with connect(KubeTarget(kubeconfig, args.context)) as kube:
+            kube.delete("v1", "Namespace", ns, None, uid=None, propagation="Background")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if started_cluster:
+            cluster("down")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
