@@ -16,13 +16,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
-from konfig import git
+from konfig import git, order
 from konfig.apply import (
     SUMMARY,
+    ApplyError,
     ApplyOptions,
     Event,
     StackResult,
@@ -98,6 +99,11 @@ class Printer:
                 click.echo(f"{head}  {event.message}")
             else:
                 info(f"{head}{event.message}")
+
+    def plan(self, text: str) -> None:
+        if not self.quiet:
+            with self._lock:
+                click.echo(text, nl=False)
 
     def lock_wait(self, path: str) -> Callable[[LeaseState], None]:
         def report(state: LeaseState) -> None:
@@ -178,7 +184,44 @@ def run_concurrently(
 class _Planned:
     stack: Stack
     spec: Spec
-    plan: StackPlan
+    plan: StackPlan | None  # the plan shown (None: planned only under the lock)
+
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def _map(items: Sequence[_T], fn: Callable[[_T], _R], workers: int) -> list[_R]:
+    if workers <= 1 or len(items) <= 1:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def _check_order(path: str, spec: Spec) -> None:
+    items = [order.item_from_manifest(r.id, r.attributes, r.depends_on) for r in spec.resources]
+    try:
+        order.build_graph(items)
+    except order.OrderError as exc:
+        raise ApplyError(f"{path}: {exc.message}; nothing was applied", hint=exc.hint) from None
+
+
+def _compare_saved(
+    saved: dict[str, dict[str, Any]], plans: list[StackPlan], plan_file: Path | None
+) -> None:
+    for plan in plans:
+        entry = saved.get(plan.path)
+        problems = (
+            [f"{plan.path} is not in the saved preview"]
+            if entry is None
+            else plan_differences(entry, plan)
+        )
+        if problems:
+            raise KonfigError(
+                f"{plan.path}: the plan differs from the previewed one ({plan_file}); "
+                "nothing was applied:\n  " + "\n  ".join(problems),
+                hint="preview again, review, and apply the new preview",
+            )
 
 
 def _compile(repo: Repository, stacks: list[Stack], jobs: int | None) -> dict[str, Spec]:
@@ -322,48 +365,47 @@ def command(
     if commit is None:
         commit = git.rev_parse(repo.root, "HEAD") if git.is_repo(repo.root) else ""
     specs = _compile(repo, selected, jobs)
+    for stack in selected:
+        _check_order(stack.path, specs[stack.path])  # cycles, unknown ids: before any write
     conns = Connections(repo, kubeconfig, context)
     printer = Printer(quiet=as_json, prefix=True)
     _check_shared(selected, specs, conns)
-    try:
-        planned: list[_Planned] = []
-        for stack in selected:
-            kube = conns.kube(stack)
-            spec = specs[stack.path]
-            plan = plan_stack(kube, stack, spec, read_inventory(kube, stack))
-            planned.append(_Planned(stack, spec, plan))
-        for p in planned:
-            options = _options(p.stack, commit, timeout, concurrency, no_wait)
-            check_plan(p.plan, p.spec, options)  # order and replace errors: before any write
-            if saved is not None:
-                entry = saved.get(p.stack.path)
-                problems = (
-                    [f"{p.stack.path} is not in the saved preview"]
-                    if entry is None
-                    else plan_differences(entry, p.plan)
-                )
-                if problems:
-                    raise KonfigError(
-                        f"{p.stack.path}: the plan differs from the previewed one "
-                        f"({plan_file}); nothing was applied:\n  " + "\n  ".join(problems),
-                        hint="preview again, review, and apply the new preview",
-                    )
-        if not as_json:
-            preview = Preview.of([StackPreview(p.stack.path, plan=p.plan) for p in planned])
-            click.echo(render_text(preview, color=sys.stdout.isatty()), nl=False)
-        confirm("apply these changes", yes=yes)
 
-        def one(p: _Planned) -> StackResult:
+    def options_of(stack: Stack) -> ApplyOptions:
+        return _options(stack, commit or "", timeout, concurrency, no_wait)
+
+    try:
+        shown: dict[str, StackPlan] = {}
+        if not yes or saved is not None:
+            # Plan every stack first: to show it and ask, or to compare it with the saved
+            # preview so that a difference anywhere applies nothing anywhere.
+            def plan_one(stack: Stack) -> StackPlan:
+                kube = conns.kube(stack)
+                plan = plan_stack(kube, stack, specs[stack.path], read_inventory(kube, stack))
+                check_plan(plan, specs[stack.path], options_of(stack))
+                return plan
+
+            plans = _map(selected, plan_one, stack_concurrency)
+            shown = {p.path: p for p in plans}
+            if saved is not None:
+                _compare_saved(saved, plans, plan_file)
+            if not as_json:
+                preview = Preview.of([StackPreview(p.path, plan=p) for p in plans])
+                click.echo(render_text(preview, color=sys.stdout.isatty()), nl=False)
+            confirm("apply these changes", yes=yes)
+
+        def one(stack: Stack) -> StackResult:
             return _apply_locked(
-                conns.kube(p.stack),
-                p,
-                _options(p.stack, commit or "", timeout, concurrency, no_wait),
+                conns.kube(stack),
+                _Planned(stack, specs[stack.path], shown.get(stack.path)),
+                options_of(stack),
                 printer,
                 lock_timeout=lock_timeout,
                 lease_duration=lease_duration,
+                show=yes and saved is None and not as_json,
             )
 
-        results = run_concurrently(planned, one, stack_concurrency)
+        results = run_concurrently(selected, one, stack_concurrency)
     finally:
         conns.close()
 
@@ -399,6 +441,7 @@ def _apply_locked(
     *,
     lock_timeout: float,
     lease_duration: int,
+    show: bool = False,
 ) -> StackResult:
     path = planned.stack.path
     lock = StackLock(kube, planned.stack, duration=lease_duration)
@@ -409,7 +452,9 @@ def _apply_locked(
     try:
         prior = read_inventory(kube, planned.stack)
         plan = plan_stack(kube, planned.stack, planned.spec, prior)
-        problems = plan_differences(_shown(planned.plan), plan)
+        problems = [] if planned.plan is None else plan_differences(_shown(planned.plan), plan)
+        if show:
+            printer.plan(render_text(Preview.of([StackPreview(path, plan=plan)])))
         if problems:
             return StackResult(
                 path,
