@@ -555,13 +555,16 @@ def render(
     longest = max((s.path for s in report.stacks), key=len, default="")
     reserve = measure(foot(True, [longest] * 20, [longest])) + 100
     if measure(top) + reserve > budget:
+        # Once the table must be cut, it gets at most 60% of the budget so that the
+        # diffs of the first (failed, changed) stacks still fit.
+        table_budget = budget * 3 // 5
         keep = len(priority)
         while keep > 0:
             keep = keep * 3 // 4
             chosen = {s.path for s in priority[:keep]}
             rows = [s for s in report.stacks if s.path in chosen]
             top = head(rows, len(report.stacks) - len(rows))
-            if measure(top) + reserve <= budget:
+            if measure(top) + reserve <= table_budget:
                 break
     room = budget - measure(top) - reserve
 
