@@ -250,24 +250,17 @@ def main() -> int:
             "kubectl: for each stack in sequence: kubectl apply --server-side "
             "--field-manager=bench-kubectl -f <stack>.yaml"
         )
-        print(
-            f"konfig apply (create, waits for health):   {t_wait:7.2f}s  peak RSS {rss_wait / 1024:6.1f} MiB  {counts_wait}"
-        )
-        print(
-            f"konfig apply --no-wait (create):           {t_nowait:7.2f}s  peak RSS {rss_nowait / 1024:6.1f} MiB  {counts_nowait}"
-        )
-        print(
-            f"konfig apply (no change):                  {t_noop:7.2f}s  peak RSS {rss_noop / 1024:6.1f} MiB  {counts_noop}"
-        )
-        print(
-            f"konfig destroy (waits until gone):         {t_destroy:7.2f}s  peak RSS {rss_destroy / 1024:6.1f} MiB  {counts_destroy}"
-        )
-        print(
-            f"kubectl apply --server-side x{args.stacks} (create): {k_create:7.2f}s  peak RSS {k_rss / 1024:6.1f} MiB per process"
-        )
-        print(
-            f"kubectl apply --server-side x{args.stacks} (no change): {k_noop:7.2f}s  peak RSS {k_rss2 / 1024:6.1f} MiB per process"
-        )
+
+        def row(label: str, seconds: float, rss_kib: int, extra: object = "") -> None:
+            print(f"{label:<50} {seconds:7.2f}s  peak RSS {rss_kib / 1024:6.1f} MiB  {extra}")
+
+        n = args.stacks
+        row("konfig apply (create, waits for health):", t_wait, rss_wait, counts_wait)
+        row("konfig apply --no-wait (create):", t_nowait, rss_nowait, counts_nowait)
+        row("konfig apply (no change):", t_noop, rss_noop, counts_noop)
+        row("konfig destroy (waits until gone):", t_destroy, rss_destroy, counts_destroy)
+        row(f"kubectl apply --server-side x{n} (create):", k_create, k_rss, "(per process)")
+        row(f"kubectl apply --server-side x{n} (no change):", k_noop, k_rss2, "(per process)")
         print(
             f"ratio konfig --no-wait / kubectl (create):   {t_nowait / k_create:.2f} (goal <= 0.7)"
         )
