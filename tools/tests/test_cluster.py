@@ -7,7 +7,6 @@ import re
 import uuid
 
 import pytest
-
 from fixtures.cluster import CLUSTER_SCRIPT, Cluster
 
 pytestmark = pytest.mark.cluster
@@ -44,9 +43,16 @@ def test_kubeconfig_verifies_the_server_certificate(cluster: Cluster) -> None:
 
 
 def test_restricted_identity_cannot_create_configmap(cluster: Cluster) -> None:
-    manifest = '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nope"}, "data": {"a": "b"}}'
+    manifest = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nope"}})
     res = cluster.kubectl(
-        "create", "-n", "default", "-f", "-", input=manifest, context=cluster.restricted_context, check=False
+        "create",
+        "-n",
+        "default",
+        "-f",
+        "-",
+        input=manifest,
+        context=cluster.restricted_context,
+        check=False,
     )
     assert res.returncode != 0
     assert "Error from server (Forbidden)" in res.stderr
@@ -54,11 +60,20 @@ def test_restricted_identity_cannot_create_configmap(cluster: Cluster) -> None:
 
 
 def test_restricted_identity_reads_only_its_namespace(cluster: Cluster) -> None:
-    who = cluster.kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}",
-                          context=cluster.restricted_context)
+    who = cluster.kubectl(
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username}",
+        context=cluster.restricted_context,
+    )
     assert who.stdout == "konfig-restricted"
-    cluster.kubectl("get", "configmaps", "-n", "konfig-restricted", context=cluster.restricted_context)
-    res = cluster.kubectl("get", "configmaps", "-n", "default", context=cluster.restricted_context, check=False)
+    cluster.kubectl(
+        "get", "configmaps", "-n", "konfig-restricted", context=cluster.restricted_context
+    )
+    res = cluster.kubectl(
+        "get", "configmaps", "-n", "default", context=cluster.restricted_context, check=False
+    )
     assert res.returncode != 0 and "Forbidden" in res.stderr
 
 
@@ -68,7 +83,9 @@ def test_nodes_are_ready(cluster: Cluster) -> None:
 
 def test_deployment_becomes_available(cluster: Cluster) -> None:
     ns = _namespace(cluster)
-    cluster.kubectl("create", "deployment", "web", "-n", ns, "--image=registry.invalid/web:1", "--replicas=1")
+    cluster.kubectl(
+        "create", "deployment", "web", "-n", ns, "--image=registry.invalid/web:1", "--replicas=1"
+    )
     cluster.kubectl("wait", "-n", ns, "--for=condition=Available", "deployment/web", WAIT)
     pods = json.loads(cluster.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
     assert [p["status"]["phase"] for p in pods] == ["Running"]
