@@ -10,6 +10,7 @@ from typing import Any
 
 import jinja2
 
+from konfig import kcl
 from konfig.gen.model import (
     DictOf,
     Field,
@@ -180,5 +181,6 @@ def render_files(schemas: list[SchemaDef], *, import_prefix: str) -> GeneratedFi
             imports=imports,
             schemas=views,
         )
-        files["/".join((*package, file))] = text.rstrip("\n") + "\n"
+        # KCL's own formatter has the last word, so `konfig fmt --check` agrees
+        files["/".join((*package, file))] = kcl.format_source(text.rstrip("\n") + "\n")
     return files
