@@ -450,3 +450,47 @@ def test_mask_secret_diff_keeps_structure() -> None:
     assert reportlib.mask_secret_diff(diff) == (
         " data:\n-  a: ***\n+  a: ***\n   b: '***'\n kind: Secret\n"
     )
+
+
+def _applied(path: str, ok: bool, **counts: int) -> dict[str, Any]:
+    objects = [
+        {"id": f"apps/v1:Deployment:{path.split('/')[1]}:web", "phase": "apply",
+         "outcome": "failed", "message": "timed out after 120s waiting for Available: 0/2 ready"},
+        {"id": f"v1:Service:{path.split('/')[1]}:web", "phase": "apply",
+         "outcome": "skipped", "message": "depends on a failed object"},
+    ] if not ok else []  # fmt: skip
+    full = dict.fromkeys(reportlib.APPLY_COUNTS, 0) | counts
+    return {
+        "path": path,
+        "ok": ok,
+        "error": None if ok else "1 object failed, 1 skipped",
+        "counts": full,
+        "seconds": 12.345,
+        "objects": objects,
+        "inventory": {"name": "i", "applysetId": "a", "commit": SHA, "specDigest": "d",
+                      "members": 3},
+    }  # fmt: skip
+
+
+def test_apply_report() -> None:
+    report = reportlib.build_apply(
+        [
+            {
+                "ok": False,
+                "stacks": [
+                    _applied("appops/web/prod", False, updated=1, failed=1, skipped=1),
+                    _applied("appops/api/dev", True, created=3),
+                ],
+            }
+        ],
+        [{"ok": True, "stacks": [_applied("appops/old/dev", True, deleted=4)]}],
+        sha=SHA,
+        run_url=RUN,
+    )
+    text = reportlib.render_apply(report)
+    assert "❌ failed" in text.splitlines()[0]
+    assert "| `appops/old/dev` | destroy | ✅ ok | 0 | 0 | 0 | 4 |" in text
+    assert "timed out after 120s waiting for Available" in text
+    check_golden("apply", text)
+    nothing = reportlib.render_apply(reportlib.build_apply([], sha=SHA))
+    assert "Nothing to apply" in nothing and "✅ applied" in nothing

@@ -46,6 +46,8 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
 @_paths("Compile summary JSON (konfig compile --json).", "--compile")
 @_paths("Test results JSON (konfig test --json).", "--test")
 @_paths("Check findings JSON (konfig check --format json).", "--check")
+@_paths("Apply results JSON (konfig apply --json): renders the apply report.", "--apply")
+@_paths("Destroy results JSON (konfig destroy --json): part of the apply report.", "--destroy")
 @click.option(
     "--results",
     type=click.Path(file_okay=False, path_type=Path),
@@ -95,6 +97,8 @@ def command(
     compile: Sequence[Path],
     test: Sequence[Path],
     check: Sequence[Path],
+    apply: Sequence[Path],
+    destroy: Sequence[Path],
     results: Sequence[Path],
     expect: str,
     sha: str,
@@ -115,6 +119,10 @@ def command(
     if placeholder:
         _emit(reportlib.render_placeholder(sha, run_url), out)
         return EXIT_OK
+    if apply or destroy:
+        if preview or changed or compile or test or check or results:
+            raise UsageError("--apply/--destroy make the apply report: give no PR inputs")
+        return _apply_report(apply, destroy, sha, run_url, out, summary_file)
     files: dict[str, list[Path]] = {
         "preview": list(preview),
         "changed": [changed] if changed else [],
@@ -215,3 +223,38 @@ def _append_summary(report: reportlib.Report, path: Path, title: str) -> None:
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(full.text if used == 0 else "\n" + full.text)
     info(f"appended the full report to {path}")
+
+
+def _apply_report(
+    apply: Sequence[Path],
+    destroy: Sequence[Path],
+    sha: str,
+    run_url: str | None,
+    out: Path | None,
+    summary_file: Path | None,
+) -> int:
+    missing: list[str] = []
+    docs: dict[str, list[Any]] = {"apply": [], "destroy": []}
+    for key, paths in (("apply", apply), ("destroy", destroy)):
+        for path in paths:
+            doc = _load(path)
+            if doc is None:
+                warn(f"{path}: not found; the report says the {key} results are missing")
+                missing.append(f"{key} ({path.name})")
+            else:
+                docs[key].append(doc)
+    try:
+        report = reportlib.build_apply(
+            docs["apply"], docs["destroy"], sha=sha, run_url=run_url, missing=missing
+        )
+    except reportlib.ReportInputError as exc:
+        raise UsageError(str(exc), hint="pass the JSON the named konfig command printed") from exc
+    text = reportlib.render_apply(report)
+    _emit(text, out)
+    if summary_file is not None:
+        used = summary_file.stat().st_size if summary_file.exists() else 0
+        text = reportlib.render_apply(report, budget=reportlib.SUMMARY_LIMIT_BYTES - used - 1024)
+        with open(summary_file, "a", encoding="utf-8") as handle:
+            handle.write(text if used == 0 else "\n" + text)
+        info(f"appended the apply report to {summary_file}")
+    return EXIT_OK

@@ -208,3 +208,24 @@ def test_real_preview_of_a_secret_never_leaks_into_report(
             assert canary not in text
             assert base64.b64encode(canary.encode()).decode() not in text
     assert "***" in body
+
+
+def test_apply_report_cli(konfig: KonfigRunner, tmp_path: Path) -> None:
+    applied = write(
+        tmp_path / "apply.json",
+        {"ok": True, "stacks": [{"path": PATH, "ok": True, "error": None,
+         "counts": {"created": 2}, "seconds": 1.0, "objects": [], "inventory": None}]},
+    )  # fmt: skip
+    summary = tmp_path / "summary.md"
+    result = konfig(
+        "report", "--apply", str(applied), "--destroy", str(tmp_path / "none.json"),
+        "--sha", SHA, "--summary-file", str(summary),
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    assert "## Konfig apply of `abcdef012345`: ❌ failed" in result.out  # destroy.json missing
+    assert "Results missing (the job failed before writing them): destroy (none.json)" in (
+        result.out
+    )
+    assert summary.read_text(encoding="utf-8") == result.out
+    mixed = konfig("report", "--apply", str(applied), "--preview", str(applied), "--sha", SHA)
+    assert mixed.code == 2
