@@ -40,6 +40,7 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from konfig import health, inventory, order
+from konfig.diff import scrub
 from konfig.errors import KonfigError
 from konfig.inventory import Inventory, Member, ObjectRef
 from konfig.kube import Kube, KubeApiError, KubeError, describe
@@ -231,8 +232,14 @@ class _Run:
     uids: dict[str, str] = field(default_factory=dict)
     exists: dict[str, bool] = field(default_factory=dict)
     unreachable: KubeError | None = None
+    secrets: set[str] = field(default_factory=set)
 
     def record(self, result: ObjectResult) -> None:
+        if self.secrets:
+            # Server messages may quote values: never let a Secret's value through.
+            result = ObjectResult(
+                result.id, result.outcome, scrub(result.message, self.secrets), result.phase
+            )
         self.results[result.id] = result
         self.emit(Event(self.path, "object", result.message, result))
 
@@ -259,7 +266,7 @@ def apply_stack(
     levels, graph = check_plan(plan, spec, options)
     by_id = {c.id: c for c in plan.changes}
     planned_ids = {i for level in levels for i in level}
-    run = _Run(kube, plan.path, options, emit, lost)
+    run = _Run(kube, plan.path, options, emit, lost, secrets=plan.secrets())
     try:
         current = _retry(
             lambda: inventory.write_union(
@@ -705,7 +712,7 @@ def destroy_stack(
     started = time.monotonic()
     if prior is None:
         return StackResult(plan.path, True, (), None, None, 0.0)
-    run = _Run(kube, plan.path, options, emit, lost)
+    run = _Run(kube, plan.path, options, emit, lost, secrets=plan.secrets())
     run.check_lock()
     by_id = {c.id: c for c in plan.changes}
     deletes = [c for c in plan.changes if c.action == "delete"]

@@ -464,3 +464,37 @@ def test_api_server_stopped_mid_apply_then_rerun_converges(kube: Kube, cluster: 
     ).stdout.split()
     assert sorted(orphans) == ["configmap/a"]
     assert run_destroy(kube, stack).ok
+
+
+@pytest.mark.cluster
+def test_custom_resource_after_its_crd_in_one_apply(kube: Kube) -> None:
+    from kubeutil import crd
+
+    stack = make_stack()
+    ns = unique("p7crd")
+    group = f"{unique('g')}.konfig.test"
+    definition = crd(group, "Gadget", "gadgets")
+    gadget = {
+        "apiVersion": f"{group}/v1",
+        "kind": "Gadget",
+        "metadata": {"name": "g1", "namespace": ns},
+        "spec": {"size": 3},
+    }
+    spec = spec_of(definition, namespace(ns), gadget)
+    rec = Recorder()
+    result = run_apply(kube, stack, spec, emit=rec)
+    assert result.ok, result.error
+    assert set(outcomes(result).values()) == {"created"}
+    live = kube.get(f"{group}/v1", "Gadget", "g1", ns)
+    assert live is not None and live["spec"] == {"size": 3}
+    # level 1: the CRD and the Namespace (waited for: Established); level 2: the Gadget
+    seen = [(e.kind, e.result.id if e.result else e.message) for e in rec.events]
+    crd_id = f"apiextensions.k8s.io/v1:CustomResourceDefinition:gadgets.{group}"
+    gadget_id = f"{group}/v1:Gadget:{ns}:g1"
+    assert seen.index(("level", "level 2/2: 1 objects")) > seen.index(("object", crd_id))
+    assert seen.index(("object", gadget_id)) > seen.index(("level", "level 2/2: 1 objects"))
+    assert run_destroy(kube, stack).ok
+    assert (
+        kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", f"gadgets.{group}", None)
+        is None
+    )

@@ -184,3 +184,43 @@ def test_several_stacks_and_shared_objects(
     assert inv.read_inventory(kube, f"appops/{clash}/dev") is None
     res = konfig("destroy", a, b, "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.err
+
+
+SECRET_MAIN = """\
+import base.pkg.models.frontend
+
+extras: frontend.Manifests {{
+    manifests = [
+        {{apiVersion = "v1", kind = "Namespace", metadata.name = "{ns}"}}
+        {{
+            apiVersion = "v1"
+            kind = "Secret"
+            metadata = {{name = "creds", namespace = "{ns}"}}
+            stringData = {{password = "{value}"}}
+        }}
+    ]
+}}
+"""
+
+
+def test_secret_values_never_printed(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    project = unique("p7sec")
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    first, second = "hunter2-" + unique("v"), "correct-horse-" + unique("v")
+    repo_builder.stack(
+        project, "dev", main=SECRET_MAIN.format(ns=project, value=first), stack_yaml=STACK_YAML
+    )
+    res = konfig("apply", f"{project}/dev", "--yes", kc, cwd=repo_builder.root)
+    assert res.code == 0, res.err
+    repo_builder.write(f"appops/{project}/dev/main.k", SECRET_MAIN.format(ns=project, value=second))
+    res2 = konfig("apply", f"{project}/dev", "--yes", kc, cwd=repo_builder.root)
+    assert res2.code == 0, res2.err
+    assert "1 updated" in res2.out
+    res3 = konfig("apply", f"{project}/dev", "--yes", "--json", kc, cwd=repo_builder.root)
+    assert res3.code == 0, res3.err
+    for r in (res, res2, res3):
+        for value in (first, second):
+            assert value not in r.out and value not in r.err
+    assert konfig("destroy", f"{project}/dev", "--yes", kc, cwd=repo_builder.root).code == 0
