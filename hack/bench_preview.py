@@ -104,13 +104,19 @@ def manifests(ns: str, count: int) -> list[dict]:
     return out
 
 
-def timed(cmd: list[str], env: dict[str, str], ok: tuple[int, ...]) -> float:
+def timed(cmd: list[str], env: dict[str, str], ok: tuple[int, ...]) -> tuple[float, float]:
+    """Wall-clock seconds and CPU seconds (user + system) of one run of ``cmd``."""
+    before = os.times()
     start = time.perf_counter()
     res = subprocess.run(cmd, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
     if res.returncode not in ok:
         raise SystemExit(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stdout}{res.stderr}")
-    return elapsed
+    return elapsed, cpu
 
 
 def cluster(command: str) -> subprocess.CompletedProcess[str]:
@@ -196,20 +202,24 @@ def main() -> int:
         if check.returncode != 0:
             raise SystemExit(f"konfig preview failed:\n{check.stdout}{check.stderr}")
         counts = json.loads(check.stdout)["counts"]
-        konfig_times = []
-        kubectl_times = []
+        konfig_runs: list[tuple[float, float]] = []
+        kubectl_runs: list[tuple[float, float]] = []
         for _ in range(args.runs):  # interleaved, so drift in machine load hits both
-            konfig_times.append(timed(konfig_cmd, env, (0,)))
-            kubectl_times.append(timed(kubectl_cmd, env, (0, 1)))
-        k = statistics.median(konfig_times)
-        c = statistics.median(kubectl_times)
+            konfig_runs.append(timed(konfig_cmd, env, (0,)))
+            kubectl_runs.append(timed(kubectl_cmd, env, (0, 1)))
+        k = statistics.median(t for t, _ in konfig_runs)
+        c = statistics.median(t for t, _ in kubectl_runs)
+        k_cpu = statistics.median(u for _, u in konfig_runs)
+        c_cpu = statistics.median(u for _, u in kubectl_runs)
         print(f"objects: {len(objs)} (preview counts: {counts})")
         print(f"konfig:  {' '.join(konfig_cmd)}")
         print(f"kubectl: {' '.join(kubectl_cmd)}")
-        print(f"konfig preview runs (s): {', '.join(f'{t:.2f}' for t in konfig_times)}")
-        print(f"kubectl diff runs (s):   {', '.join(f'{t:.2f}' for t in kubectl_times)}")
-        print(f"median konfig preview: {k:.2f}s  median kubectl diff --server-side: {c:.2f}s")
-        print(f"ratio konfig/kubectl: {k / c:.2f} (goal <= 1.0)")
+        print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        print(f"konfig preview wall (s): {', '.join(f'{t:.2f}' for t, _ in konfig_runs)}")
+        print(f"kubectl diff wall (s):   {', '.join(f'{t:.2f}' for t, _ in kubectl_runs)}")
+        print(f"median wall: konfig preview {k:.2f}s, kubectl diff --server-side {c:.2f}s")
+        print(f"median client CPU: konfig preview {k_cpu:.2f}s, kubectl diff {c_cpu:.2f}s")
+        print(f"ratio konfig/kubectl (wall): {k / c:.2f} (goal <= 1.0)")
         with connect(KubeTarget(kubeconfig, args.context)) as kube:
             kube.delete("v1", "Namespace", ns, None, uid=None, propagation="Background")
     finally:

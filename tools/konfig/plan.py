@@ -43,6 +43,7 @@ CHANGING: frozenset[str] = frozenset({"create", "update", "replace", "delete"})
 CRD_API_VERSIONS = ("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1")
 DEFAULT_WORKERS = 8
 RACE_RETRIES = 3
+LIST_THRESHOLD = 3  # planned objects of one kind in one namespace: LIST instead of GETs
 
 
 @dataclass(frozen=True)
@@ -279,13 +280,37 @@ def plan_stack(
     for member_id in sorted(prior_ids - planned_ids):
         pruned.append(_ref_from_id(kube, member_id) or member_id)
 
+    # Objects this stack already owns carry its part-of label: one LIST per kind and
+    # namespace reads them all, instead of a GET each (what the API server spends its
+    # time on). Anything the list does not return is read with a GET.
+    groups: dict[tuple[str, str, str | None], int] = {}
+    for item in planned:
+        if not item.deferred:
+            key = (item.ref.api_version, item.ref.kind, item.ref.namespace)
+            groups[key] = groups.get(key, 0) + 1
+    batched = [key for key, count in groups.items() if count >= LIST_THRESHOLD]
+    selector = f"{inv.LABEL_PART_OF}={set_id}"
+
+    def prefetch(key: tuple[str, str, str | None]) -> dict[str, dict[str, Any]]:
+        try:
+            listed = kube.list(key[0], key[1], key[2], label_selector=selector)
+        except KubeApiError:
+            return {}  # e.g. no "list" permission: fall back to GETs
+        return {str(o["metadata"]["name"]): o for o in listed}
+
+    prefetched: dict[tuple[str, str, str | None], dict[str, dict[str, Any]]] = {}
+
     def examine(item: _Planned) -> _Planned:
         if item.deferred:
             return item
         ref = item.ref
+        known = prefetched.get((ref.api_version, ref.kind, ref.namespace), {})
         try:
-            for _ in range(RACE_RETRIES):
-                item.live = kube.get(ref.api_version, ref.kind, ref.name, ref.namespace)
+            for attempt in range(RACE_RETRIES):
+                if attempt == 0 and ref.name in known:
+                    item.live = known[ref.name]
+                else:
+                    item.live = kube.get(ref.api_version, ref.kind, ref.name, ref.namespace)
                 item.dry = kube.apply(item.desired, dry_run=True, force=True)
                 # The dry-run result is based on the object as stored at that moment; when
                 # a controller wrote in between (e.g. the Deployment revision annotation),
@@ -306,6 +331,7 @@ def plan_stack(
         return ref, kube.get(ref.api_version, ref.kind, ref.name, ref.namespace)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        prefetched.update(zip(batched, pool.map(prefetch, batched), strict=True))
         examined = list(pool.map(examine, planned))
         fetched = list(pool.map(fetch, [p for p in pruned if isinstance(p, _Ref)]))
 

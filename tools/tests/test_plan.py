@@ -404,3 +404,24 @@ def test_oracle_changed_set_equals_kubectl_diff(cluster: Cluster, kube: Kube, ns
     theirs = _kubectl_diff_changed(cluster, desired)
     assert ours == theirs
     assert len(ours) == 4  # edited, api, brand-new, the Secret
+
+
+def test_many_objects_of_one_kind_are_read_with_one_list(kube: Kube, ns: str) -> None:
+    stack = make_stack()
+    objs = apply_as_konfig(kube, stack, *(configmap(ns, f"c{i}") for i in range(4)))
+    kube.apply({**configmap(ns, "c1"), "data": {"k": "by-hand"}}, dry_run=False, field_manager="x")
+    kube.apply(configmap(ns, "foreign"), dry_run=False, field_manager="other")  # no label yet
+    planned = [configmap(ns, f"c{i}") for i in range(4)] + [
+        configmap(ns, "foreign"),
+        configmap(ns, "new"),
+    ]
+    plan = plan_stack(kube, stack, spec_of(*planned), inventory_of(stack, objs))
+    assert actions(plan) == {
+        f"v1:ConfigMap:{ns}:c0": "unchanged",
+        f"v1:ConfigMap:{ns}:c1": "update",
+        f"v1:ConfigMap:{ns}:c2": "unchanged",
+        f"v1:ConfigMap:{ns}:c3": "unchanged",
+        f"v1:ConfigMap:{ns}:foreign": "update",  # adopted: gains the part-of label
+        f"v1:ConfigMap:{ns}:new": "create",
+    }
+    assert [f.path for f in by_id(plan)[f"v1:ConfigMap:{ns}:c1"].fields] == ["data.k"]
