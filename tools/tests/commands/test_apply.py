@@ -224,3 +224,86 @@ def test_secret_values_never_printed(
         for value in (first, second):
             assert value not in r.out and value not in r.err
     assert konfig("destroy", f"{project}/dev", "--yes", kc, cwd=repo_builder.root).code == 0
+
+
+LB_MAIN = """\
+import base.pkg.models.frontend
+
+extras: frontend.Manifests {{
+    manifests = [
+        {{apiVersion = "v1", kind = "Namespace", metadata.name = "{ns}"}}
+        {{
+            apiVersion = "v1"
+            kind = "Service"
+            metadata = {{name = "edge", namespace = "{ns}"}}
+            spec = {{type = "LoadBalancer", selector.app = "edge", ports = [{{port = 80}}]}}
+        }}
+    ]
+}}
+"""
+
+
+def test_two_concurrent_applies_never_interleave(
+    repo_builder: RepoBuilder, cluster: Cluster, kube: Kube
+) -> None:
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    project = unique("p7two")
+    # a LoadBalancer Service never gets an ingress here: each apply holds the lock ~6s
+    repo_builder.stack(project, "dev", main=LB_MAIN.format(ns=project), stack_yaml=STACK_YAML)
+    konfig_bin = str(Path(sys.executable).parent / "konfig")
+    cmd = [
+        konfig_bin,
+        "apply",
+        f"{project}/dev",
+        "--yes",
+        "--timeout",
+        "6",
+        "--lock-timeout",
+        "120",
+        f"--kubeconfig={cluster.kubeconfig}",
+    ]
+    first = subprocess.Popen(
+        cmd, cwd=repo_builder.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    name = inv.inventory_name(f"appops/{project}/dev")
+    deadline = time.monotonic() + 60
+    while kube.get("coordination.k8s.io/v1", "Lease", name, "konfig-system") is None:
+        assert time.monotonic() < deadline, "the first apply never took the lock"
+        assert first.poll() is None, first.communicate()
+        time.sleep(0.1)
+    second = subprocess.Popen(
+        cmd, cwd=repo_builder.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    lines: list[tuple[float, str]] = []
+
+    def read() -> None:
+        assert second.stderr is not None
+        for line in second.stderr:
+            lines.append((time.monotonic(), line))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    _out1, err1 = first.communicate(timeout=120)
+    first_done = time.monotonic()
+    second.wait(timeout=120)
+    reader.join()
+    # both time out on the load balancer: exit 1, naming the object and the condition
+    assert first.returncode == 1, err1
+    assert second.returncode == 1
+    assert f"Service edge in namespace {project}" in err1 and "status.loadBalancer.ingress" in err1
+    text = "".join(line for _, line in lines)
+    assert "waiting for the stack's lock, held by" in text
+    # the second apply wrote nothing before the first one had finished
+    started = [t for t, line in lines if "inventory konfig." in line or "level 1/" in line]
+    assert started and min(started) >= first_done - 0.5
+    res = subprocess.run(
+        [konfig_bin, "destroy", f"{project}/dev", "--yes", f"--kubeconfig={cluster.kubeconfig}"],
+        cwd=repo_builder.root,
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
