@@ -8,6 +8,7 @@ from KCL's error text.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -185,11 +186,42 @@ class TestCase:
     log: str = ""
 
 
+_TEST_TEMP = re.compile(r"^_kcl_test_(?P<pid>\d+)\.k$")
+
+
+def remove_stale_test_files(package_dir: Path) -> list[Path]:
+    """Delete ``_kcl_test_<pid>.k`` files left in ``package_dir`` by a killed test run.
+
+    kcl-lib's test runner writes that temporary file into the package under test and
+    removes it when done; if the process dies first, the file stays and every program
+    importing the package fails to compile. Files of live processes are kept.
+    """
+    removed: list[Path] = []
+    for path in package_dir.glob("_kcl_test_*.k"):
+        match = _TEST_TEMP.match(path.name)
+        if match is None or _pid_alive(int(match.group("pid"))):
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def test(package_dir: Path, *, root: Path | None = None) -> list[TestCase]:
     """Run the ``*_test.k`` files of one KCL package (a directory) through kcl-lib.
 
     Raises :class:`KclError` when the package or its tests do not compile.
     """
+    remove_stale_test_files(package_dir)
     args = kcl_api.TestArgs(pkg_list=[str(package_dir.resolve())])
     try:
         result = _api().test(args)

@@ -52,3 +52,19 @@ def test_run_reports_syntax_error_with_location(tmp_path: Path) -> None:
 
 def test_version_is_pinned_kcl() -> None:
     assert kcl.version().startswith("0.13.")
+
+
+def test_stale_kcl_test_files_are_removed(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    stale = tmp_path / f"_kcl_test_{proc.pid}.k"
+    stale.write_text("x = 1\n")
+    live = tmp_path / f"_kcl_test_{os.getpid()}.k"
+    live.write_text("x = 1\n")
+    other = tmp_path / "main_test.k"
+    other.write_text("x = 1\n")
+    assert kcl.remove_stale_test_files(tmp_path) == [stale]
+    assert not stale.exists() and live.exists() and other.exists()
