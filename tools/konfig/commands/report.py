@@ -85,6 +85,13 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
     help="Write the comment body to FILE instead of stdout.",
 )
 @click.option(
+    "--full-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the full report (within 1 MiB, no comment budget) to FILE, e.g. "
+    "for an artifact.",
+)
+@click.option(
     "--summary-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -107,6 +114,7 @@ def command(
     title: str,
     placeholder: bool,
     out: Path | None,
+    full_out: Path | None,
     summary_file: Path | None,
 ) -> int:
     """Render the markdown report of a pull request from the stages' JSON.
@@ -184,6 +192,14 @@ def command(
             f"report truncated to {len(comment.text)} characters (budget {budget}): "
             f"{len(comment.omitted)} stack diffs left out, {len(comment.cut)} cut"
         )
+    if full_out is not None:
+        full = reportlib.render(
+            report,
+            budget=reportlib.SUMMARY_LIMIT_BYTES - 1024,
+            measure=reportlib.utf8_bytes,
+            title=title,
+        )
+        atomic_write_text(full_out, full.text)
     if summary_file is not None:
         _append_summary(report, summary_file, title)
     return EXIT_OK

@@ -92,11 +92,13 @@ def test_writes_body_and_appends_summary(konfig: KonfigRunner, tmp_path: Path) -
 def test_budget_applies_to_comment_not_summary(konfig: KonfigRunner, tmp_path: Path) -> None:
     preview = write(tmp_path / "preview.json", preview_doc(lines=400))
     summary = tmp_path / "summary.md"
+    full_out = tmp_path / "full.md"
     result = konfig(
         "report", "--preview", str(preview), "--sha", SHA, "--budget", "5000",
-        "--summary-file", str(summary),
+        "--summary-file", str(summary), "--full-out", str(full_out),
     )  # fmt: skip
     assert result.code == 0, result.err
+    assert full_out.read_text(encoding="utf-8") == summary.read_text(encoding="utf-8")
     assert len(result.out) <= 5000
     assert "Truncated to stay under" in result.out
     assert "report truncated" in result.err
