@@ -11,7 +11,8 @@ A stack's cache key is a sha256 over:
   ``base/**``, every file directly inside each package it imports, transitively, and
   each imported ``.k`` module file, and ``kcl.mod`` / ``kcl.mod.lock``.
 
-Entries live in ``.cache/konfig/compile/<key[:2]>/<key>.json`` (the Spec as JSON),
+Entries live in ``.cache/konfig/compile/<key[:2]>/<key>.json`` (the Spec as JSON and
+its canonical YAML),
 written atomically. An entry that cannot be read or parsed is ignored (and rewritten
 after the stack compiles again). Only successful compiles are stored.
 """
@@ -153,16 +154,22 @@ class CompileCache:
     def _path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> Spec | None:
+    def get(self, key: str) -> tuple[Spec, str] | None:
+        """The Spec and its canonical YAML, or None when missing or unreadable."""
         path = self._path(key)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(data, dict) or data.get("key") != key:
                 return None
-            return load_spec(data["spec"])
+            text = data["yaml"]
+            if not isinstance(text, str):
+                return None
+            return load_spec(data["spec"]), text
         except (OSError, ValueError, KeyError, TypeError, SpecError):
             return None  # missing or corrupt: compile again, the put() rewrites it
 
-    def put(self, key: str, stack_path: str, spec: Spec) -> None:
-        payload = {"key": key, "stack": stack_path, "spec": spec.to_dict()}
+    def put(self, key: str, stack_path: str, spec: Spec, text: str) -> None:
+        """Store a Spec with its canonical YAML (rendering YAML costs more than compiling
+        from cache, so it is kept too)."""
+        payload = {"key": key, "stack": stack_path, "spec": spec.to_dict(), "yaml": text}
         atomic_write_text(self._path(key), json.dumps(payload, separators=(",", ":")))

@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,16 @@ class CompileResult:
     seconds: float
     cached: bool = False
     inputs: CompileInput | None = field(default=None, compare=False)
+    # the Spec's canonical YAML when already rendered (the compile cache keeps it)
+    spec_yaml: str | None = field(default=None, compare=False, repr=False)
+
+    def yaml(self) -> str:
+        """The Spec as canonical YAML (rendered once)."""
+        if self.spec_yaml is not None:
+            return self.spec_yaml
+        if self.spec is None:
+            raise ValueError(f"{self.stack_path} has no Spec")
+        return self.spec.to_yaml()
 
     @property
     def ok(self) -> bool:
@@ -282,23 +292,32 @@ def compile_cached(
         project = "/".join(item.stack_path.split("/")[:2])
         key = index.deps(item.stack_path, project, item.files, item.options, kcl_version).key
         keys[item.stack_path] = key
-        spec = store.get(key)
-        if spec is None:
+        hit = store.get(key)
+        if hit is None:
             misses.append(item)
             continue
         result = CompileResult(
-            item.stack_path, spec, None, time.perf_counter() - started, cached=True, inputs=item
+            item.stack_path,
+            hit[0],
+            None,
+            time.perf_counter() - started,
+            cached=True,
+            inputs=item,
+            spec_yaml=hit[1],
         )
         results[item.stack_path] = result
         if progress:
             progress(result)
     for result in compile_many(misses, jobs=jobs, progress=progress):
-        results[result.stack_path] = result
         if result.spec is not None:
+            text = result.spec.to_yaml()
+            spec = result.spec
+            result = replace(result, spec_yaml=text)
             try:
-                store.put(keys[result.stack_path], result.stack_path, result.spec)
+                store.put(keys[result.stack_path], result.stack_path, spec, text)
             except OSError:
                 pass  # a read-only or full disk only costs the next run a compile
+        results[result.stack_path] = result
     return [results[i.stack_path] for i in inputs]
 
 

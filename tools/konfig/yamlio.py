@@ -42,7 +42,18 @@ def relpath(path: Path, root: Path | None) -> str:
         return str(path)
 
 
+# libyaml's parser (when PyYAML was built with it) with PyYAML's own safe constructor and
+# resolver: the same data, about ten times faster, which matters when a monorepo has
+# thousands of stack.yaml files. Errors are re-parsed in pure Python so their messages
+# and line numbers do not depend on how PyYAML was built.
+_FastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_yaml_text(text: str, *, file: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_FastLoader)  # CSafeLoader: safe
+    except yaml.YAMLError:
+        pass
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -100,11 +100,11 @@ def command(
         if result.spec is None:
             continue
         if out is not None:
-            atomic_write_text(out / result.stack_path / "spec.yaml", result.spec.to_yaml())
+            atomic_write_text(out / result.stack_path / "spec.yaml", result.yaml())
         elif not as_json:
             if len(results) > 1:
                 click.echo(f"---\n# {result.stack_path}")
-            click.echo(result.spec.to_yaml(), nl=False)
+            click.echo(result.yaml(), nl=False)
 
     failures = [r for r in results if r.error is not None]
     if as_json:
