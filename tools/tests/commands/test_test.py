@@ -165,3 +165,19 @@ def test_unit_test_scope_follows_the_selection(
     in_prod = konfig("test", "--files", f"{prod}/lib/double.k", cwd=root)
     assert in_prod.code == 1
     assert f"FAIL {prod}/lib::test_wrong" in in_prod.out
+
+
+def test_unit_package_that_does_not_compile_is_one_failure_with_location(
+    repo_builder: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    _, prod = _two_stacks(repo_builder)
+    root = repo_builder.root
+    konfig("test", "--update", "--no-unit", cwd=root)
+    repo_builder.write(f"{prod}/lib/broken_test.k", "test_x = lambda {\n    assert nope == 1\n}\n")
+    result = konfig("test", "shop/prod", "--json", cwd=root)
+    assert result.code == 1
+    units = json.loads(result.out)["unitTests"]
+    assert [(u["name"], u["passed"], u["file"], u["line"]) for u in units] == [
+        ("<compile>", False, f"{prod}/lib/broken_test.k", 2)
+    ]
+    assert "name 'nope' is not defined" in units[0]["message"]
