@@ -214,7 +214,7 @@ def main() -> int:
         print(f"objects: {len(objs)} (preview counts: {counts})")
         print(f"konfig:  {' '.join(konfig_cmd)}")
         print(f"kubectl: {' '.join(kubectl_cmd)}")
-        print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        print(f"load average (1, 5, 15 min) after the runs: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
         print(f"konfig preview wall (s): {', '.join(f'{t:.2f}' for t, _ in konfig_runs)}")
         print(f"kubectl diff wall (s):   {', '.join(f'{t:.2f}' for t, _ in kubectl_runs)}")
         print(f"median wall: konfig preview {k:.2f}s, kubectl diff --server-side {c:.2f}s")

@@ -13,8 +13,15 @@ from pathlib import Path
 
 import click
 
+from konfig.changed import affected_stacks, cache_dir
 from konfig.commands._common import load_repository, report_problems, select_stacks
-from konfig.compile import CompileInput, CompileResult, compile_many, default_jobs, stacks_inputs
+from konfig.compile import (
+    CompileInput,
+    CompileResult,
+    compile_cached,
+    default_jobs,
+    stacks_inputs,
+)
 from konfig.console import error, info, progress_bar
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, KonfigError, UsageError
 from konfig.fsutil import atomic_write_text
@@ -37,6 +44,18 @@ EXIT_CHANGES = 2
 @click.command("preview")
 @click.argument("stacks", nargs=-1)
 @click.option("--all", "all_stacks", is_flag=True, help="Preview every stack.")
+@click.option(
+    "--changed-from",
+    metavar="REF",
+    default=None,
+    help="Preview the stacks affected by the changes from the merge base of REF to the "
+    "work tree (see `konfig changed`), including stacks deleted since.",
+)
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Compile every stack even when .cache/konfig/compile holds its Spec.",
+)
 @click.option(
     "--deleted",
     "deleted",
@@ -99,6 +118,8 @@ def command(
     ctx: click.Context,
     stacks: tuple[str, ...],
     all_stacks: bool,
+    changed_from: str | None,
+    no_cache: bool,
     deleted: tuple[str, ...],
     fmt: str,
     out: Path | None,
@@ -118,12 +139,27 @@ def command(
     """
     repo = load_repository(ctx)
     report_problems(repo)
-    selected = select_stacks(repo, stacks, all_stacks=all_stacks) if stacks or all_stacks else []
-    if not selected and not deleted:
+    state = None if no_cache else cache_dir(repo.root)
+    deleted_paths = list(deleted)
+    if changed_from is not None:
+        if stacks or all_stacks:
+            raise UsageError("give stacks, --all or --changed-from, not several")
+        changes = affected_stacks(repo.root, changed_from, None, cache=state)
+        wanted = set(changes.stack_paths)
+        selected = [s for s in repo.stacks if s.path in wanted]
+        deleted_paths += [p for p in changes.deleted_stacks if p not in deleted_paths]
+        if not selected and not deleted_paths:
+            info(f"no stacks affected since {changed_from}")
+    elif stacks or all_stacks:
+        selected = select_stacks(repo, stacks, all_stacks=all_stacks)
+    elif deleted_paths:
+        selected = []
+    else:
         raise UsageError(
-            "no stacks given", hint="name stacks (e.g. guestbook/dev), pass --all or --deleted"
+            "no stacks given",
+            hint="name stacks (e.g. guestbook/dev), or pass --all, --changed-from or --deleted",
         )
-    gone = [_deleted(repo, path) for path in deleted]
+    gone = [_deleted(repo, path) for path in deleted_paths]
 
     env_kubeconfig = os.environ.get("KUBECONFIG") or None
     connections: dict[KubeTarget, Kube | KonfigError] = {}
@@ -150,7 +186,9 @@ def command(
 
     results: list[StackPreview] = []
     try:
-        compiled = _compile(repo, selected, jobs, quiet=fmt != "text" or out is not None)
+        compiled = _compile(
+            repo, selected, jobs, state=state, quiet=fmt != "text" or out is not None
+        )
         for stack in selected:
             result = compiled[stack.path]
             if result.spec is None:
@@ -240,14 +278,16 @@ def _deleted(repo: Repository, path: str) -> Stack:
 
 
 def _compile(
-    repo: Repository, stacks: list[Stack], jobs: int | None, *, quiet: bool
+    repo: Repository, stacks: list[Stack], jobs: int | None, *, state: Path | None, quiet: bool
 ) -> dict[str, CompileResult]:
     prepared = stacks_inputs(repo, stacks)
     inputs = [p for p in prepared if isinstance(p, CompileInput)]
     early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
     with progress_bar("compiling", len(inputs), enabled=not quiet) as bar:
-        done = compile_many(
+        done = compile_cached(
+            repo,
             inputs,
+            state=state,
             jobs=jobs or default_jobs(),
             progress=lambda r: bar.advance(Path(r.stack_path).name),
         )

@@ -355,3 +355,49 @@ def test_unreachable_api_server_is_a_clear_error_exit_1(
     assert res.code == 1
     assert f"cannot reach the Kubernetes API server at {server}" in res.out
     assert "connection refused" in res.out
+
+
+def test_changed_from_previews_changed_and_deleted_stacks(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    from fixtures.monorepo import git_commit, git_init
+
+    ns = unique("p6g")
+    project = unique("proj")
+    kube.apply(namespace(ns), dry_run=False)
+    repo_builder.write(".gitignore", "/.cache/\n")
+    a = raw_stack(repo_builder, project, [configmap(ns, "a")])
+    b_path = f"appops/{project}/b"
+    repo_builder.write(f"{b_path}/stack.yaml", "name: b\nkubernetes:\n  context: admin\n")
+    repo_builder.write(f"{b_path}/main.k", RAW_MAIN)
+    repo_builder.write(f"{b_path}/objects.yaml", yaml.safe_dump(configmap(ns, "b")))
+    applied = [kube.apply(m, dry_run=False) for m in desired_manifests(repo_builder.root, b_path)]
+    inv.write_inventory(
+        kube,
+        b_path,
+        [inv.Member(inv_id(o), o["metadata"]["uid"]) for o in applied],
+        commit="1" * 40,
+        spec_digest="x",
+    )
+    git_init(repo_builder.root)
+    git_commit(repo_builder.root, "two stacks")
+
+    unchanged = preview(
+        konfig, repo_builder.root, cluster, "--changed-from", "HEAD", "--format", "json"
+    )
+    assert unchanged.code == 0, unchanged.err
+    assert json.loads(unchanged.out)["stacks"] == []
+
+    (a / "objects.yaml").write_text(yaml.safe_dump(configmap(ns, "a", k="v2")))
+    shutil.rmtree(repo_builder.root / b_path)
+    res = preview(konfig, repo_builder.root, cluster, "--changed-from", "HEAD", "--format", "json")
+    assert res.code == 0, res.err
+    stacks = {s["path"]: s for s in json.loads(res.out)["stacks"]}
+    assert set(stacks) == {f"appops/{project}/dev", b_path}
+    assert stacks[f"appops/{project}/dev"]["counts"]["create"] == 1
+    assert stacks[b_path]["deleted"] is True
+    assert [(c["id"], c["action"]) for c in stacks[b_path]["changes"]] == [
+        (f"v1:ConfigMap:{ns}:b", "delete")
+    ]
+    both = preview(konfig, repo_builder.root, cluster, "--changed-from", "HEAD", "--all")
+    assert both.code == 2
