@@ -139,6 +139,10 @@ def command(
         "check": list(check),
     }
     for directory in results:
+        if not directory.exists():
+            # No artifact was uploaded at all (every job failed early): say so, render.
+            warn(f"{directory}: does not exist; no results found there")
+            continue
         if not directory.is_dir():
             raise UsageError(f"{directory}: not a directory", hint="pass the artifacts directory")
         for path in sorted(directory.rglob("*.json")):

@@ -231,3 +231,13 @@ def test_apply_report_cli(konfig: KonfigRunner, tmp_path: Path) -> None:
     assert summary.read_text(encoding="utf-8") == result.out
     mixed = konfig("report", "--apply", str(applied), "--preview", str(applied), "--sha", SHA)
     assert mixed.code == 2
+
+
+def test_absent_results_directory_renders_what_is_missing(
+    konfig: KonfigRunner, tmp_path: Path
+) -> None:
+    result = konfig(
+        "report", "--results", str(tmp_path / "none"), "--expect", "changed", "--sha", SHA
+    )
+    assert result.code == 0, result.err
+    assert "Results missing (the job failed or was skipped): changed." in result.out
