@@ -15,7 +15,7 @@ from konfig.check.policy import check_policies
 from konfig.check.schema import check_schema
 from konfig.check.specrules import check_spec
 from konfig.check.structure import check_structure, within_selection
-from konfig.compile import CompileResult
+from konfig.compile import CompileError, CompileResult
 from konfig.repo import STACK_FILE, Repository
 
 __all__ = ["Finding", "Severity", "check"]
@@ -44,9 +44,7 @@ def check(
             findings.append(
                 Finding(
                     "compile/error",
-                    f"the stack does not compile: {error}"
-                    if error
-                    else "the stack does not compile",
+                    _compile_message(stack.path, error),
                     (error.file if error and error.file else f"{stack.path}/{STACK_FILE}"),
                     error.line if error else None,
                     stack=stack.path,
@@ -60,3 +58,10 @@ def check(
             options = dict(result.inputs.options) if result.inputs else {}
             findings.extend(check_policies(repo.root, stack, spec, options).findings)
     return sorted_findings(findings)
+
+
+def _compile_message(stack_path: str, error: CompileError | None) -> str:
+    if error is None:
+        return f"{stack_path} does not compile"
+    lines = [f"{stack_path} does not compile: {error.message}", *error.details]
+    return "\n  ".join(lines)
