@@ -38,7 +38,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 
 from konfig import inventory as inv  # noqa: E402
+from konfig.compile import compile_input, compile_one  # noqa: E402
 from konfig.kube import KubeTarget, connect  # noqa: E402
+from konfig.plan import plan_stack  # noqa: E402
+from konfig.preview import Preview, StackPreview, render_json  # noqa: E402
+from konfig.repo import discover  # noqa: E402
 
 MAIN = """\
 import base.pkg.models.frontend
@@ -117,6 +121,21 @@ def timed(cmd: list[str], env: dict[str, str], ok: tuple[int, ...]) -> tuple[flo
     if res.returncode not in ok:
         raise SystemExit(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stdout}{res.stderr}")
     return elapsed, cpu
+
+
+def engine_once(root: Path, kubeconfig: str, context: str, workers: int) -> float:
+    """In process, modules already imported: discover, compile, connect, read the
+    inventory, plan, render JSON. What `konfig preview` costs beyond Python start-up."""
+    start = time.perf_counter()
+    repo = discover(root)
+    stack = repo.stack("bench/big")
+    result = compile_one(compile_input(repo, stack))
+    assert result.spec is not None, result.error
+    with connect(KubeTarget(kubeconfig, context)) as kube:
+        prior = inv.read_inventory(kube, stack)
+        plan = plan_stack(kube, stack, result.spec, prior, workers=workers)
+    render_json(Preview.of([StackPreview(stack.path, plan=plan)]))
+    return time.perf_counter() - start
 
 
 def cluster(command: str) -> subprocess.CompletedProcess[str]:
@@ -207,6 +226,9 @@ def main() -> int:
         for _ in range(args.runs):  # interleaved, so drift in machine load hits both
             konfig_runs.append(timed(konfig_cmd, env, (0,)))
             kubectl_runs.append(timed(kubectl_cmd, env, (0, 1)))
+        engine = [
+            engine_once(root, kubeconfig, args.context, args.workers) for _ in range(args.runs)
+        ]
         k = statistics.median(t for t, _ in konfig_runs)
         c = statistics.median(t for t, _ in kubectl_runs)
         k_cpu = statistics.median(u for _, u in konfig_runs)
@@ -214,12 +236,19 @@ def main() -> int:
         print(f"objects: {len(objs)} (preview counts: {counts})")
         print(f"konfig:  {' '.join(konfig_cmd)}")
         print(f"kubectl: {' '.join(kubectl_cmd)}")
-        print(f"load average (1, 5, 15 min) after the runs: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"load average (1, 5, 15 min) after the runs: {load}")
         print(f"konfig preview wall (s): {', '.join(f'{t:.2f}' for t, _ in konfig_runs)}")
         print(f"kubectl diff wall (s):   {', '.join(f'{t:.2f}' for t, _ in kubectl_runs)}")
         print(f"median wall: konfig preview {k:.2f}s, kubectl diff --server-side {c:.2f}s")
         print(f"median client CPU: konfig preview {k_cpu:.2f}s, kubectl diff {c_cpu:.2f}s")
+        e = statistics.median(engine)
+        print(
+            f"in-process engine (compile + inventory + plan + JSON) runs (s): "
+            f"{', '.join(f'{t:.2f}' for t in engine)}; median {e:.2f}s"
+        )
         print(f"ratio konfig/kubectl (wall): {k / c:.2f} (goal <= 1.0)")
+        print(f"ratio in-process engine/kubectl (wall): {e / c:.2f}")
         with connect(KubeTarget(kubeconfig, args.context)) as kube:
             kube.delete("v1", "Namespace", ns, None, uid=None, propagation="Background")
     finally:
