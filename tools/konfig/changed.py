@@ -27,6 +27,7 @@ base but not at head is a *deleted stack*. Paths match component by component.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 import posixpath
@@ -39,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from konfig import git
+from konfig import __version__, git
 from konfig.config import CONFIG_FILE, RepoConfig, repo_config_from_data
 from konfig.errors import ConfigError
 from konfig.fsutil import atomic_write_text
@@ -380,11 +381,78 @@ def affected_stacks(
     base_sha = git.rev_parse(root, base)
     head_sha = git.rev_parse(root, head) if head is not None else None
     merge = git.merge_base(root, base_sha, head_sha or git.rev_parse(root, "HEAD"))
+    # Commits never change, so the answer for two commits is remembered: compile, test,
+    # check and preview in one workflow each ask the same question.
+    memo = _Memo(cache, base_sha, head_sha, merge) if head_sha is not None and cache else None
+    if memo is not None:
+        known = memo.load()
+        if known is not None:
+            return known
     changes = git.diff(root, merge, head_sha)
     snapshot = (
         tree_snapshot(root, head_sha) if head_sha is not None else worktree_snapshot(root, cache)
     )
-    return changes_from(root, base_sha, head_sha, merge, changes, snapshot, cache=cache)
+    result = changes_from(root, base_sha, head_sha, merge, changes, snapshot, cache=cache)
+    if memo is not None:
+        memo.save(result)
+    return result
+
+
+_MEMO_KEEP = 200
+_FINGERPRINT_MODULES = ("changed.py", "importgraph.py", "git.py", "config.py")
+
+
+class _Memo:
+    """The change set of two commits, kept under ``<cache>/changed/<key>.json``."""
+
+    def __init__(self, cache: Path, base: str, head: str, merge: str) -> None:
+        h = hashlib.sha256(f"{__version__}\0{base}\0{head}\0{merge}".encode())
+        here = Path(__file__).resolve().parent
+        for name in _FINGERPRINT_MODULES:
+            try:
+                h.update((here / name).read_bytes())
+            except OSError:
+                h.update(name.encode())
+        self.dir = cache / "changed"
+        self.key = h.hexdigest()
+        self.path = self.dir / f"{self.key}.json"
+
+    def load(self) -> ChangeSet | None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if data.get("key") != self.key:
+                return None
+            out = data["changes"]
+            return ChangeSet(
+                base=out["base"],
+                head=out["head"],
+                merge_base=out["merge_base"],
+                files=tuple(git.FileChange(s, p) for s, p in data["files"]),
+                stacks=tuple(
+                    AffectedStack(
+                        s["path"], "/".join(s["path"].split("/")[:2]), tuple(s["reasons"])
+                    )
+                    for s in out["stacks"]
+                ),
+                deleted_stacks=tuple(out["deleted_stacks"]),
+                projects=tuple(out["projects"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None  # missing or corrupt: computed again and rewritten
+
+    def save(self, changes: ChangeSet) -> None:
+        payload = {
+            "key": self.key,
+            "changes": changes.to_json(),
+            "files": [[c.status, c.path] for c in changes.files],
+        }
+        try:
+            atomic_write_text(self.path, json.dumps(payload, separators=(",", ":")))
+            entries = sorted(self.dir.glob("*.json"), key=lambda p: p.stat().st_mtime)
+            for old in entries[:-_MEMO_KEEP]:
+                old.unlink(missing_ok=True)
+        except OSError:
+            pass  # a read-only cache only costs the next run the analysis
 
 
 def changes_from(

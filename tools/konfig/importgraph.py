@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
-
 from konfig.fsutil import atomic_write_text
 
 KCL_SUFFIX = ".k"
@@ -66,6 +64,13 @@ _TOKENS = re.compile(
 )
 
 StackNode = tuple[str, str]
+
+
+def _nx() -> Any:
+    # networkx takes a quarter of a second to import: only pay for it when a graph is built
+    import networkx
+
+    return networkx
 
 
 def is_kcl_source(path: str) -> bool:
@@ -186,7 +191,7 @@ class ImportGraph:
     ) -> ImportGraph:
         listed = list(paths)
         mods = {module_of(p) for p in listed if p == KCL_MOD or p.endswith("/" + KCL_MOD)}
-        graph = cls(nx.DiGraph(), imports, frozenset(mods), listed)
+        graph = cls(_nx().DiGraph(), imports, frozenset(mods), listed)
         edges: list[tuple[str, str]] = []
         for path in imports:
             if not is_kcl_source(path):
@@ -260,13 +265,13 @@ class ImportGraph:
         node: StackNode = ("stack", stack_path)
         if node not in self.graph:
             return set()
-        return {n for n in nx.descendants(self.graph, node) if isinstance(n, str)}
+        return {n for n in _nx().descendants(self.graph, node) if isinstance(n, str)}
 
     def descendants(self, module: str) -> set[str]:
         """Every module ``module`` imports, directly or transitively."""
         if module not in self.graph:
             return set()
-        return {n for n in nx.descendants(self.graph, module) if isinstance(n, str)}
+        return {n for n in _nx().descendants(self.graph, module) if isinstance(n, str)}
 
     def importing_stacks(self, module: str) -> set[str]:
         """Stacks whose entry files import ``module``, directly or transitively."""
@@ -274,7 +279,7 @@ class ImportGraph:
             return set()
         return {
             n[1]
-            for n in nx.ancestors(self.graph, module)
+            for n in _nx().ancestors(self.graph, module)
             if isinstance(n, tuple) and n[0] == "stack"
         }
 

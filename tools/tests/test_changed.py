@@ -314,3 +314,18 @@ def test_oracle_affected_stacks_contain_every_changed_output(monorepo: Path) -> 
         )
         git.Repo(monorepo).git.checkout("-q", base)
     print("\n" + "\n".join(report))
+
+
+def test_change_set_of_two_commits_is_remembered(two_projects: RepoBuilder) -> None:
+    base = _commit(two_projects, "base")
+    two_projects.write("appops/a/dev/main.k", "import base.pkg.models.frontend\n")
+    (two_projects.root / "appops/ab/dev/stack.yaml").unlink()
+    _commit(two_projects, "edit")
+    first = _changed(two_projects, base)
+    memos = list((two_projects.root / ".cache/konfig/changed").glob("*.json"))
+    assert len(memos) == 1
+    assert _changed(two_projects, base) == first
+    memos[0].write_text('{"key": "trunc')
+    assert _changed(two_projects, base) == first
+    assert first.deleted_stacks == ("appops/ab/dev",)
+    assert [s.path for s in first.stacks] == ["appops/a/dev"]
