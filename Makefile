@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test unit demo bench cluster-up cluster-down clean
+.PHONY: venv lint test unit demo bench bench-changed bench-cache cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,14 @@ demo: venv
 ## bench: compile throughput benchmark
 bench: venv
 	$(BIN)/python hack/bench_compile.py
+
+## bench-changed: konfig changed on a generated 1,500-project / 5,000-stack repository
+bench-changed: venv
+	$(BIN)/python hack/bench_changed.py
+
+## bench-cache: compile cache cold vs warm, -j1 vs -j2, on a generated repository
+bench-cache: venv
+	$(BIN)/python hack/bench_compile_cache.py
 
 cluster-up:
 	hack/cluster up
