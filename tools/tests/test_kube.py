@@ -173,3 +173,20 @@ def test_unreachable_server_names_the_url(cluster: Cluster, tmp_path: Path) -> N
     assert f"cannot reach the Kubernetes API server at https://127.0.0.1:{port}" in text
     assert "connection refused" in text
     assert "hint:" in text
+
+
+@pytest.mark.cluster
+def test_rejected_credentials_name_the_user_and_how_to_fix(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"]["token"] = "not-a-valid-token"
+    broken = tmp_path / "kubeconfig"
+    broken.write_text(yaml.safe_dump(config))
+    with pytest.raises(KubeApiError) as info:
+        connect(KubeTarget(str(broken), "admin"))
+    assert info.value.failure.status == 401
+    text = str(info.value)
+    assert "rejected the credentials of user 'admin' of context 'admin'" in text
+    assert f"renew the credentials of user 'admin' in {broken}" in text
