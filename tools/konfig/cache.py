@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -58,7 +59,8 @@ class StackDeps:
 
     stack_path: str
     key: str
-    files: tuple[str, ...]  # relative paths that went into the key
+    files: tuple[str, ...]  # files whose blob ids went into the key
+    modules: tuple[str, ...]  # imported modules whose files' blob ids went into the key
 
 
 class DependencyIndex:
@@ -71,6 +73,10 @@ class DependencyIndex:
         self.by_stack: dict[str, list[str]] = defaultdict(list)
         self.by_project_base: dict[str, list[str]] = defaultdict(list)
         self._closure: dict[str, frozenset[str]] = {}
+        self._digests: dict[str, str] = {}
+        given = str(snapshot.root)
+        resolved = str(snapshot.root.resolve())
+        self._prefixes = tuple(dict.fromkeys(p.rstrip("/") + "/" for p in (given, resolved)))
         layout = find_layout(snapshot.files)
         self.layout = layout
         for path in snapshot.files:
@@ -97,6 +103,29 @@ class DependencyIndex:
         import_cache.save(keep=snapshot.files.values())
         return cls(snapshot, ImportGraph.build(snapshot.files, imports))
 
+    def _relative(self, file: str) -> str | None:
+        for prefix in self._prefixes:
+            if file.startswith(prefix):
+                return posixpath.normpath(file[len(prefix) :])
+        try:
+            return Path(file).resolve().relative_to(self.snapshot.root.resolve()).as_posix()
+        except ValueError:
+            return None
+
+    def _module_digest(self, module: str) -> str:
+        """Digest of a module's files: its package directory's files and ``<module>.k``."""
+        found = self._digests.get(module)
+        if found is None:
+            blobs = self.snapshot.files
+            h = hashlib.sha256()
+            for path in sorted(self.by_dir.get(module, ())):
+                h.update(f"\0{path}\0{blobs[path]}".encode())
+            single = module + KCL_SUFFIX
+            h.update(f"\0{single}\0{blobs.get(single, '-')}".encode())
+            found = h.hexdigest()
+            self._digests[module] = found
+        return found
+
     def deps(
         self,
         stack_path: str,
@@ -105,14 +134,14 @@ class DependencyIndex:
         options: Iterable[tuple[str, Any]],
         kcl_version: str,
     ) -> StackDeps:
-        root = self.snapshot.root.resolve()
         entries: list[str] = []
         outside: list[str] = []
         for f in entry_files:
-            try:
-                entries.append(Path(f).resolve().relative_to(root).as_posix())
-            except ValueError:
+            rel = self._relative(f)
+            if rel is None:
                 outside.append(f)
+            else:
+                entries.append(rel)
         modules: set[str] = set()
         for entry in entries:
             for target in self.graph.targets(entry):
@@ -121,9 +150,6 @@ class DependencyIndex:
         files: set[str] = set(entries)
         files.update(self.by_stack.get(stack_path, ()))
         files.update(self.by_project_base.get(project_path, ()))
-        for module in modules:
-            files.update(self.by_dir.get(module, ()))
-            files.add(module + KCL_SUFFIX)
         files.update(ALWAYS)
         h = hashlib.sha256()
         header = {
@@ -137,12 +163,14 @@ class DependencyIndex:
         blobs = self.snapshot.files
         for path in sorted(files):
             h.update(f"\0{path}\0{blobs.get(path, '-')}".encode())
+        for module in sorted(modules):
+            h.update(f"\0{module}\0{self._module_digest(module)}".encode())
         for f in outside:  # entry files outside the repository: hash their content
             try:
                 h.update(hashlib.sha256(Path(f).read_bytes()).digest())
             except OSError:
                 h.update(b"missing")
-        return StackDeps(stack_path, h.hexdigest(), tuple(sorted(files)))
+        return StackDeps(stack_path, h.hexdigest(), tuple(sorted(files)), tuple(sorted(modules)))
 
 
 class CompileCache:
