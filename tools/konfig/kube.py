@@ -16,9 +16,9 @@ this module never reads the environment.
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +29,7 @@ from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
-from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic import DynamicClient, LazyDiscoverer
 from kubernetes.dynamic.exceptions import ResourceNotFoundError, ResourceNotUniqueError
 
 from konfig.errors import KonfigError
@@ -38,6 +38,8 @@ FIELD_MANAGER = "konfig"
 DEFAULT_KUBECONFIG = "~/.kube/config"
 # (connect, read) seconds: an unreachable server fails fast, a slow write still finishes.
 REQUEST_TIMEOUT = (5.0, 60.0)
+# Concurrent requests one Kube serves without opening throw-away connections.
+MAX_WORKERS = 32
 
 _T = TypeVar("_T")
 
@@ -134,6 +136,14 @@ class ResourceInfo:
         return self.api_version.rpartition("/")[0]
 
 
+class _InMemoryDiscoverer(LazyDiscoverer):
+    """Lazy discovery kept in memory: the stock one writes a cache file to the shared
+    temp directory, keyed only by server URL (stale across clusters on one port)."""
+
+    def _write_cache(self) -> None:
+        pass
+
+
 def _raw(_client: Any, data: Any) -> Any:
     return data
 
@@ -153,7 +163,6 @@ class Kube:
     context: str
     user: str
     kubeconfig: str
-    _cache_dir: str = ""
     _mappings: dict[tuple[str, str], ResourceInfo] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -318,11 +327,7 @@ class Kube:
                 return items
 
     def close(self) -> None:
-        try:
-            self.api.close()  # type: ignore[no-untyped-call]
-        finally:
-            if self._cache_dir:
-                shutil.rmtree(self._cache_dir, ignore_errors=True)
+        self.api.close()  # type: ignore[no-untyped-call]
 
     def __enter__(self) -> Kube:
         return self
@@ -446,8 +451,8 @@ def connect(target: KubeTarget) -> Kube:
     try:
         context, user = _context_user(kubeconfig, target.context)
         conf = Configuration()
-        # Room for the dry-run thread pool: one connection per worker.
-        conf.connection_pool_maxsize = 16
+        # Room for the dry-run thread pool: one pooled connection per worker.
+        conf.connection_pool_maxsize = MAX_WORKERS
         api = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
             config_file=kubeconfig, context=context, persist_config=False, client_configuration=conf
         )
@@ -456,7 +461,8 @@ def connect(target: KubeTarget) -> Kube:
             f"cannot use kubeconfig {kubeconfig} (context {target.context!r}): {exc}"
         ) from None
     server = str(api.configuration.host)
-    cache_dir = tempfile.mkdtemp(prefix="konfig-discovery-")
+    # Never read: nothing is written (see _InMemoryDiscoverer), so it never exists.
+    no_cache = str(Path(tempfile.gettempdir()) / f"konfig-discovery-{uuid.uuid4().hex}.json")
     placeholder = Kube(
         api=api,
         dynamic=None,  # type: ignore[arg-type]
@@ -464,12 +470,11 @@ def connect(target: KubeTarget) -> Kube:
         context=context,
         user=user,
         kubeconfig=kubeconfig,
-        _cache_dir=cache_dir,
     )
     try:
         dynamic = placeholder._call(
             lambda: DynamicClient(  # type: ignore[no-untyped-call]
-                api, cache_file=str(Path(cache_dir) / "discovery.json")
+                api, cache_file=no_cache, discoverer=_InMemoryDiscoverer
             ),
             what="discover its API resources",
         )

@@ -26,7 +26,7 @@ from konfig.console import error, info, progress_bar
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, KonfigError, UsageError
 from konfig.fsutil import atomic_write_text
 from konfig.inventory import read_inventory
-from konfig.kube import Kube, KubeTarget, connect
+from konfig.kube import MAX_WORKERS, Kube, KubeTarget, connect
 from konfig.plan import DEFAULT_WORKERS, deleted_stack, plan_stack
 from konfig.preview import (
     Preview,
@@ -108,7 +108,7 @@ EXIT_CHANGES = 2
 )
 @click.option(
     "--workers",
-    type=click.IntRange(min=1, max=64),
+    type=click.IntRange(min=1, max=MAX_WORKERS),
     default=DEFAULT_WORKERS,
     show_default=True,
     help="Concurrent API requests per stack.",
