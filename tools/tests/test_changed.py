@@ -294,6 +294,7 @@ def test_oracle_affected_stacks_contain_every_changed_output(monorepo: Path) -> 
     at_base = _brute_force(monorepo)
     assert not [p for p, y in at_base.items() if y.startswith("error")], at_base
     report: list[str] = []
+    totals = [0, 0]
     for index, (name, change) in enumerate(_scenarios(monorepo).items()):
         git.Repo(monorepo).git.checkout("-q", "-b", f"scenario-{index}", base)
         change()
@@ -312,7 +313,10 @@ def test_oracle_affected_stacks_contain_every_changed_output(monorepo: Path) -> 
             f"deleted {len(gone)}  precision "
             + (f"{len(really) / len(affected):.0%}" if affected else "-")
         )
+        totals[0] += len(really)
+        totals[1] += len(affected)
         git.Repo(monorepo).git.checkout("-q", base)
+    report.append(f"overall: {totals[0]} changed outputs / {totals[1]} affected stacks")
     print("\n" + "\n".join(report))
 
 
