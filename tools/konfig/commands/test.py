@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,8 @@ from typing import Any
 import click
 
 from konfig import golden, junit
+from konfig.check.findings import Finding
+from konfig.check.formats import as_github
 from konfig.commands._common import load_repository, report_problems
 from konfig.commands._selection import select_for_command
 from konfig.compile import CompileInput, CompileResult, compile_many, default_jobs, stacks_inputs
@@ -109,7 +112,35 @@ def command(
         echo_json(_json(compiled, goldens, updates, unit_results, failed))
     else:
         _print(compiled, goldens, updates, unit_results)
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            # annotations on the files in the PR, as `konfig check --format github` gives
+            click.echo(as_github(failures(compiled, goldens, unit_results)), nl=False)
     return EXIT_FINDINGS if failed else EXIT_OK
+
+
+def failures(
+    compiled: Sequence[CompileResult],
+    goldens: Sequence[golden.GoldenResult],
+    units: Sequence[UnitTestResult],
+) -> list[Finding]:
+    """Every failure as a finding: ``compile/error``, ``golden/<status>``, ``kcl-test/failed``."""
+    found: list[Finding] = []
+    for r in compiled:
+        if r.error is not None:
+            e = r.error
+            found.append(
+                Finding(
+                    "compile/error", f"{r.stack_path} does not compile: {e.message}", e.file, e.line
+                )
+            )
+    for g in goldens:
+        if not g.passed:
+            hint = f"; see the diff in the log, or run `konfig test --update {g.stack_path}`"
+            found.append(Finding(f"golden/{g.status.value}", g.summary() + hint, g.file, g.line))
+    for u in units:
+        if not u.passed:
+            found.append(Finding("kcl-test/failed", f"{u.id}: {u.message}", u.file, u.line))
+    return found
 
 
 def _compile(

@@ -4,6 +4,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from fixtures.rawstacks import app_resources, raw_stack
 from fixtures.repos import KonfigRunner, RepoBuilder
 
@@ -181,3 +182,25 @@ def test_unit_package_that_does_not_compile_is_one_failure_with_location(
         ("<compile>", False, f"{prod}/lib/broken_test.k", 2)
     ]
     assert "name 'nope' is not defined" in units[0]["message"]
+
+
+def test_github_actions_gets_annotations_for_failures(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dev, prod = _two_stacks(repo_builder)
+    _unit_package(repo_builder, f"{prod}/lib")
+    root = repo_builder.root
+    konfig("test", "--update", "--no-unit", cwd=root)
+    golden = root / dev / GOLDEN
+    golden.write_text(golden.read_text().replace("replicas: 1", "replicas: 4"))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    result = konfig("test", cwd=root)
+    assert result.code == 1
+    annotations = [line for line in result.out.splitlines() if line.startswith("::")]
+    assert annotations == [
+        f"::error file={dev}/{GOLDEN},line=2,title=golden/mismatch::{dev}/{GOLDEN}: "
+        "compiled output differs from the golden (1 changed); see the diff in the log, "
+        f"or run `konfig test --update {dev}`",
+        f"::error file={prod}/lib/double_test.k,line=6,title=kcl-test/failed::"
+        f"{prod}/lib::test_wrong: EvaluationError: double(2) should be 5",
+    ]
