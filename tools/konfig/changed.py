@@ -85,6 +85,15 @@ class Snapshot:
     root: Path
     commit: str | None
     files: dict[str, str]  # path relative to the root -> git blob id
+    _by_dir: dict[str, list[str]] | None = field(default=None, repr=False, compare=False)
+
+    def files_in(self, directory: str) -> list[str]:
+        """The files directly inside ``directory`` (relative, no trailing slash)."""
+        if self._by_dir is None:
+            self._by_dir = defaultdict(list)
+            for p in self.files:
+                self._by_dir[module_of(p)].append(p)
+        return self._by_dir.get(directory, [])
 
     def read(self, paths: Iterable[str]) -> dict[str, bytes]:
         wanted = list(paths)
@@ -240,10 +249,21 @@ def read_config(snapshot: Snapshot) -> RepoConfig:
         return RepoConfig()
 
 
-def entry_files(snapshot: Snapshot, layout: Layout, stack: str, config: RepoConfig) -> list[str]:
-    """A stack's KCL entry files (relative paths), as ``konfig compile`` chooses them."""
+def entry_files(
+    snapshot: Snapshot,
+    layout: Layout,
+    stack: str,
+    config: RepoConfig,
+    kcl_yaml_text: str | None = None,
+) -> list[str]:
+    """A stack's KCL entry files (relative paths), as ``konfig compile`` chooses them.
+
+    ``kcl_yaml_text`` is the stack's ``kcl.yaml`` when the caller already read it.
+    """
     kcl_yaml = f"{stack}/{KCL_YAML}"
-    text = snapshot.text(kcl_yaml) if kcl_yaml in snapshot.files else None
+    text = kcl_yaml_text
+    if text is None and kcl_yaml in snapshot.files:
+        text = snapshot.text(kcl_yaml)
     if text is not None:
         listed: Any = None
         try:
@@ -258,29 +278,20 @@ def entry_files(snapshot: Snapshot, layout: Layout, stack: str, config: RepoConf
                 value = str(item)
                 if KCL_MOD_VAR in value:
                     rel = posixpath.normpath(value.replace(KCL_MOD_VAR, "").lstrip("/"))
+                elif value.startswith("/"):
+                    continue  # outside the repository: nothing git can see change
                 else:
                     rel = posixpath.normpath(f"{stack}/{value}")
                 if not rel.startswith("../"):
                     out.append(rel)
             return out
     project = layout.stacks[stack]
-    base = f"{project}/base/"
     shared = sorted(
         p
-        for p in _files_in(snapshot, base)
-        if p.endswith(KCL_SUFFIX) and not p.endswith(TEST_SUFFIX) and "/" not in p[len(base) :]
+        for p in snapshot.files_in(f"{project}/base")
+        if p.endswith(KCL_SUFFIX) and not p.endswith(TEST_SUFFIX)
     )
     return [*shared, f"{stack}/{MAIN}", config.render_entry]
-
-
-def _files_in(snapshot: Snapshot, prefix: str) -> list[str]:
-    index: dict[str, list[str]] | None = getattr(snapshot, "_dir_index", None)
-    if index is None:
-        index = defaultdict(list)
-        for p in snapshot.files:
-            index[module_of(p) + "/"].append(p)
-        snapshot._dir_index = index  # type: ignore[attr-defined]
-    return index.get(prefix, [])
 
 
 def build_graph(
@@ -289,9 +300,13 @@ def build_graph(
     """The import graph of a snapshot with every stack's node; also the entry files."""
     imports = scan_files(snapshot.files, snapshot.read, cache)
     graph = ImportGraph.build(snapshot.files, imports)
+    # read every stack's kcl.yaml at once (one git process, not one per stack)
+    listed = [f"{s}/{KCL_YAML}" for s in layout.stacks if f"{s}/{KCL_YAML}" in snapshot.files]
+    texts = {p: b.decode("utf-8", errors="replace") for p, b in snapshot.read(listed).items()}
     entries: dict[str, list[str]] = {}
     for stack in layout.stacks:
-        entries[stack] = entry_files(snapshot, layout, stack, config)
+        text = texts.get(f"{stack}/{KCL_YAML}")
+        entries[stack] = entry_files(snapshot, layout, stack, config, text)
         graph.add_stack(stack, entries[stack])
     return graph, entries
 
