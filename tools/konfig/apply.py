@@ -233,6 +233,7 @@ class _Run:
     exists: dict[str, bool] = field(default_factory=dict)
     unreachable: KubeError | None = None
     secrets: set[str] = field(default_factory=set)
+    seen: dict[str, dict[str, Any]] = field(default_factory=dict)  # last object per id
 
     def record(self, result: ObjectResult) -> None:
         if self.secrets:
@@ -268,15 +269,18 @@ def apply_stack(
     planned_ids = {i for level in levels for i in level}
     run = _Run(kube, plan.path, options, emit, lost, secrets=plan.secrets())
     try:
-        current = _retry(
-            lambda: inventory.write_union(
-                kube,
-                plan.path,
-                prior,
-                [Member(i, _uid(by_id[i].live)) for i in sorted(planned_ids)],
-            ),
-            options,
-        )
+        if prior is not None and planned_ids <= prior.ids():
+            current = prior  # the union is the prior inventory: nothing to write yet
+        else:
+            current = _retry(
+                lambda: inventory.write_union(
+                    kube,
+                    plan.path,
+                    prior,
+                    [Member(i, _uid(by_id[i].live)) for i in sorted(planned_ids)],
+                ),
+                options,
+            )
     except _Unreachable as exc:
         return StackResult(plan.path, False, (), _unreachable_message(plan.path, exc.error))
     run.uids = {m.id: m.uid for m in current.members}
@@ -401,6 +405,8 @@ def _apply_one(run: _Run, change: Change) -> bool:
         ):
             run.uids[change.id] = _uid(change.live)
             run.exists[change.id] = True
+            if change.live is not None:
+                run.seen[change.id] = change.live
             run.record(ObjectResult(change.id, "unchanged", "unchanged"))
             return True
         if change.action == "replace":
@@ -433,6 +439,7 @@ def _apply_one(run: _Run, change: Change) -> bool:
         return False
     run.uids[change.id] = _uid(result)
     run.exists[change.id] = True
+    run.seen[change.id] = result
     outcome: Outcome
     if change.action == "replace":
         outcome = "replaced"
@@ -482,10 +489,17 @@ def _wait_healthy(run: _Run, changes: list[Change]) -> None:
     while pending:
         for rid in sorted(pending):
             c = pending[rid]
+            # First look at what the apply returned (most kinds are healthy at once);
+            # poll the server only for what is not.
+            first = run.seen.pop(rid, None)
             try:
-                live = _retry(
-                    partial(run.kube.get, c.api_version, c.kind, c.name, c.namespace),
-                    run.options,
+                live = (
+                    first
+                    if first is not None
+                    else _retry(
+                        partial(run.kube.get, c.api_version, c.kind, c.name, c.namespace),
+                        run.options,
+                    )
                 )
             except _Unreachable as exc:
                 run.unreachable = run.unreachable or exc.error

@@ -323,8 +323,11 @@ def read_inventory(kube: KubeApi, stack: str | Any) -> Inventory | None:
 
 
 def ensure_namespace(kube: KubeApi) -> None:
-    """Create ``konfig-system`` if it is missing (idempotent)."""
+    """Create ``konfig-system`` if it is missing (idempotent; checked once per connection)."""
+    if getattr(kube, "_konfig_namespace_ready", False):
+        return
     if kube.get("v1", "Namespace", NAMESPACE, None) is not None:
+        _mark_ready(kube)
         return
     kube.apply(
         {
@@ -334,6 +337,14 @@ def ensure_namespace(kube: KubeApi) -> None:
         },
         dry_run=False,
     )
+    _mark_ready(kube)
+
+
+def _mark_ready(kube: KubeApi) -> None:
+    try:
+        setattr(kube, "_konfig_namespace_ready", True)  # noqa: B010
+    except AttributeError:
+        pass
 
 
 def write_inventory(

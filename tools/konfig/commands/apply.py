@@ -31,8 +31,15 @@ from konfig.apply import (
     check_plan,
     plan_differences,
 )
+from konfig.changed import cache_dir
 from konfig.commands._common import load_repository, report_problems, select_stacks
-from konfig.compile import CompileInput, CompileResult, compile_many, default_jobs, stacks_inputs
+from konfig.compile import (
+    CompileInput,
+    CompileResult,
+    compile_cached,
+    default_jobs,
+    stacks_inputs,
+)
 from konfig.console import echo_json, error, info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, KonfigError, UsageError
 from konfig.inventory import read_inventory
@@ -224,11 +231,15 @@ def _compare_saved(
             )
 
 
-def _compile(repo: Repository, stacks: list[Stack], jobs: int | None) -> dict[str, Spec]:
+def _compile(
+    repo: Repository, stacks: list[Stack], jobs: int | None, *, cache: bool
+) -> dict[str, Spec]:
     prepared = stacks_inputs(repo, stacks)
     inputs = [p for p in prepared if isinstance(p, CompileInput)]
     results: list[CompileResult] = [p for p in prepared if isinstance(p, CompileResult)]
-    results += compile_many(inputs, jobs=jobs or default_jobs())
+    results += compile_cached(
+        repo, inputs, state=cache_dir(repo.root) if cache else None, jobs=jobs or default_jobs()
+    )
     failed = [r for r in results if r.error is not None]
     if failed:
         lines = "\n".join(f"  {r.stack_path}: {r.error}" for r in failed)
@@ -330,6 +341,7 @@ def _shown(plan: StackPlan) -> dict[str, Any]:
 @click.option("--context", default=None, help="Kubeconfig context for every stack.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Compile workers.")
+@click.option("--no-cache", is_flag=True, help="Compile every stack (ignore the compile cache).")
 @click.pass_context
 def command(
     ctx: click.Context,
@@ -348,6 +360,7 @@ def command(
     context: str | None,
     as_json: bool,
     jobs: int | None,
+    no_cache: bool,
 ) -> int:
     """Apply STACKs to their clusters: order, wait for health, prune, record.
 
@@ -364,7 +377,7 @@ def command(
     saved = _load_saved(plan_file) if plan_file else None
     if commit is None:
         commit = git.rev_parse(repo.root, "HEAD") if git.is_repo(repo.root) else ""
-    specs = _compile(repo, selected, jobs)
+    specs = _compile(repo, selected, jobs, cache=not no_cache)
     for stack in selected:
         _check_order(stack.path, specs[stack.path])  # cycles, unknown ids: before any write
     conns = Connections(repo, kubeconfig, context)
