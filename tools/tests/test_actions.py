@@ -1,0 +1,288 @@
+"""The composite actions' shell steps, run for real.
+
+A small runner executes each ``run:`` step of an ``action.yml`` the way the GitHub
+runner does (``bash -e -o pipefail``, ``env:`` evaluated, ``$GITHUB_OUTPUT`` and
+``$GITHUB_STEP_SUMMARY`` files, step outputs feeding later steps and the action's
+outputs). ``uses:`` steps (setup-python, upload-artifact) are GitHub's own and are
+skipped. The expressions the actions use are a small subset: context lookups
+(``inputs.x``, ``steps.id.outputs.y``, ``github.x``, ``runner.temp``), ``||``, and
+``!= ''`` comparisons; anything else fails the test loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fixtures.cluster import Cluster
+from fixtures.github_server import FakeGitHub
+from fixtures.monorepo import git_commit, git_init
+from fixtures.repos import RepoBuilder
+from kubeutil import unique
+
+ROOT = Path(__file__).resolve().parents[2]
+ACTIONS = ROOT / "actions"
+BIN = Path(sys.executable).parent
+
+_EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+
+@dataclass
+class ActionRun:
+    code: int
+    outputs: dict[str, str]
+    summary: str
+    log: str
+
+
+def _lookup(path: str, context: Mapping[str, Any]) -> Any:
+    value: Any = context
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return ""
+        value = value[part]
+    return value
+
+
+def _evaluate(expr: str, context: Mapping[str, Any]) -> Any:
+    expr = expr.strip()
+    if "||" in expr:
+        for part in expr.split("||"):
+            value = _evaluate(part, context)
+            if value not in ("", None, False):
+                return value
+        return ""
+    if match := re.fullmatch(r"(.+?)\s*!=\s*''", expr):
+        return _evaluate(match[1], context) != ""
+    if match := re.fullmatch(r"'([^']*)'", expr):
+        return match[1]
+    if not re.fullmatch(r"[A-Za-z_][\w.-]*", expr):
+        raise AssertionError(f"expression not supported by this test runner: {expr!r}")
+    return _lookup(expr, context)
+
+
+def _interpolate(text: str, context: Mapping[str, Any]) -> str:
+    return _EXPR.sub(lambda m: str(_evaluate(m[1], context)), text)
+
+
+def _read_outputs(path: Path) -> dict[str, str]:
+    outputs: dict[str, str] = {}
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delimiter = line.split("<<", 1)
+            body: list[str] = []
+            i += 1
+            while lines[i] != delimiter:
+                body.append(lines[i])
+                i += 1
+            outputs[name] = "\n".join(body)
+        elif "=" in line:
+            name, value = line.split("=", 1)
+            outputs[name] = value
+        i += 1
+    return outputs
+
+
+def run_action(
+    name: str,
+    inputs: Mapping[str, str],
+    tmp_path: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    github: Mapping[str, Any] | None = None,
+) -> ActionRun:
+    meta = yaml.safe_load((ACTIONS / name / "action.yml").read_text(encoding="utf-8"))
+    work = tmp_path / f"runner-{name}"
+    temp = work / "temp"
+    temp.mkdir(parents=True, exist_ok=True)
+    summary = work / "summary.md"
+    context: dict[str, Any] = {
+        "github": {
+            "server_url": "https://github.example",
+            "repository": "acme/config",
+            "run_id": "7",
+            "sha": "",
+            "token": "",
+            "api_url": "https://api.github.example",
+            **(github or {}),
+        },
+        "runner": {"temp": str(temp)},
+        "steps": {},
+    }
+    resolved: dict[str, str] = {}
+    for key, spec in (meta.get("inputs") or {}).items():
+        if key in inputs:
+            resolved[key] = inputs[key]
+        else:
+            assert not spec.get("required"), f"{name}: required input {key} not given"
+            resolved[key] = str(_interpolate(str(spec.get("default", "")), context))
+    context["inputs"] = resolved
+    log: list[str] = []
+    code = 0
+    for index, step in enumerate(meta["runs"]["steps"]):
+        if "uses" in step:
+            continue
+        if "if" in step and not _evaluate(
+            str(step["if"]).removeprefix("${{").removesuffix("}}"), context
+        ):
+            continue
+        output_file = work / f"output-{index}"
+        output_file.touch()
+        step_env = {
+            **os.environ,
+            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "GITHUB_OUTPUT": str(output_file),
+            "GITHUB_STEP_SUMMARY": str(summary),
+            "RUNNER_TEMP": str(temp),
+            **(env or {}),
+        }
+        for key, value in (step.get("env") or {}).items():
+            step_env[key] = _interpolate(str(value), context)
+        assert "${{" not in step["run"], f"{name}: expression in run:"
+        cwd = _interpolate(str(step.get("working-directory", ".")), context)
+        proc = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", step["run"]],
+            cwd=cwd,
+            env=step_env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        log.append(proc.stdout + proc.stderr)
+        if "id" in step:
+            context["steps"][step["id"]] = {"outputs": _read_outputs(output_file)}
+        if proc.returncode != 0:
+            code = proc.returncode
+            break
+    outputs = {
+        key: str(_interpolate(str(spec["value"]), context))
+        for key, spec in (meta.get("outputs") or {}).items()
+    }
+    text = summary.read_text(encoding="utf-8") if summary.exists() else ""
+    return ActionRun(code, outputs, text, "".join(log))
+
+
+BROKEN = 'import base.pkg.models.frontend\n\napp: frontend.Server {\n    replicas = "two"\n}\n'
+
+
+@pytest.fixture
+def config_repo(repo_builder: RepoBuilder) -> tuple[RepoBuilder, str]:
+    repo_builder.write(".gitignore", "/.cache/\n")
+    repo_builder.stack("alpha", "dev")
+    repo_builder.stack("beta", "dev")
+    git_init(repo_builder.root)
+    base = git_commit(repo_builder.root, "base")
+    return repo_builder, base
+
+
+def test_changed_stacks_outputs_json(config_repo: tuple[RepoBuilder, str], tmp_path: Path) -> None:
+    repo, base = config_repo
+    repo.write("appops/alpha/dev/extra.yaml", "x: 1\n")
+    repo.stack("my app", "dev")
+    head = git_commit(repo.root, "change")
+    result = run_action(
+        "changed-stacks",
+        {"config-path": str(repo.root), "base": base, "head": head, "max-jobs": "1"},
+        tmp_path,
+    )
+    assert result.code == 0, result.log
+    assert json.loads(result.outputs["stacks"]) == ["appops/alpha/dev", "appops/my app/dev"]
+    assert json.loads(result.outputs["deleted-stacks"]) == []
+    assert result.outputs["has-changes"] == "true"
+    matrix = json.loads(result.outputs["matrix"])
+    assert [json.loads(c["stacks"]) for c in matrix] == [["appops/alpha/dev", "appops/my app/dev"]]
+    changed_file = json.loads(result.outputs["changed-file"])
+    assert json.loads(Path(changed_file).read_text())["stacks"][0]["path"] == "appops/alpha/dev"
+
+
+def test_compile_test_check_reports_and_fails(
+    config_repo: tuple[RepoBuilder, str], tmp_path: Path
+) -> None:
+    repo, _ = config_repo
+    repo.stack("broken", "dev", main=BROKEN)
+    stacks = json.dumps(["appops/alpha/dev", "appops/broken/dev"])
+    inputs = {"config-path": str(repo.root), "stacks": stacks}
+    failing = run_action("compile-test-check", inputs, tmp_path)
+    assert failing.code == 1
+    assert failing.outputs["ok"] == "false"
+    results = Path(json.loads(failing.outputs["results-dir"]))
+    compiled = json.loads((results / "compile.json").read_text())
+    assert [c["ok"] for c in compiled] == [True, False]
+    assert {p.name for p in results.iterdir()} >= {"compile.json", "test.json", "check.json"}
+    lenient = run_action(
+        "compile-test-check", {**inputs, "fail-on-findings": "false"}, tmp_path / "again"
+    )
+    assert lenient.code == 0 and lenient.outputs["ok"] == "false"
+    empty = run_action("compile-test-check", {**inputs, "stacks": "[]"}, tmp_path / "none")
+    assert empty.code == 0 and empty.outputs["ok"] == "true"
+
+
+def test_comment_action_upserts(github_server: FakeGitHub, tmp_path: Path) -> None:
+    github_server.tokens["ghs_actions"] = None  # like GITHUB_TOKEN: no GET /user
+    body = tmp_path / "report.md"
+    body.write_text("## Konfig preview\n", encoding="utf-8")
+    inputs = {
+        "body-file": str(body),
+        "pr-number": "5",
+        "repository": "acme/config",
+        "token": "ghs_actions",
+        "api-url": github_server.url,
+    }
+    first = run_action("comment", inputs, tmp_path)
+    assert first.code == 0, first.log
+    [stored] = github_server.comments_on("acme/config", 5)
+    assert stored.author == "github-actions[bot]"
+    assert stored.body == "<!-- konfig:preview -->\n## Konfig preview\n"
+    again = run_action("comment", inputs, tmp_path / "again")
+    assert again.code == 0 and "comment unchanged" in again.log
+    assert [w.method for w in github_server.writes] == ["POST"]
+    assert "ghs_actions" not in first.log + again.log
+
+
+@pytest.mark.cluster
+def test_preview_apply_and_since_applied_on_the_cluster(
+    config_repo: tuple[RepoBuilder, str], tmp_path: Path, cluster: Cluster
+) -> None:
+    repo, _ = config_repo
+    project = unique("p8act")
+    repo.stack(project, "dev", stack_yaml="name: dev\nkubernetes:\n  context: admin\n")
+    head = git_commit(repo.root, f"add {project}")
+    stack = f"appops/{project}/dev"
+    kubeconfig = str(cluster.kubeconfig)
+    common = {"config-path": str(repo.root), "kubeconfig": kubeconfig}
+
+    preview = run_action(
+        "preview", {**common, "stacks": json.dumps([stack]), "artifact-name": ""}, tmp_path
+    )
+    assert preview.code == 0, preview.log
+    assert preview.outputs["has-changes"] == "true"
+    doc = json.loads(Path(json.loads(preview.outputs["preview-file"])).read_text())
+    assert doc["kind"] == "KonfigPreview" and doc["counts"]["create"] == 3
+
+    applied = run_action(
+        "apply",
+        {**common, "stacks": json.dumps([stack]), "commit": head, "timeout": "60"},
+        tmp_path / "apply",
+    )
+    assert applied.code == 0, applied.log
+    assert applied.outputs["ok"] == "true"
+    assert applied.summary.startswith(f"## Konfig apply of `{head[:12]}`: ✅ applied")
+    assert f"| `{stack}` | apply | ✅ ok | 3 |" in applied.summary
+
+    pending = run_action(
+        "changed-stacks", {**common, "since-applied": "true", "head": head}, tmp_path / "pending"
+    )
+    assert pending.code == 0, pending.log
+    assert stack not in json.loads(pending.outputs["stacks"])
