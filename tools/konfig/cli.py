@@ -1,12 +1,13 @@
 """The ``konfig`` command line: composes the stages, prints, and picks exit codes.
 
-Every subcommand lives in ``konfig/commands/<name>.py``; this module registers them
-and maps exceptions to exit codes (0 ok, 1 findings, 2 usage, 3 unexpected, 130
-interrupted).
+Every subcommand lives in ``konfig/commands/<name>.py`` and is listed in ``COMMANDS``;
+this module loads them on demand and maps exceptions to exit codes (0 ok, 1 findings,
+2 usage, 3 unexpected, 130 interrupted).
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 import traceback
 from pathlib import Path
@@ -14,25 +15,46 @@ from pathlib import Path
 import click
 
 from konfig import __version__
-from konfig.commands import apply as apply_cmd
-from konfig.commands import changed as changed_cmd
-from konfig.commands import check as check_cmd
-from konfig.commands import comment as comment_cmd
-from konfig.commands import compile as compile_cmd
-from konfig.commands import destroy as destroy_cmd
-from konfig.commands import fmt as fmt_cmd
-from konfig.commands import gen as gen_cmd
-from konfig.commands import list as list_cmd
-from konfig.commands import matrix as matrix_cmd
-from konfig.commands import pending as pending_cmd
-from konfig.commands import preview as preview_cmd
-from konfig.commands import report as report_cmd
-from konfig.commands import test as test_cmd
 from konfig.console import error
 from konfig.errors import EXIT_UNEXPECTED, EXIT_USAGE, KonfigError
 
+# Subcommand name -> module exposing ``command``. Modules are imported only when their
+# command runs (or for --help): the Kubernetes and GitHub clients alone take about half a
+# second to import, which every `konfig list` or `konfig compile` would otherwise pay.
+COMMANDS = {
+    "apply": "konfig.commands.apply",
+    "changed": "konfig.commands.changed",
+    "check": "konfig.commands.check",
+    "comment": "konfig.commands.comment",
+    "compile": "konfig.commands.compile",
+    "destroy": "konfig.commands.destroy",
+    "fmt": "konfig.commands.fmt",
+    "gen": "konfig.commands.gen",
+    "list": "konfig.commands.list",
+    "matrix": "konfig.commands.matrix",
+    "pending": "konfig.commands.pending",
+    "preview": "konfig.commands.preview",
+    "report": "konfig.commands.report",
+    "test": "konfig.commands.test",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A click group that imports each subcommand's module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(super().list_commands(ctx)))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return super().get_command(ctx, cmd_name)
+        command = importlib.import_module(module).command
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="konfig")
 @click.option(
     "--root",
@@ -44,22 +66,6 @@ from konfig.errors import EXIT_UNEXPECTED, EXIT_USAGE, KonfigError
 def cli(ctx: click.Context, root: Path | None) -> None:
     """Konfig: compile, test, check, preview and apply KCL stacks on Kubernetes."""
     ctx.obj = {"root": root}
-
-
-cli.add_command(list_cmd.command)
-cli.add_command(compile_cmd.command)
-cli.add_command(gen_cmd.command)
-cli.add_command(comment_cmd.command)
-cli.add_command(changed_cmd.command)
-cli.add_command(preview_cmd.command)
-cli.add_command(report_cmd.command)
-cli.add_command(matrix_cmd.command)
-cli.add_command(pending_cmd.command)
-cli.add_command(apply_cmd.command)
-cli.add_command(destroy_cmd.command)
-cli.add_command(test_cmd.command)
-cli.add_command(check_cmd.command)
-cli.add_command(fmt_cmd.command)
 
 
 def run(argv: list[str] | None = None) -> int:
