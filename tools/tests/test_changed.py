@@ -1,3 +1,4 @@
+import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -267,7 +268,27 @@ def _scenarios(root: Path) -> dict[str, Callable[[], None]]:
         (root / stack_dir).rename(root / project / "renamed")
         _edit(root, f"{project}/renamed/stack.yaml", "name: ", "name: renamed\n_old: ")
 
+    def random_pull_request() -> None:
+        # four edits at once, picked by a seeded random generator across every kind of file
+        rng = random.Random(3)
+        pool = sorted(
+            p.relative_to(root).as_posix()
+            for pattern in ("appops/*/*/main.k", "appops/*/base/base.k", "base/pkg/lib*/lib.k")
+            for p in root.glob(pattern)
+        ) + sorted(p.relative_to(root).as_posix() for p in root.glob("appops/*/*/config.json"))
+        for rel in rng.sample(pool, 4):
+            text = (root / rel).read_text()
+            if rel.endswith(".json"):
+                (root / rel).write_text('{"logLevel": "random"}\n')
+            elif rel.endswith("main.k"):
+                (root / rel).write_text(text.replace('namespace = "', 'namespace = "r-', 1))
+            elif rel.endswith("base.k"):
+                (root / rel).write_text(text.replace(":1.", ":7.", 1))
+            else:
+                (root / rel).write_text(text.replace('"v1"', '"v9"', 1))
+
     return {
+        "random pull request (4 files, seed 3)": random_pull_request,
         "edit a stack": lambda: _edit(root, stack_main, 'namespace = "', 'namespace = "x-'),
         "comment in a stack": lambda: _edit(root, stack_main, "import", "# note\nimport"),
         "edit a project base file": lambda: _edit(root, project_base, ":1.", ":9."),
