@@ -212,6 +212,13 @@ def build(inputs: Inputs, *, sha: str, run_url: str | None = None) -> Report:
     for path in sorted(stacks):
         data = stacks[path]
         failures = _dedupe(data["failures"])
+        if any(f.stage == "compile" for f in failures):
+            # The preview of a stack that does not compile repeats the compile error.
+            failures = tuple(
+                f
+                for f in failures
+                if not (f.stage == "preview" and f.message.startswith("compile failed"))
+            )
         reports.append(
             StackReport(
                 path=path,
@@ -384,7 +391,8 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
         e = entry(item["path"])
         e["deleted"] = e["deleted"] or bool(item.get("deleted"))
         counts = item.get("counts") or {}
-        e["counts"] = {a: int(counts.get(a, 0) or 0) for a in ACTIONS}
+        if item.get("status") != "error":  # a failed stack has no counts to show
+            e["counts"] = {a: int(counts.get(a, 0) or 0) for a in ACTIONS}
         if item.get("status") == "error":
             err = item.get("error") or {}
             e["failures"].append(

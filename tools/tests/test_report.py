@@ -282,7 +282,19 @@ def test_compile_failure() -> None:
                     },
                 ]
             ],
-            missing=["preview (preview.json)"],
+            previews=[
+                preview(
+                    stack(
+                        broken,
+                        [],
+                        error={
+                            "message": f"compile failed: {message}",
+                            "file": f"{broken}/main.k",
+                            "line": 6,
+                        },
+                    )
+                )
+            ],
         )
     )
     text = result.text
@@ -291,7 +303,9 @@ def test_compile_failure() -> None:
     assert "`base/pkg/models/frontend/server_test.k:12`" in text
     assert "`appops/alpha/dev/main.k:4`" in text and "policy/image-tag" in text
     assert "a warning is not a failure" not in text
-    assert text.count("expected int, got str(two)\n  -->") == 1  # compile and test deduplicated
+    # compile, test and preview all report the compile error: it is shown once
+    assert text.count("expected int, got str(two)\n  -->") == 1
+    assert "**preview**" not in text
     check_golden("compile-failure", text)
 
 
