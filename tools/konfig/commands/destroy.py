@@ -112,7 +112,8 @@ def command(
     """Delete every object STACKs own (dependents first), then their inventories.
 
     STACK is <project>/<stack> or appops/<project>/<stack>; a stack whose directory
-    no longer exists is addressed by its path. Exit 0 when everything is gone.
+    no longer exists is addressed by its path (its cluster: --context, else the
+    kubeconfig's current context). Exit 0 when everything is gone.
     """
     repo = load_repository(ctx)
     report_problems(repo)
