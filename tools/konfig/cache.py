@@ -196,6 +196,29 @@ class CompileCache:
         except (OSError, ValueError, KeyError, TypeError, SpecError):
             return None  # missing or corrupt: compile again, the put() rewrites it
 
+    def prune(self, keep: Iterable[str], limit: int) -> int:
+        """Delete the oldest entries not in ``keep`` while more than ``limit`` exist."""
+        try:
+            entries = list(self.dir.glob("*/*.json"))
+        except OSError:
+            return 0
+        if len(entries) <= limit:
+            return 0
+        wanted = set(keep)
+        stale = [p for p in entries if p.stem not in wanted]
+
+        def age(path: Path) -> float:
+            try:
+                return path.stat().st_mtime
+            except OSError:
+                return 0.0
+
+        removed = 0
+        for path in sorted(stale, key=age)[: len(entries) - limit]:
+            path.unlink(missing_ok=True)
+            removed += 1
+        return removed
+
     def put(self, key: str, stack_path: str, spec: Spec, text: str) -> None:
         """Store a Spec with its canonical YAML (rendering YAML costs more than compiling
         from cache, so it is kept too)."""

@@ -265,6 +265,9 @@ def compile_many(
     return [results[i.stack_path] for i in inputs]
 
 
+CACHE_GENERATIONS = 3
+
+
 def compile_cached(
     repo: Repository,
     inputs: Sequence[CompileInput],
@@ -318,6 +321,9 @@ def compile_cached(
             except OSError:
                 pass  # a read-only or full disk only costs the next run a compile
         results[result.stack_path] = result
+    if misses:
+        # old entries pile up as stacks change; keep a few generations per stack
+        store.prune(keys.values(), limit=CACHE_GENERATIONS * max(len(repo.stacks), len(inputs)))
     return [results[i.stack_path] for i in inputs]
 
 

@@ -1,4 +1,5 @@
 import json
+import os
 from pathlib import Path
 
 from fixtures.repos import KonfigRunner, RepoBuilder
@@ -6,6 +7,7 @@ from fixtures.repos import KonfigRunner, RepoBuilder
 from konfig.cache import CompileCache, DependencyIndex
 from konfig.compile import compile_cached, compile_input
 from konfig.repo import discover
+from konfig.spec import load_spec
 
 LIB_MAIN = (
     "import base.pkg.models.frontend\nimport base.pkg.lib.mid\nimport file\n\n"
@@ -117,3 +119,18 @@ def test_cli_no_cache_flag_and_cached_json(repo_builder: RepoBuilder, konfig: Ko
     assert [r["cached"] for r in json.loads(third.out)] == [False, False]
     text = konfig("compile", "--all", "--out", str(root / "out"), cwd=root)
     assert "compiled 2/2 stacks (2 from cache)" in text.err
+
+
+def test_prune_keeps_current_entries_and_drops_the_oldest(tmp_path: Path) -> None:
+    store = CompileCache(tmp_path)
+    spec = load_spec({"resources": []})
+    keys = [f"{i:02d}" + "0" * 62 for i in range(6)]
+    for age, key in enumerate(keys):
+        store.put(key, f"appops/p/s{age}", spec, "resources: []\n")
+        path = tmp_path / "compile" / key[:2] / f"{key}.json"
+        os.utime(path, (1000 + age, 1000 + age))
+    assert store.prune(keep=[keys[0]], limit=3) == 3
+    left = sorted(p.stem for p in (tmp_path / "compile").glob("*/*.json"))
+    assert left == [keys[0], keys[4], keys[5]]
+    assert store.get(keys[0]) is not None
+    assert store.prune(keep=[], limit=3) == 0
