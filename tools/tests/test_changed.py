@@ -5,7 +5,7 @@ from pathlib import Path
 
 import git
 import pytest
-from fixtures.monorepo import git_commit, git_init
+from fixtures.monorepo import git_commit, git_init, load_generator
 from fixtures.repos import RepoBuilder
 
 from konfig.changed import (
@@ -354,3 +354,17 @@ def test_change_set_of_two_commits_is_remembered(two_projects: RepoBuilder) -> N
     assert _changed(two_projects, base) == first
     assert first.deleted_stacks == ("appops/ab/dev",)
     assert [s.path for s in first.stacks] == ["appops/a/dev"]
+
+
+def test_generator_is_deterministic_for_a_seed(tmp_path: Path) -> None:
+    gen = load_generator()
+    one = gen.generate(tmp_path / "one", projects=5, stacks_per_project=2.5, seed=11, libs=4)
+    two = gen.generate(tmp_path / "two", projects=5, stacks_per_project=2.5, seed=11, libs=4)
+    other = gen.generate(tmp_path / "other", projects=5, stacks_per_project=2.5, seed=12, libs=4)
+    assert one.stacks == 12  # floor(5 * 2.5) with at least one per project
+    head = [git.Repo(r).head.commit.hexsha for r in (one.root, two.root, other.root)]
+    assert head[0] == head[1]  # same files, pinned author and date: the same commit
+    assert head[0] != head[2]
+    layout = find_layout(git.Repo(one.root).git.ls_files().splitlines())
+    assert len(layout.stacks) == 12
+    assert len(layout.projects) == 5
