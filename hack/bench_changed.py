@@ -40,6 +40,7 @@ sys.path.insert(0, str(HERE))
 from gen_monorepo import GIT_ENV, generate  # noqa: E402
 
 KONFIG = [sys.executable, "-m", "konfig"]
+CPU: list[float] = []
 
 
 def git(root: Path, *args: str) -> None:
@@ -88,7 +89,11 @@ def make_pushes(root: Path, count: int) -> list[str]:
 
 
 def child_with_rss(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
-    """Wall seconds, the child's own peak RSS (MB, from os.wait4) and its stdout."""
+    """Wall seconds, the child's own peak RSS (MB, from os.wait4) and its stdout.
+
+    The child's CPU seconds (user + system, its git subprocesses included) are appended
+    to ``CPU`` as a load-independent figure.
+    """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err)
@@ -99,6 +104,7 @@ def child_with_rss(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
         err.seek(0)
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed:\n{err.read().decode()}")
+        CPU.append(usage.ru_utime + usage.ru_stime)
         return elapsed, usage.ru_maxrss / 1024, out.read().decode()
 
 
@@ -138,28 +144,37 @@ def main() -> int:
     cold: list[float] = []
     again: list[float] = []
     pushed: list[float] = []
+    cold_cpu: list[float] = []
+    again_cpu: list[float] = []
+    pushed_cpu: list[float] = []
     rss: list[float] = []
     result: dict[str, object] = {}
     for push in pushes:
         shutil.rmtree(root / ".cache", ignore_errors=True)
         secs, mb, out = child_with_rss(cmd, root)
         cold.append(secs)
+        cold_cpu.append(CPU[-1])
         rss.append(mb)
         result = json.loads(out)
         secs, mb, _ = child_with_rss(cmd, root)
         again.append(secs)
+        again_cpu.append(CPU[-1])
         rss.append(mb)
         # a new push to the pull request: the import cache is warm, the answer is not
         secs, mb, _ = child_with_rss([*cmd[:-3], "--head", push, "--json"], root)
         pushed.append(secs)
+        pushed_cpu.append(CPU[-1])
         rss.append(mb)
     stacks = result.get("stacks", [])
     deleted = result.get("deleted_stacks", [])
     assert isinstance(stacks, list) and isinstance(deleted, list)
     print(f"affected stacks: {len(stacks)}; deleted: {len(deleted)}")
     print(f"end to end  cold:                {_stats(cold)}")
+    print(f"                     CPU seconds {_stats(cold_cpu)}")
     print(f"end to end  warm, same commits:  {_stats(again)}")
+    print(f"                     CPU seconds {_stats(again_cpu)}")
     print(f"end to end  warm, after a push:  {_stats(pushed)}")
+    print(f"                     CPU seconds {_stats(pushed_cpu)}")
     print(f"peak RSS (max of all runs): {max(rss):.0f} MB")
 
     probe = (
@@ -192,10 +207,13 @@ def main() -> int:
         "import time,shutil,sys; from pathlib import Path; "
         "from konfig.changed import affected_stacks, cache_dir; r=Path('.').resolve(); "
         "shutil.rmtree(r/'.cache', ignore_errors=True); "
-        "t=time.perf_counter(); affected_stacks(r,'main','pr',cache=cache_dir(r)); "
-        "c=time.perf_counter()-t; t=time.perf_counter(); "
+        "import networkx; "
+        "t=time.perf_counter(); u=time.process_time(); "
+        "affected_stacks(r,'main','pr',cache=cache_dir(r)); "
+        "c=time.perf_counter()-t; cu=time.process_time()-u; "
+        "t=time.perf_counter(); u=time.process_time(); "
         "affected_stacks(r,'main','pr-push-0',cache=cache_dir(r)); "
-        "print(c, time.perf_counter()-t)"
+        "print(c, time.perf_counter()-t, cu, time.process_time()-u)"
     )
     pairs = [
         subprocess.run(
@@ -206,7 +224,9 @@ def main() -> int:
     in_cold = [float(p[0]) for p in pairs]
     in_warm = [float(p[1]) for p in pairs]
     print(f"in process  cold:                {_stats(in_cold)}")
+    print(f"          CPU (no git children)  {_stats([float(p[2]) for p in pairs])}")
     print(f"in process  warm, after a push:  {_stats(in_warm)}")
+    print(f"          CPU (no git children)  {_stats([float(p[3]) for p in pairs])}")
     print(f"load average after: {os.getloadavg()}")
     return 0
 

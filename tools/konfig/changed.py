@@ -307,7 +307,7 @@ def build_graph(
     for stack in layout.stacks:
         text = texts.get(f"{stack}/{KCL_YAML}")
         entries[stack] = entry_files(snapshot, layout, stack, config, text)
-        graph.add_stack(stack, entries[stack])
+    graph.add_stacks(entries)
     return graph, entries
 
 

@@ -254,11 +254,19 @@ class ImportGraph:
         return out
 
     def add_stack(self, stack_path: str, entry_files: Iterable[str]) -> None:
-        node: StackNode = ("stack", stack_path)
-        self.graph.add_node(node)
-        for entry in entry_files:
-            for target in self.targets(entry):
-                self.graph.add_edge(node, target)
+        self.add_stacks({stack_path: entry_files})
+
+    def add_stacks(self, entries: Mapping[str, Iterable[str]]) -> None:
+        """Add stack nodes with edges to what their entry files import (in one batch)."""
+        nodes: list[StackNode] = []
+        edges: list[tuple[StackNode, str]] = []
+        for stack_path, files in entries.items():
+            node: StackNode = ("stack", stack_path)
+            nodes.append(node)
+            for entry in files:
+                edges.extend((node, target) for target in self.targets(entry))
+        self.graph.add_nodes_from(nodes)
+        self.graph.add_edges_from(edges)
 
     def stack_closure(self, stack_path: str) -> set[str]:
         """Every module a stack imports, directly or transitively."""
