@@ -5,9 +5,10 @@ Usage: .venv/bin/python hack/bench_check.py [--projects N] [--stacks-per-project
 
 Generates a monorepo (hack/gen_monorepo.py, no git), compiles every stack once, then
 times each check stage per stack in process (structure for the whole repository;
-spec rules, Kubernetes schema and KCL policies per stack) and the golden comparison,
-and finally the commands end to end (`konfig check --all`, `konfig test --all`, -j1
-and the default). Prints the command, the medians and the totals.
+spec rules, Kubernetes schema, KCL policies one stack per run, golden comparison per
+stack), the batched policy evaluation `konfig check` uses, and finally the commands
+end to end (`konfig check --all`, `konfig test --all`, -j1 and the default). Prints
+the command, the medians and the totals.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ sys.path.insert(0, str(HERE.parent / "tools"))
 
 from konfig import golden  # noqa: E402
 from konfig.check.kinds import scan_repository  # noqa: E402
-from konfig.check.policy import check_policies  # noqa: E402
+from konfig.check.policy import PolicyJob, check_policies, check_policies_many  # noqa: E402
 from konfig.check.schema import check_schema  # noqa: E402
 from konfig.check.specrules import check_spec  # noqa: E402
 from konfig.check.structure import check_structure  # noqa: E402
@@ -95,6 +96,18 @@ def main() -> int:
                 timings[name].append(time.perf_counter() - t0)
         for name, values in timings.items():
             print(f"per stack {name:7}: {_ms(values)}")
+        jobs = [
+            PolicyJob(stacks[r.stack_path], r.spec, dict(r.inputs.options))
+            for r in ok
+            if r.spec is not None and r.inputs is not None
+        ]
+        t0 = time.perf_counter()
+        check_policies_many(root, jobs)
+        batched = time.perf_counter() - t0
+        print(
+            f"policies batched ({len(jobs)} stacks, 50 per KCL run): {batched:.2f} s "
+            f"({batched / max(1, len(jobs)) * 1000:.2f} ms/stack)"
+        )
 
         konfig = str(Path(sys.executable).with_name("konfig"))
         subprocess.run(

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from konfig.check.findings import Finding, Severity, sorted_findings
 from konfig.check.kinds import scan_repository
 from konfig.check.locate import clear_cache
-from konfig.check.policy import check_policies
+from konfig.check.policy import PolicyJob, check_policies_many
 from konfig.check.schema import check_schema
 from konfig.check.specrules import check_spec
 from konfig.check.structure import check_structure, within_selection
@@ -37,6 +37,7 @@ def check(
     for result in compiled:
         if result.spec is not None:
             kinds.add_resources(result.spec.resources, result.stack_path)
+    jobs: list[PolicyJob] = []
     for result in compiled:
         stack = by_path[result.stack_path]
         if result.spec is None:
@@ -56,7 +57,9 @@ def check(
         findings.extend(check_schema(repo.root, stack, spec, kinds, repo.config.kubernetes_version))
         if policies:
             options = dict(result.inputs.options) if result.inputs else {}
-            findings.extend(check_policies(repo.root, stack, spec, options).findings)
+            jobs.append(PolicyJob(stack, spec, options))
+    for outcome in check_policies_many(repo.root, jobs).values():
+        findings.extend(outcome.findings)
     return sorted_findings(findings)
 
 

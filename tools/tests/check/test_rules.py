@@ -186,3 +186,19 @@ def test_policy_disable_can_name_resources(repo_builder: RepoBuilder, konfig: Ko
         stack_yaml=exempt.replace("[apps/v1", "apps/v1").replace("leader]", "leader"),
     )
     assert "structure/invalid-value" in rules(findings(konfig, repo_builder))
+
+
+def test_a_policy_crash_is_reported_on_the_stack_that_causes_it(
+    repo_builder: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    broken = deployment("web", "shop-dev")
+    broken["spec"]["template"]["spec"]["containers"] = "not-a-list"
+    ns = resource({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop-dev"}})
+    raw_stack(repo_builder, "shop", "dev", [ns, resource(broken, [ns["id"]])])
+    raw_stack(repo_builder, "shop", "qa", app_resources("web", "shop-qa", image="nginx"))
+    data = findings(konfig, repo_builder)
+    by_stack = {(f["stack"], f["rule"]) for f in data}
+    # the batch failed on dev; qa was still evaluated on its own
+    assert ("appops/shop/dev", "policy/error") in by_stack
+    assert ("appops/shop/qa", "policy/image-tag") in by_stack
+    assert ("appops/shop/qa", "policy/error") not in by_stack
