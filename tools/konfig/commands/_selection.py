@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
+from konfig.compile import CompileInput, CompileResult, compile_many, default_jobs, stacks_inputs
+from konfig.console import progress_bar
 from konfig.errors import KonfigError, UsageError
 from konfig.repo import APPOPS, Repository, Stack, is_within, resolve_stacks
 
@@ -166,3 +168,21 @@ def stacks_changed_from_ref(repo: Repository, ref: str) -> Selection:
 
     changes = affected_stacks(repo.root, ref, None, cache=cache_dir(repo.root))
     return _selection_of(repo, changes.stack_paths, [c.path for c in changes.files])
+
+
+def compile_stacks(
+    repo: Repository, stacks: Sequence[Stack], *, jobs: int | None, quiet: bool
+) -> list[CompileResult]:
+    """Compile the selected stacks in worker processes (a progress bar unless ``quiet``);
+    results in the stacks' order, failed ones included."""
+    prepared = stacks_inputs(repo, stacks)
+    inputs = [p for p in prepared if isinstance(p, CompileInput)]
+    early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
+    with progress_bar("compiling", len(inputs), enabled=not quiet) as bar:
+        done = compile_many(
+            inputs,
+            jobs=jobs or default_jobs(),
+            progress=lambda r: bar.advance(Path(r.stack_path).name),
+        )
+    by_path = {r.stack_path: r for r in done} | early
+    return [by_path[s.path] for s in stacks]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import click
 
@@ -11,9 +10,8 @@ from konfig.check import Severity, check
 from konfig.check.formats import FORMATS, render
 from konfig.check.policy import POLICY_ENTRY
 from konfig.commands._common import load_repository
-from konfig.commands._selection import Selection, select_for_command
-from konfig.compile import CompileInput, CompileResult, compile_many, default_jobs, stacks_inputs
-from konfig.console import info, progress_bar
+from konfig.commands._selection import Selection, compile_stacks, select_for_command
+from konfig.console import info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
 from konfig.repo import is_within
 
@@ -79,17 +77,7 @@ def command(
     if not selection.everything:
         scope = [*{s.project_path: None for s in selection.stacks}, *(selection.test_scope or ())]
 
-    prepared = stacks_inputs(repo, selection.stacks)
-    inputs = [p for p in prepared if isinstance(p, CompileInput)]
-    early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
-    with progress_bar("compiling", len(inputs), enabled=fmt == "text") as bar:
-        done = compile_many(
-            inputs,
-            jobs=jobs or default_jobs(),
-            progress=lambda r: bar.advance(Path(r.stack_path).name),
-        )
-    by_path = {r.stack_path: r for r in done} | early
-    compiled = [by_path[s.path] for s in selection.stacks]
+    compiled = compile_stacks(repo, selection.stacks, jobs=jobs, quiet=fmt != "text")
 
     findings = check(repo, compiled, scope=scope, policies=policies)
     click.echo(render(findings, fmt), nl=False)

@@ -13,12 +13,11 @@ from konfig import golden, junit
 from konfig.check.findings import Finding
 from konfig.check.formats import as_github
 from konfig.commands._common import load_repository, report_problems
-from konfig.commands._selection import select_for_command
-from konfig.compile import CompileInput, CompileResult, compile_many, default_jobs, stacks_inputs
-from konfig.console import echo_json, info, progress_bar
+from konfig.commands._selection import compile_stacks, select_for_command
+from konfig.compile import CompileResult
+from konfig.console import echo_json, info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
 from konfig.fsutil import atomic_write_text
-from konfig.repo import Repository, Stack
 from konfig.unittests import UnitTestResult, discover_packages, run_packages
 
 
@@ -84,7 +83,7 @@ def command(
         repo, stacks, all_stacks=all_stacks, from_files=from_files, changed_from=changed_from
     )
 
-    compiled = _compile(repo, selection.stacks, jobs=jobs, quiet=as_json)
+    compiled = compile_stacks(repo, selection.stacks, jobs=jobs, quiet=as_json)
     goldens: list[golden.GoldenResult] = []
     updates: list[golden.UpdateResult] = []
     for result in compiled:
@@ -141,22 +140,6 @@ def failures(
         if not u.passed:
             found.append(Finding("kcl-test/failed", f"{u.id}: {u.message}", u.file, u.line))
     return found
-
-
-def _compile(
-    repo: Repository, stacks: Sequence[Stack], *, jobs: int | None, quiet: bool
-) -> list[CompileResult]:
-    prepared = stacks_inputs(repo, stacks)
-    inputs = [p for p in prepared if isinstance(p, CompileInput)]
-    early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
-    with progress_bar("compiling", len(inputs), enabled=not quiet) as bar:
-        done = compile_many(
-            inputs,
-            jobs=jobs or default_jobs(),
-            progress=lambda r: bar.advance(Path(r.stack_path).name),
-        )
-    by_path = {r.stack_path: r for r in done} | early
-    return [by_path[s.path] for s in stacks]
 
 
 def _print(
