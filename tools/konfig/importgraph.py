@@ -204,8 +204,8 @@ class ImportGraph:
 
     def module_root(self, path: str) -> str:
         """The directory of the nearest ``kcl.mod`` above ``path`` ("" for the repo root)."""
-        if len(self.kcl_mod_dirs) <= 1:
-            return next(iter(self.kcl_mod_dirs), "")
+        if not self.kcl_mod_dirs or self.kcl_mod_dirs == {""}:
+            return ""
         parent = module_of(path)
         while parent:
             if parent in self.kcl_mod_dirs:

@@ -93,11 +93,15 @@ def test_scanner_equals_kcl_parser_on_tricky_layouts(tmp_path: Path) -> None:
         "a/deep/m2.k": "import .er\nimport ...both as bb\nimport ...x.y\n",
         "a/m3.k": 'import .b.inner\nimport .b\n"""\nimport x.y\n"""\n',
         "m4.k": "import a.b.one\n",
+        # a nested KCL module resolves from its own kcl.mod
+        "nested/kcl.mod": '[package]\nname = "nested"\n',
+        "nested/x/y.k": "n = 1\n",
+        "nested/m5.k": "import x\n",
     }
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    assert _assert_equal_to_kcl(root) == 12
+    assert _assert_equal_to_kcl(root) == 14
 
 
 def test_cache_reads_only_changed_blobs(tmp_path: Path) -> None:
