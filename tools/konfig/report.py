@@ -507,8 +507,12 @@ def _fence(text: str) -> str:
 
 
 def _code(text: object) -> str:
-    value = str(text).replace("|", "\\|")
-    return f"`{value}`" if "`" not in value else f"`` {value} ``"
+    """An inline code span that no content can close early (paths come from PRs)."""
+    value = " ".join(str(text).split()).replace("|", "\\|")
+    if "`" not in value:
+        return f"`{value}`"
+    ticks = "`" * (max(len(m) for m in re.findall(r"`+", value)) + 1)
+    return f"{ticks} {value} {ticks}"
 
 
 @dataclass(frozen=True)

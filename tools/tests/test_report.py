@@ -508,3 +508,30 @@ def test_apply_report() -> None:
     check_golden("apply", text)
     nothing = reportlib.render_apply(reportlib.build_apply([], sha=SHA))
     assert "Nothing to apply" in nothing and "✅ applied" in nothing
+
+
+def test_pr_controlled_text_cannot_escape_its_markup() -> None:
+    path = "appops/x/``evil`` <img src=x>|dev"
+    inputs = reportlib.Inputs(
+        changed={
+            "stacks": [{"path": path, "reasons": ["<script>alert(1)</script> | col"]}],
+            "deleted_stacks": [],
+        },
+        compile=[
+            [
+                {
+                    "path": path,
+                    "ok": False,
+                    "error": {"message": "bad ```\n</details> <b>x</b>", "file": path, "line": 1},
+                }
+            ]
+        ],
+    )
+    text = reportlib.render(reportlib.build(inputs, sha=SHA)).text
+    assert "<script>" not in text
+    # `<img ...>` only ever inside a code span (literal there) or escaped
+    assert text.count("<img") == text.count("``` appops/x/``evil`` <img src=x>\\|dev") == 2
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; \\| col" in text
+    assert "``` appops/x/``evil`` <img src=x>\\|dev ```" in text  # a code span
+    assert "<summary><code>appops/x/``evil`` &lt;img src=x&gt;|dev</code>" in text
+    assert "````text\nbad ```\n</details> <b>x</b>\n````" in text  # fenced, longer fence
