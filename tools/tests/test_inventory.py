@@ -5,6 +5,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,3 +137,58 @@ def test_label_member_does_not_mutate() -> None:
     out = inv.label_member(src, "applyset-abc-v1")
     assert out["metadata"]["labels"] == {"x": "1", inv.LABEL_PART_OF: "applyset-abc-v1"}
     assert src["metadata"]["labels"] == {"x": "1"}
+
+
+@pytest.mark.cluster
+def test_kubectl_accepts_the_parent_as_an_applyset(cluster: Any, tmp_path: Path) -> None:
+    """kubectl validates the id label with its own formula: ours must match it."""
+    from konfig.kube import KubeTarget, connect
+
+    def kubectl_applyset(name: str) -> subprocess.CompletedProcess[str]:
+        manifest = tmp_path / "ns.yaml"
+        manifest.write_text(f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n")
+        return subprocess.run(
+            [
+                "kubectl",
+                f"--kubeconfig={cluster.kubeconfig}",
+                "apply",
+                "--server-side",
+                "--prune",
+                f"--applyset=configmaps/{name}",
+                "-n",
+                inv.NAMESPACE,
+                "--dry-run=server",
+                "-f",
+                str(manifest),
+            ],
+            env=dict(os.environ, KUBECTL_APPLYSET="true"),
+            capture_output=True,
+            text=True,
+        )
+
+    ns = f"p7ks-{uuid.uuid4().hex[:8]}"
+    path = f"appops/{ns}/dev"
+    with connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context)) as kube:
+        ours = inv.write_inventory(
+            kube, path, [Member(f"v1:ConfigMap:{ns}:a")], commit="c", spec_digest="d"
+        )
+        # kubectl recognises the parent and its id, and refuses to manage another tool's set
+        res = kubectl_applyset(ours.name)
+        assert res.returncode == 1
+        assert 'is managed by tooling "konfig"' in res.stderr
+        # the same parent with kubectl's own tooling annotation: kubectl accepts our id ...
+        manifest = inv.inventory_manifest(
+            path, ours.members, commit="c", spec_digest="d", applied_at="t"
+        )
+        manifest["metadata"]["annotations"][inv.ANNOTATION_TOOLING] = "kubectl/v1.32.4"
+        kube.apply(manifest, dry_run=False, field_manager="test")
+        res = kubectl_applyset(ours.name)
+        assert res.returncode == 0, res.stderr
+        # ... and rejects a wrong one, so the check above is a real check
+        manifest["metadata"]["labels"][inv.LABEL_ID] = "applyset-wrong-v1"
+        kube.apply(manifest, dry_run=False, field_manager="test", force=True)
+        res = kubectl_applyset(ours.name)
+        assert res.returncode == 1
+        assert f"want: {ours.applyset_id}" in res.stderr
+        inv.delete_inventory(kube, path)
+        assert inv.read_inventory(kube, path) is None
