@@ -126,6 +126,42 @@ def test_plan_differences() -> None:
     ]
 
 
+def test_retry_backs_off_on_retryable_statuses_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from konfig import apply as engine
+    from konfig.kube import ApiFailure, KubeApiError, KubeError
+
+    sleeps: list[float] = []
+    monkeypatch.setattr(engine.time, "sleep", sleeps.append)
+    options = ApplyOptions(attempts=4, backoff=0.5)
+
+    def flaky(statuses: list[int]) -> Any:
+        def call() -> str:
+            if statuses:
+                status = statuses.pop(0)
+                raise KubeApiError(f"status {status}", ApiFailure(status, "x", "y"))
+            return "ok"
+
+        return call
+
+    assert engine._retry(flaky([429, 503, 409]), options) == "ok"
+    assert sleeps == [0.5, 1.0, 2.0]
+    sleeps.clear()
+    with pytest.raises(KubeApiError, match="status 422"):
+        engine._retry(flaky([422]), options)  # a rejection is final at once
+    assert sleeps == []
+    with pytest.raises(KubeApiError, match="status 500"):
+        engine._retry(flaky([500, 500, 500, 500]), options)
+    assert sleeps == [0.5, 1.0, 2.0]
+    sleeps.clear()
+
+    def down() -> str:
+        raise KubeError("cannot reach the Kubernetes API server at https://127.0.0.1:1")
+
+    with pytest.raises(engine._Unreachable):
+        engine._retry(down, options)
+    assert len(sleeps) == 3
+
+
 # --- against the control plane ------------------------------------------------------------
 
 
@@ -498,3 +534,33 @@ def test_custom_resource_after_its_crd_in_one_apply(kube: Kube) -> None:
         kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", f"gadgets.{group}", None)
         is None
     )
+
+
+@pytest.mark.cluster
+def test_job_is_waited_for_until_complete(kube: Kube) -> None:
+    from kubeutil import job
+
+    stack = make_stack()
+    ns = unique("p7job")
+    after = configmap(ns, "after-migration")
+    spec = spec_from_items(
+        [
+            {"attributes": namespace(ns)},
+            {"attributes": job(ns, "migrate")},
+            {"attributes": after, "dependsOn": [f"batch/v1:Job:{ns}:migrate"]},
+        ]
+    )
+    rec = Recorder()
+    result = run_apply(kube, stack, spec, emit=rec)
+    assert result.ok, result.error
+    live = kube.get("batch/v1", "Job", "migrate", ns)
+    assert live is not None
+    conditions = {c["type"]: c["status"] for c in live["status"].get("conditions", [])}
+    assert conditions.get("Complete") == "True"
+    seen = [(e.kind, e.result.id if e.result else e.message) for e in rec.events]
+    # the dependent ConfigMap is applied only after the Job completed
+    assert seen.index(("object", f"v1:ConfigMap:{ns}:after-migration")) > seen.index(
+        ("object", f"batch/v1:Job:{ns}:migrate")
+    )
+    assert any(kind == "wait" and "Job/migrate" in msg for kind, msg in seen)
+    assert run_destroy(kube, stack).ok
