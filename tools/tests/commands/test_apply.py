@@ -307,3 +307,80 @@ def test_two_concurrent_applies_never_interleave(
         text=True,
     )
     assert res.returncode == 0, res.stderr
+
+
+CM_MAIN = """\
+import base.pkg.models.frontend
+
+extras: frontend.Manifests {{
+    manifests = [
+        {{apiVersion = "v1", kind = "Namespace", metadata.name = "{ns}"}}
+        {{
+            apiVersion = "v1"
+            kind = "ConfigMap"
+            metadata = {{name = "cfg", namespace = "{ns}"}}
+            data.k = "v"
+        }}
+    ]
+}}
+"""
+
+
+def test_api_server_stopped_mid_apply_exit_1_then_rerun_converges(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    import threading
+    import time
+
+    project = unique("p7down")
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    repo_builder.stack(project, "dev", main=LB_MAIN.format(ns=project), stack_yaml=STACK_YAML)
+    stopped = threading.Event()
+
+    def stop_when_applied() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if kube.get("v1", "Service", "edge", project) is not None:
+                    cluster.stop_apiserver()
+                    stopped.set()
+                    return
+            except Exception:
+                pass
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=stop_when_applied)
+    watcher.start()
+    try:
+        res = konfig(
+            "apply",
+            f"{project}/dev",
+            "--yes",
+            "--timeout",
+            "120",
+            "--lease-duration",
+            "3",
+            kc,
+            cwd=repo_builder.root,
+        )
+    finally:
+        watcher.join()
+        if stopped.is_set():
+            cluster.start_apiserver()
+    assert stopped.is_set()
+    assert res.code == 1
+    assert "cannot reach the Kubernetes API server" in res.err
+    assert "re-run the apply once the API server is back" in res.err
+
+    # the LoadBalancer leaves the stack; the re-run prunes it (it was recorded before applying)
+    repo_builder.write(f"appops/{project}/dev/main.k", CM_MAIN.format(ns=project))
+    res = konfig(
+        "apply", f"{project}/dev", "--yes", "--lock-timeout", "60", kc, cwd=repo_builder.root
+    )
+    assert res.code == 0, res.err
+    assert "1 created" in res.out and "1 deleted" in res.out
+    assert kube.get("v1", "Service", "edge", project) is None
+    stored = inv.read_inventory(kube, f"appops/{project}/dev")
+    assert stored is not None
+    assert stored.ids() == {f"v1:Namespace:{project}", f"v1:ConfigMap:{project}:cfg"}
+    assert konfig("destroy", f"{project}/dev", "--yes", kc, cwd=repo_builder.root).code == 0
