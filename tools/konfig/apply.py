@@ -60,26 +60,9 @@ SUMMARY = ("created", "updated", "replaced", "deleted", "unchanged")
 
 _T = TypeVar("_T")
 
-# Namespaced kinds checked before a Namespace is pruned: if any of them holds an
-# object that is not ours (and not created by the cluster for the namespace or
-# owned by another object), the Namespace stays.
-_NAMESPACE_CONTENT_KINDS: tuple[tuple[str, str], ...] = (
-    ("v1", "ConfigMap"),
-    ("v1", "Secret"),
-    ("v1", "ServiceAccount"),
-    ("v1", "Service"),
-    ("v1", "PersistentVolumeClaim"),
-    ("v1", "Pod"),
-    ("apps/v1", "Deployment"),
-    ("apps/v1", "StatefulSet"),
-    ("apps/v1", "DaemonSet"),
-    ("batch/v1", "Job"),
-    ("batch/v1", "CronJob"),
-    ("rbac.authorization.k8s.io/v1", "Role"),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
-    ("networking.k8s.io/v1", "Ingress"),
-    ("networking.k8s.io/v1", "NetworkPolicy"),
-)
+# Before a Namespace is pruned every listable namespaced kind is listed in it; these
+# objects are made by the cluster itself, never by another owner.
+_CLUSTER_MADE_KINDS = frozenset({"Event", "Endpoints", "EndpointSlice"})
 _CLUSTER_MADE = {("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "default")}
 
 
@@ -545,15 +528,18 @@ def _wait_healthy(run: _Run, changes: list[Change]) -> None:
 
 
 def _holds_others(run: _Run, namespace: str, members: Iterable[str]) -> list[str]:
-    """Objects in ``namespace`` that are not ours (sampled over common kinds)."""
+    """Objects in ``namespace`` that belong to someone else (every listable kind)."""
     ours = set(members)
     set_id = _set_id(run.path)
     found: list[str] = []
-    for api_version, kind in _NAMESPACE_CONTENT_KINDS:
+    kinds = _retry(run.kube.namespaced_kinds, run.options)
+    for api_version, kind in sorted(set(kinds)):
+        if kind in _CLUSTER_MADE_KINDS:
+            continue
         try:
             items = _retry(partial(run.kube.list, api_version, kind, namespace), run.options)
         except KubeApiError:
-            continue
+            continue  # not listable for us (403, 405): nothing we could judge
         for obj in items:
             meta = obj.get("metadata") or {}
             name = str(meta.get("name", ""))

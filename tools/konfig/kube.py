@@ -209,6 +209,32 @@ class Kube:
     def is_namespaced(self, api_version: str, kind: str) -> bool:
         return self.resource(api_version, kind).namespaced
 
+    def namespaced_kinds(self) -> list[tuple[str, str]]:
+        """(apiVersion, kind) of every listable namespaced resource, preferred versions.
+
+        Used before a Namespace is pruned (apply.py). A group whose discovery fails (an
+        unavailable aggregated API) is left out.
+        """
+        lists: list[tuple[str, Any]] = [
+            ("v1", self._request("get", "/api/v1", what="discover the core API"))
+        ]
+        groups = self._request("get", "/apis", what="discover the API groups")
+        for group in groups.get("groups") or []:
+            gv = (group.get("preferredVersion") or {}).get("groupVersion")
+            if not gv:
+                continue
+            try:
+                lists.append((gv, self._request("get", f"/apis/{gv}", what=f"discover {gv}")))
+            except KubeApiError:
+                continue
+        found: list[tuple[str, str]] = []
+        for gv, data in lists:
+            for res in data.get("resources") or []:
+                name = str(res.get("name", ""))
+                if res.get("namespaced") and "/" not in name and "list" in (res.get("verbs") or []):
+                    found.append((gv, str(res.get("kind"))))
+        return found
+
     def _path(self, info: ResourceInfo, name: str | None, namespace: str | None) -> str:
         base = f"/apis/{info.api_version}" if info.group else f"/api/{info.api_version}"
         if info.namespaced and namespace:

@@ -564,3 +564,38 @@ def test_job_is_waited_for_until_complete(kube: Kube) -> None:
     )
     assert any(kind == "wait" and "Job/migrate" in msg for kind, msg in seen)
     assert run_destroy(kube, stack).ok
+
+
+@pytest.mark.cluster
+def test_namespace_with_another_owners_custom_resource_is_kept(kube: Kube) -> None:
+    from kubeutil import crd
+
+    group = f"{unique('g')}.konfig.test"
+    definition = crd(group, "Widget", "widgets")
+    kube.apply(definition, dry_run=False, field_manager="platform-team")
+    ns = unique("p7keep")
+
+    def widget(name: str) -> dict[str, Any]:
+        meta = {"name": name, "namespace": ns}
+        return {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": meta, "spec": {}}
+
+    deadline = time.monotonic() + 30
+    while not kube.has_kind(f"{group}/v1", "Widget"):
+        assert time.monotonic() < deadline, "the CRD never became served"
+        time.sleep(0.5)
+    stack = make_stack()
+    assert run_apply(kube, stack, spec_of(namespace(ns), widget("ours"))).ok
+    kube.apply(widget("theirs"), dry_run=False, field_manager="someone-else")
+    blocked = run_destroy(kube, stack)
+    assert not blocked.ok
+    got = {o.id: o for o in blocked.objects}
+    assert got[f"{group}/v1:Widget:{ns}:ours"].outcome == "deleted"
+    assert got[f"v1:Namespace:{ns}"].outcome == "kept"
+    assert "Widget/theirs" in got[f"v1:Namespace:{ns}"].message
+    assert kube.get("v1", "Namespace", ns, None) is not None
+    kube.delete(f"{group}/v1", "Widget", "theirs", ns, uid=None)
+    assert run_destroy(kube, stack).ok
+    assert inv.read_inventory(kube, stack) is None
+    kube.delete(
+        "apiextensions.k8s.io/v1", "CustomResourceDefinition", f"widgets.{group}", None, uid=None
+    )
