@@ -556,6 +556,32 @@ def _holds_others(run: _Run, namespace: str, members: Iterable[str]) -> list[str
     return found
 
 
+def _instances_of_others(run: _Run, crd: Mapping[str, Any], members: Iterable[str]) -> list[str]:
+    """Custom resources of the CRD's kind that are not ours (all namespaces)."""
+    spec = crd.get("spec") or {}
+    group = str(spec.get("group", ""))
+    kind = str((spec.get("names") or {}).get("kind", ""))
+    served = [v.get("name") for v in spec.get("versions") or [] if v.get("served")]
+    if not group or not kind or not served:
+        return []
+    api_version = f"{group}/{served[0]}"
+    ours = set(members)
+    set_id = _set_id(run.path)
+    try:
+        items = _retry(partial(run.kube.list, api_version, kind), run.options)
+    except KubeError:
+        return []  # the kind is not served (any more): nothing left to protect
+    found: list[str] = []
+    for obj in items:
+        meta = obj.get("metadata") or {}
+        ns, name = meta.get("namespace"), str(meta.get("name", ""))
+        rid = ":".join([api_version, kind, *([str(ns)] if ns else []), name])
+        mine = (meta.get("labels") or {}).get(inventory.LABEL_PART_OF) == set_id and rid in ours
+        if not mine and not meta.get("deletionTimestamp"):
+            found.append(f"{kind}/{name}" + (f" in {ns}" if ns else ""))
+    return found
+
+
 def _prune(run: _Run, current: Inventory, changes: list[Change], phase: Phase) -> None:
     """Delete owned objects dependents first; survivors stay in ``run.exists``."""
     if not changes:
@@ -644,6 +670,28 @@ def _prune(run: _Run, current: Inventory, changes: list[Change], phase: Phase) -
                             f"kept Namespace {c.name}: it still holds objects of other owners "
                             f"({shown}); it stays in the inventory and is pruned once they "
                             "are gone",
+                            phase=phase,
+                        )
+                    )
+                    continue
+            if c.kind == "CustomResourceDefinition":
+                # Deleting a CRD deletes every custom resource of its kind, cluster-wide.
+                try:
+                    others = _instances_of_others(run, live, current.ids())
+                except _Unreachable as exc:
+                    run.unreachable = run.unreachable or exc.error
+                    run.exists[rid] = True
+                    continue
+                if others:
+                    run.exists[rid] = True
+                    shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
+                    run.record(
+                        ObjectResult(
+                            rid,
+                            "kept",
+                            f"kept CustomResourceDefinition {c.name}: deleting it would delete "
+                            f"custom resources of other owners ({shown}); it stays in the "
+                            "inventory and is pruned once they are gone",
                             phase=phase,
                         )
                     )

@@ -529,6 +529,22 @@ def test_custom_resource_after_its_crd_in_one_apply(kube: Kube) -> None:
     gadget_id = f"{group}/v1:Gadget:{ns}:g1"
     assert seen.index(("level", "level 2/2: 1 objects")) > seen.index(("object", crd_id))
     assert seen.index(("object", gadget_id)) > seen.index(("level", "level 2/2: 1 objects"))
+
+    # someone else's Gadget elsewhere: deleting the CRD would delete it too, so it is kept
+    other_ns = unique("p7other")
+    kube.apply(namespace(other_ns), dry_run=False)
+    theirs = {**gadget, "metadata": {"name": "theirs", "namespace": other_ns}}
+    kube.apply(theirs, dry_run=False, field_manager="someone-else")
+    blocked = run_destroy(kube, stack)
+    assert not blocked.ok
+    kept = {o.id: o for o in blocked.objects}[crd_id]
+    assert kept.outcome == "kept" and f"Gadget/theirs in {other_ns}" in kept.message
+    assert kube.get(f"{group}/v1", "Gadget", "theirs", other_ns) is not None
+    kube.delete("v1", "Namespace", other_ns, None, uid=None)
+    deadline = time.monotonic() + 60
+    while kube.get(f"{group}/v1", "Gadget", "theirs", other_ns) is not None:
+        assert time.monotonic() < deadline, "the other namespace was never cleaned up"
+        time.sleep(0.5)
     assert run_destroy(kube, stack).ok
     assert (
         kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", f"gadgets.{group}", None)
