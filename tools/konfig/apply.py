@@ -382,6 +382,7 @@ def _apply_one(run: _Run, change: Change) -> bool:
         return False
     manifest = inventory.label_member(change.desired or {}, _set_id(run.path))
     live_labels = ((change.live or {}).get("metadata") or {}).get("labels") or {}
+    deleted = False  # a replace deleted the old object
     try:
         if change.action == "unchanged" and live_labels.get(inventory.LABEL_PART_OF) == _set_id(
             run.path
@@ -405,15 +406,19 @@ def _apply_one(run: _Run, change: Change) -> bool:
                 options,
             )
             _wait_gone(run, ref, _uid(change.live))
+            deleted = True
         result = _retry(lambda: kube.apply(manifest, dry_run=False, force=True), options)
     except _Unreachable as exc:
+        # The request may have been carried out before the connection broke: keep the
+        # object in the inventory (a member that turns out not to exist is dropped later).
         run.unreachable = run.unreachable or exc.error
-        run.exists[change.id] = change.live is not None and change.action != "replace"
+        run.exists[change.id] = True
         run.record(ObjectResult(change.id, "failed", f"failed: {exc.error.message}"))
         return False
     except KubeError as exc:
-        # Rejected (admission, validation, ...): the object is as it was before.
-        run.exists[change.id] = change.live is not None and change.action != "replace"
+        uncertain = isinstance(exc, KubeApiError) and exc.failure.status in RETRYABLE_STATUS
+        # A rejection (admission, validation, ...) leaves the object as it was.
+        run.exists[change.id] = uncertain or (change.live is not None and not deleted)
         run.record(ObjectResult(change.id, "failed", f"failed: {exc.message}"))
         return False
     except _WaitTimeout as exc:
