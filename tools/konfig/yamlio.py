@@ -64,12 +64,15 @@ def load_yaml_text(text: str, *, file: str) -> Any:
 
 
 def load_yaml_file(path: Path, *, root: Path | None = None) -> Any:
-    name = relpath(path, root)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=name) from exc
-    return load_yaml_text(text, file=name)
+        raise ConfigError(f"cannot read: {exc.strerror}", file=relpath(path, root)) from exc
+    try:
+        return yaml.load(text, Loader=_FastLoader)  # CSafeLoader: safe
+    except yaml.YAMLError:
+        # the relative name (a realpath per call) is only worked out for the error
+        return load_yaml_text(text, file=relpath(path, root))
 
 
 def canonical(data: Any) -> Any:
