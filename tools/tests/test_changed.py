@@ -13,9 +13,10 @@ from konfig.changed import (
     affected_stacks,
     find_layout,
     matches_trigger,
+    within,
 )
 from konfig.compile import compile_input, compile_one
-from konfig.repo import discover
+from konfig.repo import discover, is_within
 
 
 @pytest.mark.parametrize(
@@ -368,3 +369,35 @@ def test_generator_is_deterministic_for_a_seed(tmp_path: Path) -> None:
     layout = find_layout(git.Repo(one.root).git.ls_files().splitlines())
     assert len(layout.stacks) == 12
     assert len(layout.projects) == 5
+
+
+@pytest.mark.parametrize(
+    ("path", "parent", "expected"),
+    [
+        ("appops/a/dev/main.k", "appops/a", True),
+        ("appops/ab/dev/main.k", "appops/a", False),
+        ("appops/a", "appops/a", True),
+        ("appops/a b/x.k", "appops/a", False),
+        ("appops/a b/x.k", "appops/a b", True),
+        ("appops/a/b c/d.k", "appops/a/b c", True),
+        ("appops/a/b cd/d.k", "appops/a/b c", False),
+    ],
+)
+def test_within_is_component_wise_like_is_within(path: str, parent: str, expected: bool) -> None:
+    assert within(path, parent) is expected
+    assert is_within(path, parent) is expected
+
+
+def test_renamed_project_deletes_old_stacks_and_adds_new(two_projects: RepoBuilder) -> None:
+    base = _commit(two_projects, "base")
+    (two_projects.root / "appops/ab").rename(two_projects.root / "appops/ab2")
+    two_projects.write("appops/ab2/project.yaml", "name: ab2\n")
+    _commit(two_projects, "rename project")
+    changes = _changed(two_projects, base)
+    assert changes.deleted_stacks == ("appops/ab/dev",)
+    assert [s.path for s in changes.stacks] == ["appops/ab2/dev"]
+    assert changes.stacks[0].reasons[:2] == (
+        f"new stack (not present at {base[:12]})",
+        "appops/ab2/base/base.k changed",
+    )
+    assert changes.projects == ("appops/ab", "appops/ab2")
