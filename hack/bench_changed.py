@@ -58,7 +58,10 @@ def make_pr(root: Path) -> list[str]:
         edits.append(rel)
 
     append("appops/p0007/dev/main.k", "# tweak\n")
-    append("base/pkg/lib5/lib.k", "# shared library edit\n")
+    lib = root / "base/pkg/lib5/lib.k"
+    if not lib.exists():  # small repositories have fewer libraries
+        lib = sorted(root.glob("base/pkg/lib*/lib.k"))[-1]
+    append(lib.relative_to(root).as_posix(), "# shared library edit\n")
     data = sorted(root.glob("appops/*/*/config.json"))[0]
     data.write_text('{"logLevel": "trace"}\n')
     edits.append(data.relative_to(root).as_posix())
@@ -199,7 +202,7 @@ def main() -> int:
         for _ in range(args.rounds)
     ]
     print(
-        f"import konfig.commands.changed alone (what a lazily loading CLI would pay): "
+        f"import konfig.commands.changed (all `konfig changed` loads before networkx): "
         f"median {statistics.median(own):.3f} s"
     )
 
