@@ -449,6 +449,7 @@ class _WaitTimeout(Exception):
 
 def _wait_gone(run: _Run, ref: ObjectRef, uid: str) -> None:
     deadline = time.monotonic() + run.options.timeout
+    delay = min(0.25, run.options.poll)  # short first polls: most objects are quick
     while True:
         live = _retry(
             lambda: run.kube.get(ref.api_version, ref.kind, ref.name, ref.namespace), run.options
@@ -465,7 +466,8 @@ def _wait_gone(run: _Run, ref: ObjectRef, uid: str) -> None:
                     else ")"
                 )
             )
-        time.sleep(run.options.poll)
+        time.sleep(delay)
+        delay = min(delay * 2, run.options.poll)
 
 
 def _wait_healthy(run: _Run, changes: list[Change]) -> None:
@@ -473,6 +475,7 @@ def _wait_healthy(run: _Run, changes: list[Change]) -> None:
     pending = {c.id: c for c in changes}
     last: dict[str, health.Health] = {}
     deadline = time.monotonic() + run.options.timeout
+    delay = min(0.25, run.options.poll)  # short first polls: most objects are quick
     announced = False
     while pending:
         for rid in sorted(pending):
@@ -526,7 +529,8 @@ def _wait_healthy(run: _Run, changes: list[Change]) -> None:
             more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
             run.emit(Event(run.path, "wait", f"waiting for {names}{more} to become healthy"))
             announced = True
-        time.sleep(run.options.poll)
+        time.sleep(delay)
+        delay = min(delay * 2, run.options.poll)
 
 
 # --- prune and destroy -------------------------------------------------------------
