@@ -112,3 +112,8 @@ def test_apiserver_stop_and_start_keeps_data(cluster: Cluster) -> None:
 
     got = cluster.kubectl("get", "configmap", "survivor", "-n", ns, "-o", "jsonpath={.data.k}")
     assert got.stdout == "v"
+    # Controllers work again at once (no minute-long watch back-off after the outage).
+    cluster.kubectl("create", "deployment", "after", "-n", ns, "--image=registry.invalid/a:1")
+    cluster.kubectl(
+        "wait", "-n", ns, "--for=condition=Available", "deployment/after", "--timeout=20s"
+    )
