@@ -239,7 +239,9 @@ def compile_many(
         results[first.stack_path] = first
         if progress:
             progress(first)
-        serial = first.seconds * (len(inputs) - 1) < pool_startup * jobs
+        # parallel pays off when the time saved, t·(n-1)·(1 - 1/jobs), beats the start-up
+        remaining = first.seconds * (len(inputs) - 1)
+        serial = remaining * (1 - 1 / jobs) < pool_startup
         inputs_left: Sequence[CompileInput] = inputs[1:]
     else:
         inputs_left = inputs
