@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test unit demo bench bench-changed bench-cache cluster-up cluster-down clean
+.PHONY: venv lint test unit demo bench bench-changed bench-cache cluster-build cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ lint: venv
 	$(BIN)/mypy
 
 ## test: lint, every test (the local Kubernetes control plane is built and started as needed), then konfig test and konfig check on the example stacks
-test: lint
+test: lint cluster-build
 	$(BIN)/python -m pytest
 	$(BIN)/konfig test --all
 	$(BIN)/konfig check --all
@@ -46,6 +46,10 @@ bench-changed: venv
 ## bench-cache: compile cache cold vs warm, -j1 vs -j2, on a generated repository
 bench-cache: venv
 	$(BIN)/python hack/bench_compile_cache.py
+
+## cluster-build: build the local control plane from Go modules (cached in .cache/cluster)
+cluster-build:
+	hack/cluster build
 
 cluster-up:
 	hack/cluster up
