@@ -16,15 +16,49 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import TypeVar
+
+import click
 
 from konfig.compile import CompileInput, CompileResult, compile_many, default_jobs, stacks_inputs
 from konfig.console import progress_bar
 from konfig.errors import KonfigError, UsageError
 from konfig.repo import APPOPS, Repository, Stack, is_within, resolve_stacks
+
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def selection_options(verb: str) -> Callable[[_F], _F]:
+    """The stack-selection arguments `konfig test` and `konfig check` share."""
+
+    def decorate(fn: _F) -> _F:
+        fn = click.option(
+            "--changed-from",
+            metavar="REF",
+            default=None,
+            help="Only the stacks affected by the changes from the merge base of REF to the "
+            "work tree (see `konfig changed`); the pre-commit hooks pass HEAD.",
+        )(fn)
+        fn = click.option(
+            "--files",
+            "from_files",
+            is_flag=True,
+            help=f"Treat the arguments as changed file paths and {verb} the stacks they "
+            "affect (what the pre-commit hook passes).",
+        )(fn)
+        fn = click.option(
+            "--all",
+            "all_stacks",
+            is_flag=True,
+            help=f"{verb.capitalize()} every stack (the default).",
+        )(fn)
+        return click.argument("stacks", nargs=-1)(fn)
+
+    return decorate
 
 
 @dataclass(frozen=True)

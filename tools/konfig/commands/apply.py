@@ -155,6 +155,18 @@ def result_json(result: StackResult) -> dict[str, Any]:
     }
 
 
+def finish(verb: str, results: Sequence[StackResult], *, as_json: bool) -> int:
+    """Print the outcome of an apply or destroy and return its exit code."""
+    ok = all(r.ok for r in results)
+    if as_json:
+        echo_json({"ok": ok, "stacks": [result_json(r) for r in results]})
+    elif ok:
+        click.echo(summary_line(verb, results))
+    else:
+        report_failures(verb.lower(), results)
+    return EXIT_OK if ok else EXIT_FINDINGS
+
+
 def summary_line(verb: str, results: Sequence[StackResult]) -> str:
     totals = dict.fromkeys(SUMMARY, 0)
     for r in results:
@@ -422,14 +434,7 @@ def command(
     finally:
         conns.close()
 
-    ok = all(r.ok for r in results)
-    if as_json:
-        echo_json({"ok": ok, "stacks": [result_json(r) for r in results]})
-    elif ok:
-        click.echo(summary_line("Apply", results))
-    else:
-        report_failures("apply", results)
-    return EXIT_OK if ok else EXIT_FINDINGS
+    return finish("Apply", results, as_json=as_json)
 
 
 def _options(

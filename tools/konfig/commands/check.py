@@ -10,29 +10,19 @@ from konfig.check import Severity, check
 from konfig.check.formats import FORMATS, render
 from konfig.check.policy import POLICY_ENTRY
 from konfig.commands._common import load_repository
-from konfig.commands._selection import Selection, compile_stacks, select_for_command
+from konfig.commands._selection import (
+    Selection,
+    compile_stacks,
+    select_for_command,
+    selection_options,
+)
 from konfig.console import info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
 from konfig.repo import is_within
 
 
 @click.command("check")
-@click.argument("stacks", nargs=-1)
-@click.option("--all", "all_stacks", is_flag=True, help="Check every stack (the default).")
-@click.option(
-    "--files",
-    "from_files",
-    is_flag=True,
-    help="Treat the arguments as changed file paths and check the stacks they affect "
-    "(what the pre-commit hook passes).",
-)
-@click.option(
-    "--changed-from",
-    metavar="REF",
-    default=None,
-    help="Only the stacks affected by the changes from the merge base of REF to the work "
-    "tree (see `konfig changed`); the pre-commit hooks pass HEAD.",
-)
+@selection_options("check")
 @click.option(
     "--format",
     "fmt",

@@ -22,13 +22,11 @@ from konfig.commands.apply import (
     Connections,
     Printer,
     confirm,
-    report_failures,
-    result_json,
+    finish,
     run_concurrently,
-    summary_line,
 )
-from konfig.console import echo_json, info
-from konfig.errors import EXIT_FINDINGS, EXIT_OK, KonfigError, UsageError
+from konfig.console import info
+from konfig.errors import KonfigError, UsageError
 from konfig.inventory import read_inventory
 from konfig.kube import Kube
 from konfig.lock import DEFAULT_DURATION, StackLock
@@ -145,14 +143,7 @@ def command(
         results = run_concurrently(targets, one, stack_concurrency)
     finally:
         conns.close()
-    ok = all(r.ok for r in results)
-    if as_json:
-        echo_json({"ok": ok, "stacks": [result_json(r) for r in results]})
-    elif ok:
-        click.echo(summary_line("Destroy", results))
-    else:
-        report_failures("destroy", results)
-    return EXIT_OK if ok else EXIT_FINDINGS
+    return finish("Destroy", results, as_json=as_json)
 
 
 def _destroy_locked(

@@ -13,7 +13,7 @@ from konfig import golden, junit
 from konfig.check.findings import Finding
 from konfig.check.formats import as_github
 from konfig.commands._common import load_repository, report_problems
-from konfig.commands._selection import compile_stacks, select_for_command
+from konfig.commands._selection import compile_stacks, select_for_command, selection_options
 from konfig.compile import CompileResult
 from konfig.console import echo_json, info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
@@ -22,22 +22,7 @@ from konfig.unittests import UnitTestResult, discover_packages, run_packages
 
 
 @click.command("test")
-@click.argument("stacks", nargs=-1)
-@click.option("--all", "all_stacks", is_flag=True, help="Test every stack (the default).")
-@click.option(
-    "--files",
-    "from_files",
-    is_flag=True,
-    help="Treat the arguments as changed file paths and test the stacks they affect "
-    "(what the pre-commit hook passes).",
-)
-@click.option(
-    "--changed-from",
-    metavar="REF",
-    default=None,
-    help="Only the stacks affected by the changes from the merge base of REF to the work "
-    "tree (see `konfig changed`); the pre-commit hooks pass HEAD.",
-)
+@selection_options("test")
 @click.option("--update", is_flag=True, help="Rewrite the goldens from the compiled output.")
 @click.option(
     "--junit",
