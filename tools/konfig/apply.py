@@ -591,6 +591,36 @@ def _instances_of_others(run: _Run, crd: Mapping[str, Any], members: Iterable[st
     return found
 
 
+def _is_protected_namespace(c: Change) -> bool:
+    return (
+        c.kind == "Namespace"
+        and c.api_version == "v1"
+        and (c.name in PROTECTED_NAMESPACES or c.name.startswith(PROTECTED_PREFIX))
+    )
+
+
+def _prune_blocker(
+    run: _Run, c: Change, live: Mapping[str, Any], members: Iterable[str]
+) -> str | None:
+    """Why deleting ``c`` would harm other owners, or None when nothing stops it."""
+    if c.kind == "Namespace" and c.api_version == "v1":
+        others = _holds_others(run, c.name, members)
+        what = f"Namespace {c.name}: it still holds objects of other owners"
+    elif c.kind == "CustomResourceDefinition":
+        # Deleting a CRD deletes every custom resource of its kind, cluster-wide.
+        others = _instances_of_others(run, live, members)
+        what = (
+            f"CustomResourceDefinition {c.name}: deleting it would delete custom resources "
+            "of other owners"
+        )
+    else:
+        return None
+    if not others:
+        return None
+    shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
+    return f"kept {what} ({shown}); it stays in the inventory and is pruned once they are gone"
+
+
 def _prune(run: _Run, current: Inventory, changes: list[Change], phase: Phase) -> None:
     """Delete owned objects dependents first; survivors stay in ``run.exists``."""
     if not changes:
@@ -651,60 +681,27 @@ def _prune(run: _Run, current: Inventory, changes: list[Change], phase: Phase) -
                     )
                 )
                 continue
-            if c.kind == "Namespace" and c.api_version == "v1":
-                if c.name in PROTECTED_NAMESPACES or c.name.startswith(PROTECTED_PREFIX):
-                    run.exists[rid] = False
-                    run.record(
-                        ObjectResult(
-                            rid,
-                            "kept",
-                            f"kept Namespace {c.name}: konfig never deletes it",
-                            phase=phase,
-                        )
+            if _is_protected_namespace(c):
+                run.exists[rid] = False
+                run.record(
+                    ObjectResult(
+                        rid,
+                        "kept",
+                        f"kept Namespace {c.name}: konfig never deletes it",
+                        phase=phase,
                     )
-                    continue
-                try:
-                    others = _holds_others(run, c.name, current.ids())
-                except _Unreachable as exc:
-                    run.unreachable = run.unreachable or exc.error
-                    run.exists[rid] = True
-                    continue
-                if others:
-                    run.exists[rid] = True
-                    shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
-                    run.record(
-                        ObjectResult(
-                            rid,
-                            "kept",
-                            f"kept Namespace {c.name}: it still holds objects of other owners "
-                            f"({shown}); it stays in the inventory and is pruned once they "
-                            "are gone",
-                            phase=phase,
-                        )
-                    )
-                    continue
-            if c.kind == "CustomResourceDefinition":
-                # Deleting a CRD deletes every custom resource of its kind, cluster-wide.
-                try:
-                    others = _instances_of_others(run, live, current.ids())
-                except _Unreachable as exc:
-                    run.unreachable = run.unreachable or exc.error
-                    run.exists[rid] = True
-                    continue
-                if others:
-                    run.exists[rid] = True
-                    shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
-                    run.record(
-                        ObjectResult(
-                            rid,
-                            "kept",
-                            f"kept CustomResourceDefinition {c.name}: deleting it would delete "
-                            f"custom resources of other owners ({shown}); it stays in the "
-                            "inventory and is pruned once they are gone",
-                            phase=phase,
-                        )
-                    )
-                    continue
+                )
+                continue
+            try:
+                blocker = _prune_blocker(run, c, live, current.ids())
+            except _Unreachable as exc:
+                run.unreachable = run.unreachable or exc.error
+                run.exists[rid] = True
+                continue
+            if blocker is not None:
+                run.exists[rid] = True
+                run.record(ObjectResult(rid, "kept", blocker, phase=phase))
+                continue
             deleting.append((rid, _uid(live)))
 
         def delete(item: tuple[str, str]) -> tuple[str, str, str | None]:
