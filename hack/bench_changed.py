@@ -12,7 +12,7 @@ data file, a project base file, a new stack: 7 files), then measures:
   time and peak RSS (``os.wait4`` rusage of the child): cold (no .cache/konfig); warm
   with the same commits (the remembered answer); warm after a new push to the pull
   request (import-scan cache warm, the analysis itself runs again);
-* the same analysis in process (``konfig.changed.affected_stacks``), cold and after a
+* the same analysis in process (``konfig.detect.changeset.affected_stacks``), cold and after a
   push, which leaves out interpreter start and the import of the CLI's modules;
 * the import of ``konfig.cli`` alone (what every konfig command pays before it starts).
 
@@ -208,7 +208,7 @@ def main() -> int:
 
     code = (
         "import time,shutil,sys; from pathlib import Path; "
-        "from konfig.changed import affected_stacks, cache_dir; r=Path('.').resolve(); "
+        "from konfig.detect.changeset import affected_stacks, cache_dir; r=Path('.').resolve(); "
         "shutil.rmtree(r/'.cache', ignore_errors=True); "
         "import networkx; "
         "t=time.perf_counter(); u=time.process_time(); "

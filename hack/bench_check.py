@@ -24,14 +24,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tools"))
 
-from konfig import golden  # noqa: E402
+from konfig.build import golden  # noqa: E402
+from konfig.build.compiler import compile_input, compile_many  # noqa: E402
 from konfig.check.kinds import scan_repository  # noqa: E402
 from konfig.check.policy import PolicyJob, check_policies, check_policies_many  # noqa: E402
 from konfig.check.schema import check_schema  # noqa: E402
 from konfig.check.specrules import check_spec  # noqa: E402
 from konfig.check.structure import check_structure  # noqa: E402
-from konfig.compile import compile_input, compile_many  # noqa: E402
-from konfig.repo import discover  # noqa: E402
+from konfig.repo.layout import discover  # noqa: E402
 
 
 def _ms(values: list[float]) -> str:

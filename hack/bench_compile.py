@@ -5,11 +5,11 @@ Usage: .venv/bin/python hack/bench_compile.py [--rounds N] [--root DIR]
 
 Reports, for every stack in the repository (repeated ``--rounds`` times so the
 numbers are not dominated by a handful of stacks):
-  * stacks/second through ``konfig.compile.compile_many`` at -j1 and -j2;
+  * stacks/second through ``konfig.build.compiler.compile_many`` at -j1 and -j2;
   * stacks/second of the ``konfig compile --all`` command end to end (process start,
     discovery, compile, writing specs) at -j1 and -j2;
   * per-stack median time of a bare ``kcl_lib`` ``exec_program`` call on the same entry
-    files and options vs ``konfig.compile.compile_one`` (the tool's overhead: settings,
+    files and options vs ``konfig.build.compiler.compile_one`` (the tool's overhead: settings,
     error handling, Spec validation and canonicalisation).
 """
 
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import kcl_lib.api as kcl_api
 
-from konfig.compile import compile_input, compile_many, compile_one
-from konfig.repo import discover
+from konfig.build.compiler import compile_input, compile_many, compile_one
+from konfig.repo.layout import discover
 
 
 def bare_kcl(

@@ -4,7 +4,7 @@
 Usage: .venv/bin/python hack/bench_models.py [--rounds N] [--root DIR]
 
 Compiles every stack of the repository at DIR (default: this one) ``--rounds`` times,
-in process and one at a time (``konfig.compile.compile_one``, the real kcl-lib
+in process and one at a time (``konfig.build.compiler.compile_one``, the real kcl-lib
 compiler), and prints the median seconds per stack and the median over all stacks.
 KCL compiles every imported package for every stack, so this is the number that grows
 when the models (and the generated Kubernetes schemas they import) grow. Run it on an
@@ -18,8 +18,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from konfig.compile import compile_input, compile_one
-from konfig.repo import discover
+from konfig.build.compiler import compile_input, compile_one
+from konfig.repo.layout import discover
 
 
 def main(argv: list[str] | None = None) -> int:

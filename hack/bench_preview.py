@@ -37,12 +37,12 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 
-from konfig import inventory as inv  # noqa: E402
-from konfig.compile import compile_input, compile_one  # noqa: E402
-from konfig.kube import KubeTarget, connect  # noqa: E402
-from konfig.plan import plan_stack  # noqa: E402
-from konfig.preview import Preview, StackPreview, render_json  # noqa: E402
-from konfig.repo import discover  # noqa: E402
+from konfig.build.compiler import compile_input, compile_one  # noqa: E402
+from konfig.engine import inventory as inv  # noqa: E402
+from konfig.engine.kube import KubeTarget, connect  # noqa: E402
+from konfig.engine.plan import plan_stack  # noqa: E402
+from konfig.repo.layout import discover  # noqa: E402
+from konfig.report.previews import Preview, StackPreview, render_json  # noqa: E402
 
 MAIN = """\
 import base.pkg.models.frontend

@@ -14,7 +14,7 @@ import statistics
 import time
 from typing import Any
 
-from konfig import report
+from konfig.report import pull_request
 
 
 def preview(stacks: int, lines: int) -> dict[str, Any]:
@@ -62,12 +62,12 @@ def main() -> None:
     parser.add_argument("--stacks", type=int, default=1000)
     parser.add_argument("--lines", type=int, default=40)
     args = parser.parse_args()
-    inputs = report.Inputs(previews=[preview(args.stacks, args.lines)])
-    t_build, built = timed(lambda: report.build(inputs, sha="0" * 40))
-    t_comment, comment = timed(lambda: report.render(built))
+    inputs = pull_request.Inputs(previews=[preview(args.stacks, args.lines)])
+    t_build, built = timed(lambda: pull_request.build(inputs, sha="0" * 40))
+    t_comment, comment = timed(lambda: pull_request.render(built))
     t_summary, summary = timed(
-        lambda: report.render(
-            built, budget=report.SUMMARY_LIMIT_BYTES - 1024, measure=report.utf8_bytes
+        lambda: pull_request.render(
+            built, budget=pull_request.SUMMARY_LIMIT_BYTES - 1024, measure=pull_request.utf8_bytes
         )
     )
     command = f"hack/bench_report.py --stacks {args.stacks} --lines {args.lines}"

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from konfig import __version__
-from konfig.console import error
+from konfig.commands._console import error
 from konfig.errors import EXIT_UNEXPECTED, EXIT_USAGE, KonfigError
 
 # Subcommand name -> module exposing ``command``. Modules are imported only when their

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from konfig.yamlio import canonical, dump_yaml
+from konfig.repo.yamlio import canonical, dump_yaml
 
 RESOURCE_TYPE = "Kubernetes"
 

@@ -8,10 +8,10 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from konfig import inventory as inv
-from konfig.kube import Kube
-from konfig.plan import deleted_stack
-from konfig.repo import Stack
+from konfig.engine import inventory as inv
+from konfig.engine.kube import Kube
+from konfig.engine.plan import deleted_stack
+from konfig.repo.layout import Stack
 from konfig.spec import Spec, spec_from_items
 
 

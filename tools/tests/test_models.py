@@ -12,9 +12,9 @@ import pytest
 import yaml
 from fixtures.repos import TEMPLATE_ROOT, KonfigRunner, RepoBuilder
 
-from konfig import kcl
-from konfig.compile import compile_input, compile_one
-from konfig.repo import discover
+from konfig.build import kcl
+from konfig.build.compiler import compile_input, compile_one
+from konfig.repo.layout import discover
 from konfig.spec import Spec
 
 EXAMPLES = discover(TEMPLATE_ROOT)

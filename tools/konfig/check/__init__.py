@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from konfig.build.compiler import CompileError, CompileResult
 from konfig.check.findings import Finding, Severity, sorted_findings
 from konfig.check.kinds import scan_repository
 from konfig.check.locate import clear_cache
@@ -15,8 +16,7 @@ from konfig.check.policy import PolicyJob, check_policies_many
 from konfig.check.schema import check_schema
 from konfig.check.specrules import check_spec
 from konfig.check.structure import check_structure, within_selection
-from konfig.compile import CompileError, CompileResult
-from konfig.repo import STACK_FILE, Repository
+from konfig.repo.layout import STACK_FILE, Repository
 
 __all__ = ["Finding", "Severity", "check"]
 

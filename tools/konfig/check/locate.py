@@ -10,8 +10,8 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from konfig.compile import MAIN
-from konfig.repo import STACK_FILE, Stack
+from konfig.build.compiler import MAIN
+from konfig.repo.layout import STACK_FILE, Stack
 from konfig.spec import Resource
 
 

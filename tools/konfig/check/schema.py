@@ -27,7 +27,7 @@ from konfig.check.findings import Finding
 from konfig.check.kinds import KindCatalog
 from konfig.check.locate import locate
 from konfig.errors import ConfigError
-from konfig.repo import Stack
+from konfig.repo.layout import Stack
 from konfig.spec import Spec
 
 MAX_ERRORS_PER_RESOURCE = 10

@@ -19,7 +19,7 @@ import networkx as nx
 from konfig.check.findings import Finding
 from konfig.check.kinds import KindCatalog
 from konfig.check.locate import locate
-from konfig.repo import Stack
+from konfig.repo.layout import Stack
 from konfig.spec import Resource, Spec, resource_id
 
 

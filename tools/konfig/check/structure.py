@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from konfig.build.compiler import KCL_YAML, MAIN
 from konfig.check.findings import Finding
 from konfig.check.yamlpos import KeyPath, key_lines, line_of
-from konfig.compile import KCL_YAML, MAIN
-from konfig.repo import APPOPS, PROJECT_FILE, STACK_FILE, Repository, Stack, is_within
-from konfig.yamlio import load_yaml_text
+from konfig.repo.layout import APPOPS, PROJECT_FILE, STACK_FILE, Repository, Stack, is_within
+from konfig.repo.yamlio import load_yaml_text
 
 # Value types per key: a type, a nested table (a mapping with known keys), or
 # ``dict`` for a mapping whose keys another part of Konfig validates.

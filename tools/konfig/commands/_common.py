@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from konfig.console import warn
+from konfig.commands._console import warn
 from konfig.errors import UsageError
-from konfig.repo import Repository, Stack, discover, find_root, resolve_stacks
+from konfig.repo.layout import Repository, Stack, discover, find_root, resolve_stacks
 
 
 def load_repository(ctx: click.Context) -> Repository:

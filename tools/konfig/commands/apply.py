@@ -3,7 +3,7 @@
 The plan is computed and shown first (as ``konfig preview`` computes it); after
 confirmation each stack is applied under its Lease: the plan is recomputed under
 the lock and must equal the one shown (or the one in ``--plan FILE``), then
-:func:`konfig.apply.apply_stack` runs the inventory protocol.
+:func:`konfig.engine.applier.apply_stack` runs the inventory protocol.
 """
 
 from __future__ import annotations
@@ -20,8 +20,19 @@ from typing import Any, TypeVar
 
 import click
 
-from konfig import git, order
-from konfig.apply import (
+from konfig.build.compiler import (
+    CompileInput,
+    CompileResult,
+    compile_cached,
+    default_jobs,
+    stacks_inputs,
+)
+from konfig.commands._common import load_repository, report_problems, select_stacks
+from konfig.commands._console import echo_json, error, info
+from konfig.detect import gitrepo
+from konfig.detect.changeset import cache_dir
+from konfig.engine import ordering
+from konfig.engine.applier import (
     SUMMARY,
     ApplyError,
     ApplyOptions,
@@ -31,23 +42,13 @@ from konfig.apply import (
     check_plan,
     plan_differences,
 )
-from konfig.changed import cache_dir
-from konfig.commands._common import load_repository, report_problems, select_stacks
-from konfig.compile import (
-    CompileInput,
-    CompileResult,
-    compile_cached,
-    default_jobs,
-    stacks_inputs,
-)
-from konfig.console import echo_json, error, info
+from konfig.engine.inventory import read_inventory
+from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.lock import DEFAULT_DURATION, LeaseState, StackLock
+from konfig.engine.plan import StackPlan, plan_stack
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, KonfigError, UsageError
-from konfig.inventory import read_inventory
-from konfig.kube import Kube, KubeTarget, connect
-from konfig.lock import DEFAULT_DURATION, LeaseState, StackLock
-from konfig.plan import StackPlan, plan_stack
-from konfig.preview import Preview, StackPreview, render_text
-from konfig.repo import Repository, Stack
+from konfig.repo.layout import Repository, Stack
+from konfig.report.previews import Preview, StackPreview, render_text
 from konfig.spec import Spec
 
 DEFAULT_TIMEOUT = 300.0
@@ -218,10 +219,10 @@ def _map(items: Sequence[_T], fn: Callable[[_T], _R], workers: int) -> list[_R]:
 
 
 def _check_order(path: str, spec: Spec) -> None:
-    items = [order.item_from_manifest(r.id, r.attributes, r.depends_on) for r in spec.resources]
+    items = [ordering.item_from_manifest(r.id, r.attributes, r.depends_on) for r in spec.resources]
     try:
-        order.build_graph(items)
-    except order.OrderError as exc:
+        ordering.build_graph(items)
+    except ordering.OrderError as exc:
         raise ApplyError(f"{path}: {exc.message}; nothing was applied", hint=exc.hint) from None
 
 
@@ -388,7 +389,7 @@ def command(
         raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")
     saved = _load_saved(plan_file) if plan_file else None
     if commit is None:
-        commit = git.rev_parse(repo.root, "HEAD") if git.is_repo(repo.root) else ""
+        commit = gitrepo.rev_parse(repo.root, "HEAD") if gitrepo.is_repo(repo.root) else ""
     specs = _compile(repo, selected, jobs, cache=not no_cache)
     for stack in selected:
         _check_order(stack.path, specs[stack.path])  # cycles, unknown ids: before any write

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import click
 
-from konfig.changed import ChangeSet, affected_stacks, cache_dir
-from konfig.console import echo_json, info
+from konfig.commands._console import echo_json, info
+from konfig.detect.changeset import ChangeSet, affected_stacks, cache_dir
 from konfig.errors import EXIT_OK, UsageError
-from konfig.repo import find_root
+from konfig.repo.layout import find_root
 
 GITHUB_OUTPUT = "GITHUB_OUTPUT"
 

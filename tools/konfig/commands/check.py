@@ -10,15 +10,15 @@ from konfig.check import Severity, check
 from konfig.check.formats import FORMATS, render
 from konfig.check.policy import POLICY_ENTRY
 from konfig.commands._common import load_repository
-from konfig.commands._selection import (
+from konfig.commands._console import info
+from konfig.errors import EXIT_FINDINGS, EXIT_OK
+from konfig.pipeline.selection import (
     Selection,
     compile_stacks,
     select_for_command,
     selection_options,
 )
-from konfig.console import info
-from konfig.errors import EXIT_FINDINGS, EXIT_OK
-from konfig.repo import is_within
+from konfig.repo.layout import is_within
 
 
 @click.command("check")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from konfig.console import info, warn
+from konfig.commands._console import info, warn
 from konfig.errors import EXIT_OK, UsageError
-from konfig.github import (
+from konfig.forge.client import (
     DEFAULT_API_URL,
     DEFAULT_MARKER,
     GitHub,

@@ -6,18 +6,18 @@ from pathlib import Path
 
 import click
 
-from konfig.changed import cache_dir, stacks_changed_from
-from konfig.commands._common import load_repository, report_problems, select_stacks
-from konfig.compile import (
+from konfig.build.compiler import (
     CompileInput,
     CompileResult,
     compile_cached,
     default_jobs,
     stacks_inputs,
 )
-from konfig.console import echo_json, error, info, progress_bar
+from konfig.commands._common import load_repository, report_problems, select_stacks
+from konfig.commands._console import echo_json, error, info, progress_bar
+from konfig.detect.changeset import cache_dir, stacks_changed_from
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
-from konfig.fsutil import atomic_write_text
+from konfig.repo.files import atomic_write_text
 
 
 @click.command("compile")

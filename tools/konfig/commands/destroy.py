@@ -14,8 +14,8 @@ from pathlib import Path
 
 import click
 
-from konfig.apply import ApplyOptions, StackResult, destroy_stack
 from konfig.commands._common import load_repository, report_problems
+from konfig.commands._console import info
 from konfig.commands.apply import (
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -25,14 +25,14 @@ from konfig.commands.apply import (
     finish,
     run_concurrently,
 )
-from konfig.console import info
+from konfig.engine.applier import ApplyOptions, StackResult, destroy_stack
+from konfig.engine.inventory import read_inventory
+from konfig.engine.kube import Kube
+from konfig.engine.lock import DEFAULT_DURATION, StackLock
+from konfig.engine.plan import StackPlan, deleted_stack, plan_stack
 from konfig.errors import KonfigError, UsageError
-from konfig.inventory import read_inventory
-from konfig.kube import Kube
-from konfig.lock import DEFAULT_DURATION, StackLock
-from konfig.plan import StackPlan, deleted_stack, plan_stack
-from konfig.preview import Preview, StackPreview, render_text
-from konfig.repo import Repository, Stack, is_within, resolve_stacks
+from konfig.repo.layout import Repository, Stack, is_within, resolve_stacks
+from konfig.report.previews import Preview, StackPreview, render_text
 
 
 @dataclass

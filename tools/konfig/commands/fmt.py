@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from konfig import kcl
+from konfig.build import kcl
 from konfig.commands._common import load_repository
-from konfig.console import info
+from konfig.commands._console import info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
-from konfig.fsutil import atomic_write_text
+from konfig.repo.files import atomic_write_text
 
 DEFAULT_DIRS = ("base", "appops")
 

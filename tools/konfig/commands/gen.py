@@ -6,15 +6,15 @@ from pathlib import Path
 
 import click
 
-from konfig.config import load_repo_config
-from konfig.console import info
+from konfig.commands._console import info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
-from konfig.fsutil import atomic_write_text
 from konfig.gen import compare, generate
 from konfig.gen.docs import parse_models, render_markdown, undocumented
 from konfig.gen.openapi import kubernetes_definitions_path, load_definitions
-from konfig.repo import find_root
-from konfig.yamlio import load_yaml_file
+from konfig.repo.files import atomic_write_text
+from konfig.repo.layout import find_root
+from konfig.repo.settings import load_repo_config
+from konfig.repo.yamlio import load_yaml_file
 
 DEFAULT_OUT = "base/pkg/k8s"
 MODELS_DIR = "base/pkg/models/frontend"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from konfig.commands._common import load_repository, report_problems
-from konfig.console import echo_json
+from konfig.commands._console import echo_json
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import click
 
+from konfig.commands._console import echo_json
 from konfig.commands.changed import GITHUB_OUTPUT, append_github_output
-from konfig.console import echo_json
 from konfig.errors import EXIT_OK, UsageError
 
 

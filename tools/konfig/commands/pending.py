@@ -9,12 +9,18 @@ from pathlib import Path
 import click
 
 from konfig.commands._common import load_repository, report_problems
+from konfig.commands._console import echo_json, info
 from konfig.commands.apply import Connections
 from konfig.commands.changed import GITHUB_OUTPUT, append_github_output
-from konfig.console import echo_json, info
+from konfig.detect.behind import Pending, pending_stacks
+from konfig.engine.inventory import (
+    NAMESPACE,
+    Inventory,
+    InventoryError,
+    parse_inventory,
+    read_inventory,
+)
 from konfig.errors import EXIT_OK, UsageError
-from konfig.inventory import NAMESPACE, Inventory, InventoryError, parse_inventory, read_inventory
-from konfig.pending import Pending, pending_stacks
 
 
 @click.command("pending")

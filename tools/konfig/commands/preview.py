@@ -13,22 +13,23 @@ from pathlib import Path
 
 import click
 
-from konfig.changed import affected_stacks, cache_dir
-from konfig.commands._common import load_repository, report_problems, select_stacks
-from konfig.compile import (
+from konfig.build.compiler import (
     CompileInput,
     CompileResult,
     compile_cached,
     default_jobs,
     stacks_inputs,
 )
-from konfig.console import error, info, progress_bar
+from konfig.commands._common import load_repository, report_problems, select_stacks
+from konfig.commands._console import error, info, progress_bar
+from konfig.detect.changeset import affected_stacks, cache_dir
+from konfig.engine.inventory import read_inventory
+from konfig.engine.kube import MAX_WORKERS, Kube, KubeTarget, connect
+from konfig.engine.plan import DEFAULT_WORKERS, deleted_stack, plan_stack
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, KonfigError, UsageError
-from konfig.fsutil import atomic_write_text
-from konfig.inventory import read_inventory
-from konfig.kube import MAX_WORKERS, Kube, KubeTarget, connect
-from konfig.plan import DEFAULT_WORKERS, deleted_stack, plan_stack
-from konfig.preview import (
+from konfig.repo.files import atomic_write_text
+from konfig.repo.layout import Repository, Stack, is_within
+from konfig.report.previews import (
     Preview,
     StackError,
     StackPreview,
@@ -36,7 +37,6 @@ from konfig.preview import (
     render_markdown,
     render_text,
 )
-from konfig.repo import Repository, Stack, is_within
 
 EXIT_CHANGES = 2
 

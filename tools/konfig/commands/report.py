@@ -9,10 +9,10 @@ from typing import Any, TypeVar
 
 import click
 
-from konfig import report as reportlib
-from konfig.console import info, warn
+from konfig.commands._console import info, warn
 from konfig.errors import EXIT_OK, UsageError
-from konfig.fsutil import atomic_write_text
+from konfig.repo.files import atomic_write_text
+from konfig.report import pull_request as reportlib
 
 FC = TypeVar("FC", bound=Callable[..., Any])
 

@@ -9,16 +9,16 @@ from typing import Any
 
 import click
 
-from konfig import golden, junit
+from konfig.build import golden, junit
+from konfig.build.compiler import CompileResult
+from konfig.build.kcltests import UnitTestResult, discover_packages, run_packages
 from konfig.check.findings import Finding
 from konfig.check.formats import as_github
 from konfig.commands._common import load_repository, report_problems
-from konfig.commands._selection import compile_stacks, select_for_command, selection_options
-from konfig.compile import CompileResult
-from konfig.console import echo_json, info
+from konfig.commands._console import echo_json, info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
-from konfig.fsutil import atomic_write_text
-from konfig.unittests import UnitTestResult, discover_packages, run_packages
+from konfig.pipeline.selection import compile_stacks, select_for_command, selection_options
+from konfig.repo.files import atomic_write_text
 
 
 @click.command("test")

@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2
 
-from konfig import kcl
+from konfig.build import kcl
 from konfig.gen.model import (
     DictOf,
     Field,

@@ -11,11 +11,11 @@ from fixtures.cluster import Cluster
 from fixtures.repos import SIMPLE_MAIN, KonfigRunner, RepoBuilder
 from kubeutil import unique
 
-from konfig import inventory as inv
-from konfig.compile import compile_input, compile_one
-from konfig.kube import Kube, KubeTarget, connect
-from konfig.lock import StackLock
-from konfig.repo import discover
+from konfig.build.compiler import compile_input, compile_one
+from konfig.engine import inventory as inv
+from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.lock import StackLock
+from konfig.repo.layout import discover
 
 pytestmark = pytest.mark.cluster
 

@@ -10,8 +10,8 @@ from fixtures.cluster import Cluster
 from fixtures.repos import SIMPLE_MAIN, KonfigRunner, RepoBuilder
 from kubeutil import unique
 
-from konfig import inventory as inv
-from konfig.kube import Kube, KubeTarget, connect
+from konfig.engine import inventory as inv
+from konfig.engine.kube import Kube, KubeTarget, connect
 
 pytestmark = pytest.mark.cluster
 

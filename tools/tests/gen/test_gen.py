@@ -16,7 +16,7 @@ import pytest
 import yaml
 from fixtures.repos import TEMPLATE_ROOT, KonfigRunner, RepoBuilder
 
-from konfig import kcl
+from konfig.build import kcl
 from konfig.gen import compare, generate
 from konfig.gen.openapi import GenError, kubernetes_definitions_path, load_definitions
 from konfig.gen.render import attribute_name, docstring_text, literal

@@ -1,0 +1,199 @@
+"""Golden tests: a stack's compiled Spec against ``ci-test/stdout.golden.yaml``.
+
+Both sides are brought into a canonical form before comparing: resources keyed by
+id (their order does not matter), mapping keys sorted, and every list's items sorted
+by their canonical JSON, so lists compare as multisets (order does not matter,
+duplicates and missing items do). On a mismatch each differing resource gets a
+unified diff of its canonical YAML.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from konfig.errors import ConfigError
+from konfig.repo.files import atomic_write_text
+from konfig.repo.yamlio import dump_yaml, load_yaml_text
+from konfig.spec import Spec, resource_id
+
+GOLDEN = "ci-test/stdout.golden.yaml"
+UPDATE_HINT = "run `konfig test --update {stack}` and review the change"
+
+
+class Status(StrEnum):
+    PASSED = "passed"
+    MISMATCH = "mismatch"
+    MISSING = "missing"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True)
+class ResourceDiff:
+    id: str
+    change: str  # "added" (compiled, not in golden), "removed" or "changed"
+    diff: str  # unified diff, golden -> compiled
+
+
+@dataclass(frozen=True)
+class GoldenResult:
+    stack_path: str
+    status: Status
+    file: str  # the golden file, relative to the repository root
+    diffs: tuple[ResourceDiff, ...] = ()
+    message: str = ""
+    line: int | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASSED
+
+    def summary(self) -> str:
+        if self.status is Status.PASSED:
+            return "golden matches"
+        if self.status is Status.MISSING:
+            return f"no golden file {self.file}"
+        if self.status is Status.INVALID:
+            where = self.file if self.line is None else f"{self.file}:{self.line}"
+            return f"{where}: {self.message}"
+        counts = Counter(d.change for d in self.diffs)
+        parts = [f"{counts[c]} {c}" for c in ("changed", "added", "removed") if counts[c]]
+        return f"{self.file}: compiled output differs from the golden ({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    stack_path: str
+    file: str
+    changed: bool
+    created: bool = False
+    ids: tuple[str, ...] = field(default=())  # resource ids whose content changed
+
+
+def golden_path(stack_path: str) -> str:
+    return f"{stack_path}/{GOLDEN}"
+
+
+def normalize(data: Any) -> Any:
+    """Canonical form for comparing: keys sorted, list items sorted (multiset semantics)."""
+    if isinstance(data, Mapping):
+        return {str(k): normalize(data[k]) for k in sorted(data, key=str)}
+    if isinstance(data, list):
+        items = [normalize(v) for v in data]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, default=str))
+    return data
+
+
+def _keyed(resources: list[Any]) -> dict[str, Any]:
+    """Resources keyed by id; a repeated id keeps every copy (compared as a multiset)."""
+    keyed: dict[str, list[Any]] = {}
+    for item in resources:
+        if isinstance(item, Mapping):
+            rid = item.get("id")
+            if not rid and isinstance(item.get("attributes"), Mapping):
+                rid = resource_id(item["attributes"])
+            rid = str(rid or "<no id>")
+        else:
+            rid = "<not a mapping>"
+        keyed.setdefault(rid, []).append(normalize(item))
+    return {k: v[0] if len(v) == 1 else normalize(v) for k, v in keyed.items()}
+
+
+def _yaml(value: Any) -> list[str]:
+    return dump_yaml(value).splitlines(keepends=True) if value is not None else []
+
+
+def compare(stack_path: str, compiled: Spec, golden_text: str | None) -> GoldenResult:
+    """Compare a compiled Spec with the golden file's text (None: there is no golden)."""
+    file = golden_path(stack_path)
+    if golden_text is None:
+        return GoldenResult(
+            stack_path,
+            Status.MISSING,
+            file,
+            message=f"no golden file; {UPDATE_HINT.format(stack=stack_path)}",
+        )
+    try:
+        data = load_yaml_text(golden_text, file=file)
+    except ConfigError as exc:
+        return GoldenResult(
+            stack_path, Status.INVALID, file, message=exc.message.split(": ", 1)[-1], line=exc.line
+        )
+    if data is None:
+        data = {"resources": []}
+    if not isinstance(data, Mapping) or not isinstance(data.get("resources", []), list):
+        return GoldenResult(
+            stack_path,
+            Status.INVALID,
+            file,
+            message="expected a mapping with a `resources` list (a compiled Spec); "
+            + UPDATE_HINT.format(stack=stack_path),
+            line=1,
+        )
+    expected = _keyed(list(data.get("resources") or []))
+    actual = _keyed(list(compiled.to_dict()["resources"]))
+    diffs: list[ResourceDiff] = []
+    for rid in sorted(set(expected) | set(actual)):
+        want, got = expected.get(rid), actual.get(rid)
+        if want == got:
+            continue
+        change = "added" if want is None else "removed" if got is None else "changed"
+        text = "".join(
+            difflib.unified_diff(
+                _yaml(want),
+                _yaml(got),
+                fromfile=f"golden: {rid}",
+                tofile=f"compiled: {rid}",
+            )
+        )
+        diffs.append(ResourceDiff(rid, change, text))
+    if diffs:
+        line = _line_of_id(golden_text, diffs[0].id)
+        return GoldenResult(stack_path, Status.MISMATCH, file, tuple(diffs), line=line)
+    return GoldenResult(stack_path, Status.PASSED, file)
+
+
+def _line_of_id(text: str, rid: str) -> int | None:
+    """The golden's line that holds a resource's ``id`` (None when it is not there)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        key, _, value = line.strip().removeprefix("- ").partition(":")
+        if key == "id" and value.strip().strip("'\"") == rid:
+            return number
+    return None
+
+
+def read_golden(root: Path, stack_path: str) -> str | None:
+    path = root / golden_path(stack_path)
+    if not path.is_file():
+        return None
+    return path.read_text(encoding="utf-8")
+
+
+def check(root: Path, stack_path: str, compiled: Spec) -> GoldenResult:
+    return compare(stack_path, compiled, read_golden(root, stack_path))
+
+
+def render(compiled: Spec) -> str:
+    """The golden file's text for a Spec: its canonical YAML, as `konfig compile` prints it."""
+    return compiled.to_yaml()
+
+
+def update(root: Path, stack_path: str, compiled: Spec) -> UpdateResult:
+    """Rewrite the golden (atomically) when its bytes differ; report what changed."""
+    file = golden_path(stack_path)
+    old = read_golden(root, stack_path)
+    new = render(compiled)
+    if old == new:
+        return UpdateResult(stack_path, file, changed=False)
+    ids: tuple[str, ...] = ()
+    if old is not None:
+        result = compare(stack_path, compiled, old)
+        ids = tuple(d.id for d in result.diffs)
+    atomic_write_text(root / file, new)
+    return UpdateResult(stack_path, file, changed=True, created=old is None, ids=ids)

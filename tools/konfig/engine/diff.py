@@ -1,0 +1,313 @@
+"""Comparing a planned object with the live one: noise removal, masking, field diff.
+
+Pure functions on plain dicts. The plan compares the server's ``dryRun=All``
+server-side-apply result with the live object; both went through server
+defaulting, so what remains after :func:`normalize` is a real change (fluxcd/pkg
+``ssa/manager_diff.go``). Secret values are masked before anything is diffed or
+rendered (kubectl ``pkg/cmd/diff/diff.go`` Masker), so no later stage can leak
+them by accident.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import difflib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from konfig.repo.yamlio import canonical, dump_yaml
+
+MASK = "***"
+MASK_BEFORE = "*** (before)"
+MASK_AFTER = "*** (after)"
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+# Set by the server on every write; never a change a reviewer made.
+_NOISE_METADATA = (
+    "managedFields",
+    "resourceVersion",
+    "generation",
+    "uid",
+    "creationTimestamp",
+    "selfLink",
+)
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One changed leaf: ``path`` like ``spec.template.spec.containers[name=web].image``."""
+
+    path: str
+    before: Any
+    after: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "before": self.before, "after": self.after}
+
+
+def normalize(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A deep copy of ``obj`` without server-set noise, with dry-run quirks evened out."""
+    if obj is None:
+        return None
+    out = copy.deepcopy(dict(obj))
+    out.pop("status", None)
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        for key in _NOISE_METADATA:
+            meta.pop(key, None)
+        for key in ("labels", "annotations"):
+            if key in meta and not meta[key]:
+                del meta[key]
+    if out.get("kind") == "Secret" and out.get("apiVersion") == "v1":
+        _fold_string_data(out)
+    _default_protocols(out)
+    return out
+
+
+def _fold_string_data(secret: dict[str, Any]) -> None:
+    """``stringData`` is write-only: the server folds it into ``data`` (base64)."""
+    string_data = secret.pop("stringData", None)
+    if not isinstance(string_data, Mapping):
+        return
+    data = dict(secret.get("data") or {})
+    for key, value in string_data.items():
+        data[str(key)] = base64.b64encode(str(value).encode()).decode()
+    secret["data"] = data
+
+
+def _default_protocols(node: Any) -> None:
+    """Ports without ``protocol`` default to TCP on the server (Service and Pod ports)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "ports" and isinstance(value, list):
+                for port in value:
+                    if (
+                        isinstance(port, dict)
+                        and "protocol" not in port
+                        and ("containerPort" in port or "port" in port)
+                    ):
+                        port["protocol"] = "TCP"
+            _default_protocols(value)
+    elif isinstance(node, list):
+        for item in node:
+            _default_protocols(item)
+
+
+def is_secret(obj: Mapping[str, Any] | None) -> bool:
+    return bool(obj) and obj.get("kind") == "Secret" and obj.get("apiVersion") == "v1"  # type: ignore[union-attr]
+
+
+def _looks_serialized(value: Any) -> bool:
+    """An annotation value that is a serialised object (JSON or YAML with apiVersion/kind)."""
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    if not text:
+        return False
+    parsed: Any
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        if "\n" not in text or ":" not in text:
+            return False
+        try:
+            parsed = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return False
+    return isinstance(parsed, dict) and ("apiVersion" in parsed or "kind" in parsed)
+
+
+def mask_pair(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Copies of ``before``/``after`` with every secret value replaced by a mask.
+
+    A Secret's ``data``/``stringData`` values and annotations holding a serialised
+    object become ``***`` when equal on both sides (or present on one side only) and
+    ``*** (before)`` / ``*** (after)`` when they differ, so a change stays visible.
+    """
+    b = copy.deepcopy(dict(before)) if before is not None else None
+    a = copy.deepcopy(dict(after)) if after is not None else None
+    secret = is_secret(b) or is_secret(a)
+    if secret:
+        for section in ("data", "stringData"):
+            _mask_section(b, a, (section,))
+    _mask_section(b, a, ("metadata", "annotations"), only=_annotation_is_sensitive)
+    return b, a
+
+
+def _annotation_is_sensitive(key: str, values: list[Any]) -> bool:
+    return key == LAST_APPLIED or any(_looks_serialized(v) for v in values)
+
+
+def _dig(obj: dict[str, Any] | None, path: tuple[str, ...]) -> dict[str, Any] | None:
+    node: Any = obj
+    for key in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node if isinstance(node, dict) else None
+
+
+def _mask_section(
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    path: tuple[str, ...],
+    *,
+    only: Any = None,
+) -> None:
+    b = _dig(before, path)
+    a = _dig(after, path)
+    keys = set(b or {}) | set(a or {})
+    for key in keys:
+        bv = (b or {}).get(key, _MISSING)
+        av = (a or {}).get(key, _MISSING)
+        if only is not None and not only(key, [v for v in (bv, av) if v is not _MISSING]):
+            continue
+        changed = bv is not _MISSING and av is not _MISSING and bv != av
+        if b is not None and bv is not _MISSING:
+            b[key] = MASK_BEFORE if changed else MASK
+        if a is not None and av is not _MISSING:
+            a[key] = MASK_AFTER if changed else MASK
+    # A Secret section that is not a mapping (malformed) must not leak either.
+    for obj in (before, after):
+        if obj is None or len(path) != 1:
+            continue
+        value = obj.get(path[0])
+        if value is not None and not isinstance(value, dict):
+            obj[path[0]] = MASK
+
+
+def _key_segment(key: str) -> str:
+    if key and all(c.isalnum() or c in "_-" for c in key) and not key[0].isdigit():
+        return f".{key}"
+    return f"[{json.dumps(key)}]"
+
+
+def _list_keys(items: list[Any]) -> list[str] | None:
+    """Merge keys for lists of named maps (containers, env, ports with names, ...)."""
+    if not items or not all(isinstance(i, dict) for i in items):
+        return None
+    for field in ("name", "containerPort", "mountPath", "key", "ip"):
+        values = [i.get(field) for i in items]
+        if all(v is not None for v in values) and len(set(map(str, values))) == len(values):
+            return [f"[{field}={v}]" for v in values]
+    return None
+
+
+_Segment = tuple[int, str, int]  # sort key: (0, key, 0) for a map key, (1, "", index) or
+# (1, merge key, 0) for a list item; keeps document order stable and deterministic.
+
+
+def _leaves(node: Any, prefix: str, key: tuple[_Segment, ...]) -> Iterator[tuple[Any, str, Any]]:
+    if isinstance(node, dict):
+        if not node:
+            yield key, prefix, {}
+        for k in sorted(node, key=str):
+            yield from _leaves(node[k], prefix + _key_segment(str(k)), (*key, (0, str(k), 0)))
+    elif isinstance(node, list):
+        if not node:
+            yield key, prefix, []
+        keys = _list_keys(node)
+        for index, item in enumerate(node):
+            if keys:
+                yield from _leaves(item, prefix + keys[index], (*key, (1, keys[index], 0)))
+            else:
+                yield from _leaves(item, prefix + f"[{index}]", (*key, (1, "", index)))
+    else:
+        yield key, prefix, node
+
+
+def field_changes(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+) -> tuple[FieldChange, ...]:
+    """Changed leaves between two (normalised, masked) objects, in document order."""
+    b = {path: (k, v) for k, path, v in _leaves(dict(before or {}), "", ())}
+    a = {path: (k, v) for k, path, v in _leaves(dict(after or {}), "", ())}
+    order = {path: k for path, (k, _) in (b | a).items()}
+    out: list[FieldChange] = []
+    for path in sorted(order, key=lambda p: order[p]):
+        bv = b[path][1] if path in b else None
+        av = a[path][1] if path in a else None
+        if path in b and path in a and bv == av:
+            continue
+        out.append(FieldChange(path.lstrip("."), bv, av))
+    return tuple(out)
+
+
+def unified_diff(
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    *,
+    name: str,
+    context: int = 3,
+) -> str:
+    """A unified diff of two (normalised, masked) objects as canonical YAML."""
+    b = dump_yaml(canonical(dict(before))).splitlines(keepends=True) if before is not None else []
+    a = dump_yaml(canonical(dict(after))).splitlines(keepends=True) if after is not None else []
+    lines = difflib.unified_diff(b, a, fromfile=f"live/{name}", tofile=f"planned/{name}", n=context)
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The masked, normalised view of one object's change."""
+
+    fields: tuple[FieldChange, ...]
+    diff: str
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.fields)
+
+
+def compare(
+    live: Mapping[str, Any] | None, planned: Mapping[str, Any] | None, *, name: str
+) -> Comparison:
+    """Normalise, mask, then diff ``live`` (before) against ``planned`` (after)."""
+    before, after = mask_pair(normalize(live), normalize(planned))
+    fields = field_changes(before, after)
+    return Comparison(fields, unified_diff(before, after, name=name) if fields else "")
+
+
+def secret_values(obj: Mapping[str, Any] | None) -> set[str]:
+    """Every secret string an object carries (raw and decoded), to scrub free text with."""
+    found: set[str] = set()
+    if not obj:
+        return found
+    if is_secret(obj):
+        for section in ("data", "stringData"):
+            values = obj.get(section)
+            if not isinstance(values, Mapping):
+                continue
+            for value in values.values():
+                text = str(value)
+                found.add(text)
+                if section == "data":
+                    try:
+                        found.add(base64.b64decode(text, validate=True).decode())
+                    except (ValueError, UnicodeDecodeError):
+                        pass
+                else:
+                    found.add(base64.b64encode(text.encode()).decode())
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    if isinstance(annotations, Mapping):
+        for key, value in annotations.items():
+            if _annotation_is_sensitive(str(key), [value]):
+                found.add(str(value))
+    return {v for v in found if len(v) >= 4}
+
+
+def scrub(text: str, secrets: set[str]) -> str:
+    """Replace any secret value that slipped into free text (e.g. a server message)."""
+    for value in sorted(secrets, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, MASK)
+    return text

@@ -1,0 +1,409 @@
+"""The per-stack inventory: which objects a stack owns, kept in the cluster.
+
+The inventory is an ApplySet-compatible parent object (kubectl
+``pkg/cmd/apply/applyset.go``), so ``kubectl get <kind> -l
+applyset.kubernetes.io/part-of=<id>`` and ``kubectl apply --prune --applyset``
+understand it too:
+
+* a **ConfigMap** ``konfig.<project>.<stack>`` in namespace ``konfig-system``
+  (the stack's short address with ``/`` turned into ``.``);
+* label ``applyset.kubernetes.io/id: applyset-<base64url(sha256(
+  "<name>.<namespace>.ConfigMap."))>-v1`` (kubectl's formula: name, namespace,
+  kind, group; the core group is empty);
+* annotations ``applyset.kubernetes.io/tooling: konfig/<version>``,
+  ``applyset.kubernetes.io/contains-group-kinds`` (sorted ``Kind.group``, core
+  kinds as ``Kind``) and ``applyset.kubernetes.io/additional-namespaces`` (the
+  members' namespaces other than ``konfig-system``);
+* data ``stack`` (the stack path), ``members`` (JSON list of ``{"id", "uid"}``
+  sorted by id), ``commit`` (the git commit last applied), ``specDigest`` and
+  ``appliedAt``.
+
+Every member carries the label ``applyset.kubernetes.io/part-of: <applyset id>``.
+Ownership of a live object is proven per object: its part-of label equals this
+inventory's id AND its id is a member (and, when recorded, its UID matches).
+
+The protocol that loses nothing on partial failure (cli-utils, kubectl ApplySet):
+write the union of old and new members before applying, apply, prune, then shrink
+the inventory to what exists. ``commit`` and ``specDigest`` change only when an
+apply completed, so "changed since the last applied commit" stays true after a
+failed apply.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import PurePosixPath
+from typing import Any, Protocol
+
+from konfig import __version__
+from konfig.errors import KonfigError
+
+NAMESPACE = "konfig-system"
+PARENT_API_VERSION = "v1"
+PARENT_KIND = "ConfigMap"
+NAME_PREFIX = "konfig."
+APPOPS = "appops"
+
+LABEL_ID = "applyset.kubernetes.io/id"
+LABEL_PART_OF = "applyset.kubernetes.io/part-of"
+ANNOTATION_TOOLING = "applyset.kubernetes.io/tooling"
+ANNOTATION_GROUP_KINDS = "applyset.kubernetes.io/contains-group-kinds"
+ANNOTATION_NAMESPACES = "applyset.kubernetes.io/additional-namespaces"
+TOOLING = f"konfig/v{__version__}"
+
+DATA_STACK = "stack"
+DATA_MEMBERS = "members"
+DATA_COMMIT = "commit"
+DATA_DIGEST = "specDigest"
+DATA_APPLIED_AT = "appliedAt"
+
+# DNS-1123 subdomain: what ConfigMap and Lease names must be.
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class InventoryError(KonfigError):
+    """The inventory cannot be named, read or written."""
+
+
+class KubeApi(Protocol):
+    """The part of ``konfig.engine.kube.Kube`` the inventory needs (see kube.py)."""
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None
+    ) -> dict[str, Any] | None: ...
+
+    def apply(
+        self,
+        manifest: dict[str, Any],
+        *,
+        dry_run: bool,
+        force: bool = True,
+        field_manager: str = "konfig",
+    ) -> dict[str, Any]: ...
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        *,
+        uid: str | None,
+        propagation: str = "Foreground",
+    ) -> None: ...
+
+
+@dataclass(frozen=True, order=True)
+class ObjectRef:
+    """Where an object lives, parsed from its Spec id ``apiVersion:Kind[:namespace]:name``."""
+
+    api_version: str
+    kind: str
+    namespace: str | None
+    name: str
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def group_kind(self) -> str:
+        """``Kind.group`` as kubectl writes it; core kinds are just ``Kind``."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+
+def parse_id(resource_id: str) -> ObjectRef:
+    """Parse a Spec id; raises InventoryError for anything that is not one."""
+    parts = resource_id.split(":")
+    if len(parts) == 3:
+        api_version, kind, name = parts
+        namespace: str | None = None
+    elif len(parts) == 4:
+        api_version, kind, namespace, name = parts
+    else:
+        raise InventoryError(
+            f"malformed resource id {resource_id!r}: expected apiVersion:Kind[:namespace]:name"
+        )
+    if not api_version or not kind or not name or namespace == "":
+        raise InventoryError(
+            f"malformed resource id {resource_id!r}: expected apiVersion:Kind[:namespace]:name"
+        )
+    return ObjectRef(api_version, kind, namespace, name)
+
+
+@dataclass(frozen=True, order=True)
+class Member:
+    """One object the stack owns: its Spec id and the UID it had when last seen."""
+
+    id: str
+    uid: str = ""
+
+    @property
+    def ref(self) -> ObjectRef:
+        return parse_id(self.id)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    stack_path: str
+    members: tuple[Member, ...]
+    commit: str
+    spec_digest: str
+    applyset_id: str
+    applied_at: str = ""
+    name: str = ""
+    uid: str = ""
+
+    def ids(self) -> frozenset[str]:
+        return frozenset(m.id for m in self.members)
+
+    def member(self, resource_id: str) -> Member | None:
+        for m in self.members:
+            if m.id == resource_id:
+                return m
+        return None
+
+    def owns(self, resource_id: str, live: Mapping[str, Any]) -> bool:
+        """Proof of ownership of one live object (see the module docstring)."""
+        member = self.member(resource_id)
+        if member is None:
+            return False
+        meta = live.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if labels.get(LABEL_PART_OF) != self.applyset_id:
+            return False
+        return not (member.uid and meta.get("uid") and meta.get("uid") != member.uid)
+
+
+def stack_key(stack_path: str) -> str:
+    """``appops/<project>/<stack>`` (or ``<project>/<stack>``) → ``<project>.<stack>``."""
+    parts = PurePosixPath(stack_path.strip().strip("/")).parts
+    if parts and parts[0] == APPOPS:
+        parts = parts[1:]
+    if len(parts) < 2:
+        raise InventoryError(
+            f"cannot name the inventory of {stack_path!r}: expected appops/<project>/<stack>"
+        )
+    return ".".join(parts)
+
+
+def inventory_name(stack: str | Any) -> str:
+    """The inventory (and Lease) name of a stack: ``konfig.<project>.<stack>``.
+
+    Accepts a :class:`konfig.repo.layout.Stack` or a stack path, so a stack whose directory
+    no longer exists can still be addressed (destroy of a deleted stack).
+    """
+    path = stack if isinstance(stack, str) else str(stack.path)
+    name = NAME_PREFIX + stack_key(path)
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        raise InventoryError(
+            f"stack {path!r} gives the inventory name {name!r}, which is not a valid "
+            "Kubernetes object name",
+            hint="use lowercase letters, digits and '-' in project and stack directory names",
+        )
+    return name
+
+
+def stack_path_of(stack: str | Any) -> str:
+    path = stack if isinstance(stack, str) else str(stack.path)
+    parts = PurePosixPath(path.strip().strip("/")).parts
+    if parts and parts[0] != APPOPS:
+        parts = (APPOPS, *parts)
+    return PurePosixPath(*parts).as_posix()
+
+
+def applyset_id(name: str, namespace: str = NAMESPACE) -> str:
+    """kubectl's ApplySet id for a ConfigMap parent (``V1ApplySetIdFormat``)."""
+    digest = hashlib.sha256(f"{name}.{namespace}.{PARENT_KIND}.".encode()).digest()
+    encoded = base64.urlsafe_b64encode(digest).decode().rstrip("=")
+    return f"applyset-{encoded}-v1"
+
+
+def union_members(old: Iterable[Member], new: Iterable[Member]) -> tuple[Member, ...]:
+    """Old and new members by id; a UID from ``new`` wins over the old one when set."""
+    merged: dict[str, Member] = {}
+    for m in old:
+        merged[m.id] = m
+    for m in new:
+        prior = merged.get(m.id)
+        merged[m.id] = m if m.uid or prior is None else prior
+    return tuple(sorted(merged.values()))
+
+
+def inventory_manifest(
+    stack_path: str,
+    members: Iterable[Member],
+    *,
+    commit: str,
+    spec_digest: str,
+    applied_at: str,
+) -> dict[str, Any]:
+    """The ConfigMap that records an inventory (pure; for server-side apply)."""
+    name = inventory_name(stack_path)
+    ordered = sorted({m.id: m for m in members}.values())
+    refs = [m.ref for m in ordered]
+    group_kinds = sorted({r.group_kind for r in refs})
+    namespaces = sorted({r.namespace for r in refs if r.namespace and r.namespace != NAMESPACE})
+    return {
+        "apiVersion": PARENT_API_VERSION,
+        "kind": PARENT_KIND,
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {
+                LABEL_ID: applyset_id(name),
+                "app.kubernetes.io/managed-by": "konfig",
+            },
+            "annotations": {
+                ANNOTATION_TOOLING: TOOLING,
+                ANNOTATION_GROUP_KINDS: ",".join(group_kinds),
+                ANNOTATION_NAMESPACES: ",".join(namespaces),
+            },
+        },
+        "data": {
+            DATA_STACK: stack_path_of(stack_path),
+            DATA_MEMBERS: json.dumps(
+                [{"id": m.id, "uid": m.uid} for m in ordered], separators=(",", ":")
+            ),
+            DATA_COMMIT: commit,
+            DATA_DIGEST: spec_digest,
+            DATA_APPLIED_AT: applied_at,
+        },
+    }
+
+
+def parse_inventory(obj: Mapping[str, Any]) -> Inventory:
+    """Read an inventory ConfigMap; raises InventoryError when it is malformed."""
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    where = f"ConfigMap {NAMESPACE}/{name}"
+    data = obj.get("data") or {}
+    labels = meta.get("labels") or {}
+    expected = applyset_id(name, str(meta.get("namespace") or NAMESPACE))
+    if labels.get(LABEL_ID) != expected:
+        raise InventoryError(
+            f"{where} is not a Konfig inventory: label {LABEL_ID} is "
+            f"{labels.get(LABEL_ID)!r}, expected {expected!r}",
+            hint="another tool owns this name; delete or rename it",
+        )
+    try:
+        raw = json.loads(data.get(DATA_MEMBERS) or "[]")
+    except json.JSONDecodeError as exc:
+        raise InventoryError(f"{where}: data.{DATA_MEMBERS} is not JSON: {exc}") from exc
+    if not isinstance(raw, list):
+        raise InventoryError(f"{where}: data.{DATA_MEMBERS} must be a JSON list")
+    members: list[Member] = []
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            raise InventoryError(f"{where}: data.{DATA_MEMBERS} has an entry without an id")
+        parse_id(item["id"])
+        members.append(Member(item["id"], str(item.get("uid") or "")))
+    return Inventory(
+        stack_path=str(data.get(DATA_STACK) or ""),
+        members=tuple(sorted(members)),
+        commit=str(data.get(DATA_COMMIT) or ""),
+        spec_digest=str(data.get(DATA_DIGEST) or ""),
+        applyset_id=expected,
+        applied_at=str(data.get(DATA_APPLIED_AT) or ""),
+        name=name,
+        uid=str(meta.get("uid") or ""),
+    )
+
+
+def read_inventory(kube: KubeApi, stack: str | Any) -> Inventory | None:
+    """The stack's inventory in the cluster, or None when it has none."""
+    obj = kube.get(PARENT_API_VERSION, PARENT_KIND, inventory_name(stack), NAMESPACE)
+    return None if obj is None else parse_inventory(obj)
+
+
+def ensure_namespace(kube: KubeApi) -> None:
+    """Create ``konfig-system`` if it is missing (idempotent; checked once per connection)."""
+    if getattr(kube, "_konfig_namespace_ready", False):
+        return
+    if kube.get("v1", "Namespace", NAMESPACE, None) is not None:
+        _mark_ready(kube)
+        return
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "konfig"}},
+        },
+        dry_run=False,
+    )
+    _mark_ready(kube)
+
+
+def _mark_ready(kube: KubeApi) -> None:
+    try:
+        setattr(kube, "_konfig_namespace_ready", True)  # noqa: B010
+    except AttributeError:
+        pass
+
+
+def write_inventory(
+    kube: KubeApi,
+    stack: str | Any,
+    members: Iterable[Member],
+    *,
+    commit: str,
+    spec_digest: str,
+    applied_at: str | None = None,
+) -> Inventory:
+    """Record ``members`` (server-side apply of the parent ConfigMap) and return it."""
+    ensure_namespace(kube)
+    manifest = inventory_manifest(
+        stack_path_of(stack),
+        members,
+        commit=commit,
+        spec_digest=spec_digest,
+        applied_at=applied_at or now(),
+    )
+    return parse_inventory(kube.apply(manifest, dry_run=False))
+
+
+def write_union(
+    kube: KubeApi, stack: str | Any, prior: Inventory | None, planned: Iterable[Member]
+) -> Inventory:
+    """Step 1 of the protocol: old ∪ new members, keeping the prior commit and digest."""
+    old = prior.members if prior else ()
+    return write_inventory(
+        kube,
+        stack,
+        union_members(old, planned),
+        commit=prior.commit if prior else "",
+        spec_digest=prior.spec_digest if prior else "",
+        applied_at=prior.applied_at if prior else "",
+    )
+
+
+def delete_inventory(kube: KubeApi, stack: str | Any, *, uid: str | None = None) -> None:
+    kube.delete(
+        PARENT_API_VERSION,
+        PARENT_KIND,
+        inventory_name(stack),
+        NAMESPACE,
+        uid=uid,
+        propagation="Background",
+    )
+
+
+def label_member(manifest: Mapping[str, Any], set_id: str) -> dict[str, Any]:
+    """A copy of ``manifest`` with the ``part-of`` label of the ApplySet ``set_id``."""
+    out = dict(manifest)
+    meta = dict(out.get("metadata") or {})
+    labels = dict(meta.get("labels") or {})
+    labels[LABEL_PART_OF] = set_id
+    meta["labels"] = labels
+    out["metadata"] = meta
+    return out
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

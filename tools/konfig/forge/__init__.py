@@ -1,0 +1,1 @@
+"""The forge (GitHub or Gitea) API: the pull-request comment."""

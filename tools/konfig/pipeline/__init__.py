@@ -1,0 +1,3 @@
+"""The orchestration the commands call: stack selection, cluster connections, concurrency and the
+preview/apply/destroy flows.
+"""

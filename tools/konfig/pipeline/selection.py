@@ -1,0 +1,228 @@
+"""Which stacks (and KCL unit-test packages) `konfig test` and `konfig check` look at.
+
+- no arguments or ``--all``: every stack, every unit-test package;
+- stack addresses: those stacks, and the unit tests inside them and their project's
+  shared ``base/``;
+- ``--changed-from REF``: the stacks ``konfig changed`` finds affected by the changes
+  from the merge base of REF to the work tree (exact, through the KCL import graph),
+  and the unit-test packages of those stacks, plus every package under ``base/`` when a
+  file under ``base/`` changed;
+- ``--files``: the arguments are changed file paths (what pre-commit passes: the
+  staged files, or every file with ``--all-files``), analysed like ``--changed-from``
+  as changes against HEAD; outside git (or before the first commit) a simple mapping
+  over-approximates: a file inside a stack, a project-level file (all stacks of the
+  project), anything under ``base/`` or matching a repo-wide trigger (every stack).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import TypeVar
+
+import click
+
+from konfig.build.compiler import (
+    CompileInput,
+    CompileResult,
+    compile_many,
+    default_jobs,
+    stacks_inputs,
+)
+from konfig.commands._console import progress_bar
+from konfig.errors import KonfigError, UsageError
+from konfig.repo.layout import APPOPS, Repository, Stack, is_within, resolve_stacks
+
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def selection_options(verb: str) -> Callable[[_F], _F]:
+    """The stack-selection arguments `konfig test` and `konfig check` share."""
+
+    def decorate(fn: _F) -> _F:
+        fn = click.option(
+            "--changed-from",
+            metavar="REF",
+            default=None,
+            help="Only the stacks affected by the changes from the merge base of REF to the "
+            "work tree (see `konfig changed`); the pre-commit hooks pass HEAD.",
+        )(fn)
+        fn = click.option(
+            "--files",
+            "from_files",
+            is_flag=True,
+            help=f"Treat the arguments as changed file paths and {verb} the stacks they "
+            "affect (what the pre-commit hook passes).",
+        )(fn)
+        fn = click.option(
+            "--all",
+            "all_stacks",
+            is_flag=True,
+            help=f"{verb.capitalize()} every stack (the default).",
+        )(fn)
+        return click.argument("stacks", nargs=-1)(fn)
+
+    return decorate
+
+
+@dataclass(frozen=True)
+class Selection:
+    stacks: tuple[Stack, ...]
+    # directories whose unit-test packages to run; None: every package
+    test_scope: tuple[str, ...] | None
+    everything: bool = False
+    changed_paths: tuple[str, ...] | None = None  # with --files / --changed-from
+
+
+def select_for_command(
+    repo: Repository,
+    args: Sequence[str],
+    *,
+    all_stacks: bool,
+    from_files: bool,
+    changed_from: str | None = None,
+) -> Selection:
+    if all_stacks and args:
+        raise UsageError("give stacks or --all, not both")
+    if changed_from is not None:
+        if args or all_stacks or from_files:
+            raise UsageError("give stacks, --all, --files or --changed-from, not several")
+        return stacks_changed_from_ref(repo, changed_from)
+    if from_files:
+        return stacks_for_files(repo, args)
+    if all_stacks or not args:
+        return Selection(repo.stacks, None, everything=True)
+    stacks = resolve_stacks(repo, args)
+    return Selection(tuple(stacks), _scope(stacks))
+
+
+def _scope(stacks: Sequence[Stack]) -> tuple[str, ...]:
+    scope: list[str] = []
+    for stack in stacks:
+        for path in (stack.path, f"{stack.project_path}/base"):
+            if path not in scope:
+                scope.append(path)
+    return tuple(scope)
+
+
+def _relative(repo: Repository, raw: str) -> str | None:
+    path = Path(raw)
+    if not path.is_absolute():
+        path = Path.cwd() / path
+    try:
+        return path.resolve().relative_to(repo.root.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def _is_trigger(repo: Repository, rel: str) -> bool:
+    for pattern in repo.config.triggers:
+        if fnmatch(rel, pattern) or (pattern.endswith("/**") and is_within(rel, pattern[:-3])):
+            return True
+    return False
+
+
+def stacks_for_files(repo: Repository, files: Sequence[str]) -> Selection:
+    """The stacks and unit-test packages that changed ``files`` affect.
+
+    Inside a git repository with a commit this is ``konfig changed``'s exact analysis
+    (import graph) of the files as changes against HEAD; otherwise the simple mapping.
+    """
+    rels = [r for r in (_relative(repo, f) for f in files) if r is not None]
+    if git_is_usable(repo.root):
+        return _exact(repo, rels)
+    return simple_mapping(repo, rels)
+
+
+def git_is_usable(root: Path) -> bool:
+    from konfig.detect import gitrepo
+
+    if not gitrepo.is_repo(root):
+        return False
+    try:
+        gitrepo.rev_parse(root, "HEAD")
+    except KonfigError:
+        return False  # a repository without commits yet
+    return True
+
+
+def _exact(repo: Repository, rels: Sequence[str]) -> Selection:
+    from konfig.detect import gitrepo
+    from konfig.detect.changeset import cache_dir, changes_from, worktree_snapshot
+
+    head = gitrepo.rev_parse(repo.root, "HEAD")
+    state = cache_dir(repo.root)
+    changes = [gitrepo.FileChange("M", rel) for rel in rels]
+    change_set = changes_from(
+        repo.root, head, None, head, changes, worktree_snapshot(repo.root, state), cache=state
+    )
+    return _selection_of(repo, change_set.stack_paths, rels)
+
+
+def _selection_of(repo: Repository, stack_paths: Sequence[str], paths: Sequence[str]) -> Selection:
+    wanted = set(stack_paths)
+    stacks = tuple(s for s in repo.stacks if s.path in wanted)
+    scope = list(_scope(stacks))
+    if any(is_within(p, "base") for p in paths):
+        scope.append("base")
+    # changed files of stacks discovery rejected (e.g. a broken stack.yaml) still get
+    # their structure findings
+    for path in paths:
+        if is_within(path, APPOPS) and not any(is_within(path, s.path) for s in stacks):
+            scope.append(Path(path).parent.as_posix())
+    return Selection(stacks, tuple(dict.fromkeys(scope)), changed_paths=tuple(paths))
+
+
+def simple_mapping(repo: Repository, rels: Sequence[str]) -> Selection:
+    """Without git: a file inside a stack, a project-level file (all the project's
+    stacks), anything under base/ or matching a repo-wide trigger (every stack)."""
+    chosen: dict[str, Stack] = {}
+    scope: list[str] = []
+    for rel in rels:
+        if rel.startswith("base/") or _is_trigger(repo, rel):
+            return Selection(repo.stacks, None, everything=True)
+        if not is_within(rel, APPOPS):
+            continue
+        hit = False
+        for stack in repo.stacks:
+            in_stack = is_within(rel, stack.path)
+            in_project = is_within(rel, stack.project_path) and not any(
+                is_within(rel, s.path) for s in repo.stacks if s.project_path == stack.project_path
+            )
+            if in_stack or in_project:
+                chosen.setdefault(stack.path, stack)
+                hit = True
+        if not hit:
+            # e.g. a file of a stack that discovery rejected (bad stack.yaml): check it by
+            # its directory so its structure findings still show
+            scope.append(str(Path(rel).parent.as_posix()))
+    stacks = tuple(chosen[p] for p in sorted(chosen))
+    return Selection(stacks, tuple(dict.fromkeys([*_scope(stacks), *scope])))
+
+
+def stacks_changed_from_ref(repo: Repository, ref: str) -> Selection:
+    """The stacks (and unit-test packages) the changes since ``ref`` affect."""
+    from konfig.detect.changeset import affected_stacks, cache_dir  # git: only when asked for
+
+    changes = affected_stacks(repo.root, ref, None, cache=cache_dir(repo.root))
+    return _selection_of(repo, changes.stack_paths, [c.path for c in changes.files])
+
+
+def compile_stacks(
+    repo: Repository, stacks: Sequence[Stack], *, jobs: int | None, quiet: bool
+) -> list[CompileResult]:
+    """Compile the selected stacks in worker processes (a progress bar unless ``quiet``);
+    results in the stacks' order, failed ones included."""
+    prepared = stacks_inputs(repo, stacks)
+    inputs = [p for p in prepared if isinstance(p, CompileInput)]
+    early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
+    with progress_bar("compiling", len(inputs), enabled=not quiet) as bar:
+        done = compile_many(
+            inputs,
+            jobs=jobs or default_jobs(),
+            progress=lambda r: bar.advance(Path(r.stack_path).name),
+        )
+    by_path = {r.stack_path: r for r in done} | early
+    return [by_path[s.path] for s in stacks]

@@ -1,0 +1,287 @@
+"""The repository on disk: its root, projects and stacks.
+
+A project is a directory under ``appops/`` holding ``project.yaml``; a stack is a
+directory inside a project holding ``stack.yaml``. ``name`` in each must equal the
+directory name. Discovery never raises for a bad project or stack: it returns
+:class:`Problem` records so that one broken stack never hides the others.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
+
+from konfig.errors import ConfigError, UsageError
+from konfig.repo.settings import RepoConfig, load_repo_config
+from konfig.repo.yamlio import load_yaml_file
+
+APPOPS = "appops"
+PROJECT_FILE = "project.yaml"
+STACK_FILE = "stack.yaml"
+ROOT_MARKER = "kcl.mod"
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong with the repository layout, with where it is."""
+
+    rule: str
+    message: str
+    file: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.message} [{self.rule}]"
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    path: str  # relative to the repository root, POSIX
+    description: str = ""
+    owners: tuple[str, ...] = ()
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Stack:
+    project: str
+    name: str
+    path: str  # relative to the repository root, POSIX: appops/<project>/<stack>
+    project_path: str
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def short(self) -> str:
+        """The ``<project>/<stack>`` address."""
+        return f"{self.project}/{PurePosixPath(self.path).relative_to(self.project_path)}"
+
+    @property
+    def kube_context(self) -> str | None:
+        kube = self.raw.get("kubernetes")
+        if isinstance(kube, dict) and isinstance(kube.get("context"), str):
+            return str(kube["context"])
+        return None
+
+    @property
+    def kubeconfig(self) -> str | None:
+        kube = self.raw.get("kubernetes")
+        if isinstance(kube, dict) and isinstance(kube.get("kubeconfig"), str):
+            return str(kube["kubeconfig"])
+        return None
+
+
+@dataclass(frozen=True)
+class Repository:
+    root: Path
+    config: RepoConfig
+    projects: tuple[Project, ...]
+    stacks: tuple[Stack, ...]
+    problems: tuple[Problem, ...]
+
+    def stack(self, address: str) -> Stack:
+        """Resolve ``appops/<project>/<stack>`` or ``<project>/<stack>`` (or a path)."""
+        return resolve_stacks(self, [address])[0]
+
+
+def find_root(start: Path | None = None) -> Path:
+    """Walk up from ``start`` (default: the working directory) to the directory with kcl.mod."""
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / ROOT_MARKER).is_file():
+            return candidate
+    raise UsageError(
+        f"not inside a Konfig repository: no {ROOT_MARKER} in {here} or any parent",
+        hint="run konfig from inside the repository, or pass --root",
+    )
+
+
+def _read_named(path: Path, root: Path, kind: str) -> tuple[dict[str, Any] | None, Problem | None]:
+    rel = path.relative_to(root).as_posix()
+    try:
+        data = load_yaml_file(path, root=root)
+    except ConfigError as exc:
+        return None, Problem(f"{kind}-yaml", exc.message.split(": ", 1)[-1], rel, exc.line)
+    if not isinstance(data, dict):
+        return None, Problem(f"{kind}-yaml", "expected a mapping with at least `name`", rel, 1)
+    expected = path.parent.name
+    name = data.get("name")
+    if name is None:
+        return None, Problem(f"{kind}-name", f"`name` is required and must be {expected!r}", rel, 1)
+    if name != expected:
+        return None, Problem(
+            f"{kind}-name",
+            f"name {name!r} does not match the directory name {expected!r}",
+            rel,
+            _line_of_key(path, "name"),
+        )
+    return data, None
+
+
+def _line_of_key(path: Path, key: str) -> int | None:
+    try:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.startswith(f"{key}:"):
+                return number
+    except OSError:
+        return None
+    return None
+
+
+def discover(root: Path) -> Repository:
+    """Find every project and stack under ``root/appops``."""
+    config = load_repo_config(root)
+    appops = root / APPOPS
+    projects: dict[str, Project] = {}
+    stacks: dict[str, Stack] = {}
+    problems: list[Problem] = []
+    if not appops.is_dir():
+        return Repository(root, config, (), (), ())
+
+    for dirpath, dirnames, filenames in os.walk(appops):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        here = Path(dirpath)
+        rel = here.relative_to(root).as_posix()
+        files = set(filenames)
+        enclosing = _enclosing(rel, projects)
+        if PROJECT_FILE in files:
+            if enclosing is not None:
+                problems.append(
+                    Problem(
+                        "project-nested",
+                        f"project inside project {enclosing.path!r}: projects must sit directly "
+                        f"under {APPOPS}/",
+                        f"{rel}/{PROJECT_FILE}",
+                    )
+                )
+            elif here.parent != appops:
+                problems.append(
+                    Problem(
+                        "project-location",
+                        f"projects must be directories directly under {APPOPS}/",
+                        f"{rel}/{PROJECT_FILE}",
+                    )
+                )
+            else:
+                data, problem = _read_named(here / PROJECT_FILE, root, "project")
+                if problem:
+                    problems.append(problem)
+                    # still treat the directory as a project so its stacks are not
+                    # reported as "outside a project" as well
+                    projects[rel] = Project(name=here.name, path=rel, raw={"_invalid": True})
+                else:
+                    assert data is not None
+                    owners = data.get("owners") or ()
+                    projects[rel] = Project(
+                        name=here.name,
+                        path=rel,
+                        description=str(data.get("description") or ""),
+                        owners=tuple(str(o) for o in owners) if isinstance(owners, list) else (),
+                        raw=data,
+                    )
+        if STACK_FILE in files:
+            if PROJECT_FILE in files:
+                problems.append(
+                    Problem(
+                        "stack-is-project",
+                        "a directory cannot be both a project and a stack",
+                        f"{rel}/{STACK_FILE}",
+                    )
+                )
+                continue
+            project = _enclosing(rel, projects)
+            if project is None:
+                problems.append(
+                    Problem(
+                        "stack-outside-project",
+                        f"stack is not inside a project (no {PROJECT_FILE} in a parent directory "
+                        f"under {APPOPS}/)",
+                        f"{rel}/{STACK_FILE}",
+                    )
+                )
+                continue
+            outer = _enclosing(rel, stacks)
+            if outer is not None:
+                problems.append(
+                    Problem(
+                        "stack-nested",
+                        f"stack inside stack {outer.path!r}",
+                        f"{rel}/{STACK_FILE}",
+                    )
+                )
+                continue
+            data, problem = _read_named(here / STACK_FILE, root, "stack")
+            if problem:
+                problems.append(problem)
+                continue
+            if project.raw.get("_invalid"):
+                continue
+            assert data is not None
+            stacks[rel] = Stack(
+                project=project.name,
+                name=here.name,
+                path=rel,
+                project_path=project.path,
+                raw=data,
+            )
+    valid_projects = tuple(p for p in projects.values() if not p.raw.get("_invalid"))
+    return Repository(
+        root=root,
+        config=config,
+        projects=tuple(sorted(valid_projects, key=lambda p: p.path)),
+        stacks=tuple(sorted(stacks.values(), key=lambda s: s.path)),
+        problems=tuple(problems),
+    )
+
+
+def is_within(path: str, parent: str) -> bool:
+    """Component-wise containment: ``appops/a/x`` is within ``appops/a``, not ``appops/ab``."""
+    p, q = PurePosixPath(path).parts, PurePosixPath(parent).parts
+    return len(p) >= len(q) and p[: len(q)] == q
+
+
+def _enclosing(rel: str, by_path: dict[str, _T]) -> _T | None:
+    """The entry of ``by_path`` at a proper ancestor directory of ``rel``, if any."""
+    for parent in PurePosixPath(rel).parents:
+        hit = by_path.get(parent.as_posix())
+        if hit is not None:
+            return hit
+    return None
+
+
+def resolve_stacks(repo: Repository, addresses: Iterable[str]) -> list[Stack]:
+    """Map user-given stack addresses to stacks, in the given order, without duplicates."""
+    by_path = {s.path: s for s in repo.stacks}
+    found: list[Stack] = []
+    for address in addresses:
+        stack = _resolve_one(repo, by_path, address)
+        if stack not in found:
+            found.append(stack)
+    return found
+
+
+def _resolve_one(repo: Repository, by_path: dict[str, Stack], address: str) -> Stack:
+    cleaned = address.strip().rstrip("/")
+    candidates = [cleaned, f"{APPOPS}/{cleaned}"]
+    path = Path(cleaned)
+    if path.exists():
+        try:
+            candidates.insert(0, path.resolve().relative_to(repo.root.resolve()).as_posix())
+        except ValueError:
+            pass
+    for candidate in candidates:
+        if candidate in by_path:
+            return by_path[candidate]
+    known = ", ".join(s.short for s in repo.stacks[:8])
+    more = " ..." if len(repo.stacks) > 8 else ""
+    raise UsageError(
+        f"unknown stack {address!r}",
+        hint=f"use appops/<project>/<stack> or <project>/<stack>; known: {known}{more} "
+        "(see `konfig list`)",
+    )

@@ -1,0 +1,1 @@
+"""What people read: preview rendering, the pull-request report and the apply summary."""

@@ -1,0 +1,269 @@
+"""Rendering previews: terminal text, markdown and the JSON contract.
+
+Pure functions from :class:`Preview` (plans and per-stack errors) to strings. The
+JSON is the contract documented in ``docs/preview-json.md``. Secret values were
+masked when the plan was computed; every renderer additionally scrubs any known
+secret value out of its output (e.g. from a server message), so no format can leak
+one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from konfig.engine.diff import scrub
+from konfig.engine.plan import ACTIONS, CHANGING, Change, StackPlan
+
+SCHEMA_VERSION = 1
+KIND = "KonfigPreview"
+
+_SYMBOL = {"create": "+", "update": "~", "replace": "-/+", "delete": "-", "unchanged": "="}
+_COLOUR = {
+    "create": "green",
+    "update": "yellow",
+    "replace": "magenta",
+    "delete": "red",
+    "unchanged": "bright_black",
+}
+
+
+@dataclass(frozen=True)
+class StackError:
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"message": self.message, "file": self.file, "line": self.line}
+
+
+@dataclass(frozen=True)
+class StackPreview:
+    """One stack's outcome: a plan, or the error that prevented it."""
+
+    path: str
+    context: str | None = None
+    deleted: bool = False
+    plan: StackPlan | None = None
+    error: StackError | None = None
+    spec_digest: str | None = None
+
+    @property
+    def project(self) -> str:
+        parts = PurePosixPath(self.path).parts
+        return parts[1] if len(parts) > 1 else ""
+
+    @property
+    def stack(self) -> str:
+        parts = PurePosixPath(self.path).parts
+        return "/".join(parts[2:])
+
+    def counts(self) -> dict[str, int]:
+        if self.plan:
+            return self.plan.counts()
+        return dict.fromkeys(ACTIONS, 0)
+
+    @property
+    def changes(self) -> tuple[Change, ...]:
+        return self.plan.changes if self.plan else ()
+
+
+@dataclass(frozen=True)
+class Preview:
+    stacks: tuple[StackPreview, ...]
+    secrets: frozenset[str] = field(default=frozenset(), compare=False)
+
+    @classmethod
+    def of(cls, stacks: list[StackPreview]) -> Preview:
+        found: set[str] = set()
+        for s in stacks:
+            if s.plan:
+                found |= s.plan.secrets()
+        return cls(tuple(sorted(stacks, key=lambda s: s.path)), frozenset(found))
+
+    def counts(self) -> dict[str, int]:
+        total: dict[str, int] = dict.fromkeys(ACTIONS, 0)
+        for s in self.stacks:
+            for action, n in s.counts().items():
+                total[action] += n
+        return total
+
+    @property
+    def has_changes(self) -> bool:
+        return any(s.plan is not None and s.plan.has_changes for s in self.stacks)
+
+    @property
+    def has_errors(self) -> bool:
+        return any(s.error is not None for s in self.stacks)
+
+
+# --- JSON ------------------------------------------------------------------------
+
+
+def to_json(preview: Preview) -> dict[str, Any]:
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "kind": KIND,
+        "hasChanges": preview.has_changes,
+        "counts": preview.counts(),
+        "stacks": [_stack_json(s) for s in preview.stacks],
+    }
+
+
+def _stack_json(s: StackPreview) -> dict[str, Any]:
+    plan = s.plan
+    return {
+        "path": s.path,
+        "project": s.project,
+        "stack": s.stack,
+        "context": plan.context if plan else s.context,
+        "deleted": s.deleted,
+        "status": "error" if s.error else "ok",
+        "error": s.error.to_dict() if s.error else None,
+        "specDigest": plan.spec_digest if plan else s.spec_digest,
+        "priorCommit": plan.prior_commit if plan else None,
+        "priorDigest": plan.prior_digest if plan else None,
+        "counts": s.counts(),
+        "changes": [c.to_dict() for c in s.changes] if not s.error else [],
+    }
+
+
+def render_json(preview: Preview) -> str:
+    return scrub(json.dumps(to_json(preview), indent=2) + "\n", set(preview.secrets))
+
+
+# --- text --------------------------------------------------------------------------
+
+
+def _value(value: Any, limit: int = 80) -> str:
+    text = "(absent)" if value is None else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _counts_line(counts: dict[str, int]) -> str:
+    return (
+        f"{counts['create']} to create, {counts['update']} to update, "
+        f"{counts['replace']} to replace, {counts['delete']} to delete, "
+        f"{counts['unchanged']} unchanged"
+    )
+
+
+def render_text(preview: Preview, *, color: bool = False, diff: bool = False) -> str:
+    """The terminal report; ``diff`` adds the unified diff of each change."""
+
+    def style(text: str, colour: str | None = None, bold: bool = False) -> str:
+        if not color:
+            return text
+        import click  # the CLI's dependency; only for ANSI styling
+
+        return click.style(text, fg=colour, bold=bold)
+
+    lines: list[str] = []
+    for s in preview.stacks:
+        context = s.plan.context if s.plan else s.context
+        head = f"{s.path}" + (f" (context {context})" if context else "")
+        if s.deleted:
+            head += " [stack deleted]"
+        if s.error:
+            lines.append(style(head, bold=True) + ": " + style("error", "red", bold=True))
+            where = s.error.file or ""
+            if where and s.error.line:
+                where += f":{s.error.line}"
+            message = f"{where}: {s.error.message}" if where else s.error.message
+            lines.extend("  " + line for line in message.splitlines())
+            lines.append("")
+            continue
+        lines.append(style(head, bold=True) + ": " + _counts_line(s.counts()))
+        for c in s.changes:
+            if c.action not in CHANGING:
+                continue
+            symbol = f"{_SYMBOL[c.action]:>3} {c.action:<7}"
+            lines.append(f"  {style(symbol, _COLOUR[c.action])} {c.id}  ({c.reason})")
+            if c.action in ("update", "replace"):
+                for f in c.fields:
+                    lines.append(f"        {f.path}: {_value(f.before)} → {_value(f.after)}")
+            if diff and c.diff:
+                for line in c.diff.splitlines():
+                    colour = "green" if line.startswith("+") else None
+                    colour = "red" if line.startswith("-") else colour
+                    lines.append("        " + style(line, colour))
+        lines.append("")
+    total = preview.counts()
+    errors = sum(1 for s in preview.stacks if s.error)
+    summary = f"Preview: {_counts_line(total)}"
+    if errors:
+        summary += f"; {errors} stack{'s' if errors != 1 else ''} failed"
+    elif not preview.has_changes:
+        summary += " (no changes)"
+    lines.append(style(summary, bold=True))
+    return scrub("\n".join(lines) + "\n", set(preview.secrets))
+
+
+# --- markdown ----------------------------------------------------------------------
+
+
+def _fence(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(preview: Preview) -> str:
+    """Markdown for a PR comment or job summary: a summary table, then per-stack details."""
+    out: list[str] = []
+    total = preview.counts()
+    status = (
+        "errors" if preview.has_errors else ("changes" if preview.has_changes else "no changes")
+    )
+    out.append(f"**Konfig preview**: {status}. {_counts_line(total)}.")
+    out.append("")
+    out.append("| stack | status | create | update | replace | delete | unchanged |")
+    out.append("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for s in preview.stacks:
+        n = s.counts()
+        st = "error" if s.error else ("deleted" if s.deleted else "ok")
+        out.append(
+            f"| `{s.path}` | {st} | {n['create']} | {n['update']} | {n['replace']} | "
+            f"{n['delete']} | {n['unchanged']} |"
+        )
+    out.append("")
+    for s in preview.stacks:
+        context = s.plan.context if s.plan else s.context
+        title = f"`{s.path}`" + (f" (context `{context}`)" if context else "")
+        if s.error:
+            out.append(f"<details open><summary>❌ {title}: error</summary>")
+            out.append("")
+            where = s.error.file or ""
+            if where and s.error.line:
+                where += f":{s.error.line}"
+            body = f"{where}: {s.error.message}" if where else s.error.message
+            fence = _fence(body)
+            out.extend([fence, body, fence, "", "</details>", ""])
+            continue
+        changing = [c for c in s.changes if c.action in CHANGING]
+        summary = _counts_line(s.counts())
+        out.append(f"<details><summary>{title}: {summary}</summary>")
+        out.append("")
+        if changing:
+            out.append("| action | object | reason |")
+            out.append("| --- | --- | --- |")
+            for c in changing:
+                out.append(f"| {c.action} | `{c.id}` | {_md_cell(c.reason)} |")
+            out.append("")
+            diff_text = "".join(c.diff for c in changing if c.diff)
+            if diff_text:
+                fence = _fence(diff_text)
+                out.extend([f"{fence}diff", diff_text.rstrip("\n"), fence, ""])
+        else:
+            out.append("No changes.")
+            out.append("")
+        out.append("</details>")
+        out.append("")
+    return scrub("\n".join(out), set(preview.secrets))

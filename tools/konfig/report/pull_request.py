@@ -1,0 +1,739 @@
+"""The pull-request report: one markdown document from the JSON of every stage.
+
+Inputs are what the stages print: ``konfig changed --json``, ``konfig compile
+--json``, ``konfig test --json``, ``konfig check --format json`` and ``konfig preview
+--format json`` (``docs/preview-json.md``). Any of them may be missing (a fork PR has
+no preview; a failed job leaves no artifact): the report says what it lacks.
+
+:func:`build` turns the inputs into a :class:`Report` (plain data);
+:func:`render` renders it with the jinja2 templates in ``konfig/templates`` under a
+character budget: heading and summary table first, then whole per-stack sections
+(failures first, then changes) while they fit, then compact sections without diffs,
+and only as a last resort a section cut in the middle — always saying so.
+
+Secret values: the preview masks them; this module masks again every value under a
+Secret's ``data``/``stringData`` in field lists and diffs, so a report can never
+carry one even from a faulty input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+import jinja2
+
+ACTIONS = ("create", "update", "replace", "delete", "unchanged")
+CHANGING = ("create", "update", "replace", "delete")
+COMMENT_LIMIT = 65_536  # GitHub rejects longer comment bodies (HTTP 422)
+DEFAULT_BUDGET = 60_000
+SUMMARY_LIMIT_BYTES = 1_048_576  # $GITHUB_STEP_SUMMARY per step
+MASK = "***"
+
+Status = Literal[
+    "compile-error",
+    "preview-error",
+    "test-failed",
+    "check-failed",
+    "changes",
+    "deleted",
+    "no-changes",
+    "passed",
+    "pending",
+]
+STATUS_LABEL: dict[str, str] = {
+    "compile-error": "❌ compile error",
+    "preview-error": "❌ preview error",
+    "test-failed": "❌ test failed",
+    "check-failed": "❌ check failed",
+    "changes": "📝 changes",
+    "deleted": "🗑️ deleted",
+    "no-changes": "✅ no changes",
+    "passed": "✅ passed",
+    "pending": "⏳ not previewed",
+}
+_FAILED = {"compile-error", "preview-error", "test-failed", "check-failed"}
+
+
+class ReportInputError(ValueError):
+    """An input document does not have the shape its producer emits."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    stage: str  # compile, test, check, preview
+    message: str
+    file: str | None = None
+    line: int | None = None
+    rule: str | None = None
+    detail: str = ""  # e.g. a golden diff
+
+    @property
+    def where(self) -> str:
+        if not self.file:
+            return ""
+        return self.file if self.line is None else f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class ChangeItem:
+    id: str
+    kind: str
+    namespace: str | None
+    name: str
+    action: str
+    reason: str
+    validated: bool
+    diff: str
+
+
+@dataclass(frozen=True)
+class StackReport:
+    path: str
+    reasons: tuple[str, ...] = ()
+    deleted: bool = False
+    previewed: bool = False
+    counts: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(ACTIONS, 0))
+    changes: tuple[ChangeItem, ...] = ()
+    failures: tuple[Failure, ...] = ()
+
+    @property
+    def status(self) -> Status:
+        stages = {f.stage for f in self.failures}
+        for stage, status in (
+            ("compile", "compile-error"),
+            ("preview", "preview-error"),
+            ("test", "test-failed"),
+            ("check", "check-failed"),
+        ):
+            if stage in stages:
+                return status  # type: ignore[return-value]
+        if not self.previewed:
+            return "pending"
+        if self.deleted:
+            return "deleted"
+        if any(self.counts.get(a, 0) for a in CHANGING):
+            return "changes"
+        return "no-changes"
+
+    @property
+    def status_label(self) -> str:
+        return STATUS_LABEL[self.status]
+
+    @property
+    def failed(self) -> bool:
+        return self.status in _FAILED
+
+    @property
+    def has_changes(self) -> bool:
+        return any(self.counts.get(a, 0) for a in CHANGING)
+
+
+@dataclass(frozen=True)
+class Report:
+    sha: str
+    run_url: str | None
+    stacks: tuple[StackReport, ...]
+    other_failures: tuple[Failure, ...] = ()  # not tied to a stack (e.g. base/ unit tests)
+    missing: tuple[str, ...] = ()  # inputs that were expected but absent
+    previewed: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.other_failures) or any(s.failed for s in self.stacks)
+
+    @property
+    def has_changes(self) -> bool:
+        return any(s.has_changes for s in self.stacks)
+
+    @property
+    def status(self) -> str:
+        if self.failed:
+            return "❌ failed"
+        if not self.previewed:
+            return "⏳ checks passed, not previewed"
+        return "📝 changes to apply" if self.has_changes else "✅ no changes"
+
+    @property
+    def totals(self) -> dict[str, int]:
+        return {a: sum(s.counts.get(a, 0) for s in self.stacks) for a in ACTIONS}
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The parsed JSON documents; every one optional, previews may come in parts."""
+
+    previews: Sequence[Mapping[str, Any]] = ()
+    changed: Mapping[str, Any] | None = None
+    compile: Sequence[Any] = ()  # each: konfig compile --json (a list)
+    tests: Sequence[Mapping[str, Any]] = ()
+    checks: Sequence[Any] = ()
+    missing: Sequence[str] = ()
+
+
+# -- building ---------------------------------------------------------------------
+
+
+def build(inputs: Inputs, *, sha: str, run_url: str | None = None) -> Report:
+    """Merge the stage outputs into one :class:`Report` (pure; raises ReportInputError)."""
+    stacks: dict[str, dict[str, Any]] = {}
+
+    def entry(path: str) -> dict[str, Any]:
+        return stacks.setdefault(
+            path,
+            {"path": path, "reasons": [], "deleted": False, "failures": []},
+        )
+
+    others: list[Failure] = []
+    if inputs.changed is not None:
+        _read_changed(inputs.changed, entry)
+    for doc in inputs.compile:
+        _read_compile(doc, entry)
+    for doc in inputs.tests:
+        _read_test(doc, entry, others)
+    for doc in inputs.checks:
+        _read_check(doc, entry, others)
+    for doc in inputs.previews:
+        _read_preview(doc, entry)
+
+    # A failure in a file inside a stack (e.g. a unit test there) belongs to its row.
+    rest = []
+    for failure in others:
+        owner = _owner(failure.file, stacks)
+        if owner is None:
+            rest.append(failure)
+        else:
+            stacks[owner]["failures"].append(failure)
+
+    reports = []
+    for path in sorted(stacks):
+        data = stacks[path]
+        failures = _dedupe(data["failures"])
+        if any(f.stage == "compile" for f in failures):
+            # The preview of a stack that does not compile repeats the compile error.
+            failures = tuple(
+                f
+                for f in failures
+                if not (f.stage == "preview" and f.message.startswith("compile failed"))
+            )
+        reports.append(
+            StackReport(
+                path=path,
+                reasons=tuple(data["reasons"]),
+                deleted=bool(data["deleted"]),
+                previewed="counts" in data,
+                counts=data.get("counts", dict.fromkeys(ACTIONS, 0)),
+                changes=tuple(data.get("changes", ())),
+                failures=failures,
+            )
+        )
+    return Report(
+        sha=sha,
+        run_url=run_url,
+        stacks=tuple(reports),
+        other_failures=_dedupe(rest),
+        missing=tuple(inputs.missing),
+        previewed=bool(inputs.previews),
+    )
+
+
+def _owner(file: str | None, stacks: Mapping[str, Any]) -> str | None:
+    if not file:
+        return None
+    candidates = [p for p in stacks if PurePosixPath(file).is_relative_to(p)]
+    return max(candidates, key=len) if candidates else None
+
+
+def _dedupe(failures: Iterable[Failure]) -> tuple[Failure, ...]:
+    seen: dict[tuple[str, str, str | None, int | None], Failure] = {}
+    for f in failures:
+        seen.setdefault((f.stage, f.message, f.file, f.line), f)
+    return tuple(seen.values())
+
+
+def _expect(cond: bool, what: str) -> None:
+    if not cond:
+        raise ReportInputError(what)
+
+
+def _line(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _read_changed(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]) -> None:
+    _expect(isinstance(doc, Mapping), "changed: expected an object (konfig changed --json)")
+    stacks = doc.get("stacks", [])
+    _expect(isinstance(stacks, list), "changed: `stacks` must be a list")
+    for item in stacks:
+        _expect(
+            isinstance(item, Mapping) and isinstance(item.get("path"), str),
+            "changed: a stack needs `path`",
+        )
+        e = entry(item["path"])
+        for reason in item.get("reasons") or []:
+            if str(reason) not in e["reasons"]:
+                e["reasons"].append(str(reason))
+    for path in doc.get("deleted_stacks") or []:
+        e = entry(str(path))
+        e["deleted"] = True
+        if "stack deleted" not in e["reasons"]:
+            e["reasons"].append("stack deleted")
+
+
+def _read_compile(doc: Any, entry: Callable[[str], dict[str, Any]]) -> None:
+    _expect(isinstance(doc, list), "compile: expected a list (konfig compile --json)")
+    for item in doc:
+        _expect(
+            isinstance(item, Mapping) and isinstance(item.get("path"), str),
+            "compile: an entry needs `path`",
+        )
+        e = entry(item["path"])
+        err = item.get("error")
+        if isinstance(err, Mapping):
+            e["failures"].append(
+                Failure(
+                    "compile",
+                    str(err.get("message") or "compile failed"),
+                    _str(err.get("file")),
+                    _line(err.get("line")),
+                )
+            )
+
+
+def _read_test(
+    doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]], others: list[Failure]
+) -> None:
+    _expect(isinstance(doc, Mapping), "test: expected an object (konfig test --json)")
+    for item in doc.get("stacks") or []:
+        _expect(
+            isinstance(item, Mapping) and isinstance(item.get("path"), str),
+            "test: a stack needs `path`",
+        )
+        e = entry(item["path"])
+        status = item.get("status")
+        if status == "compile-error" and isinstance(item.get("error"), Mapping):
+            err = item["error"]
+            e["failures"].append(
+                Failure(
+                    "compile",
+                    str(err.get("message") or "compile failed"),
+                    _str(err.get("file")),
+                    _line(err.get("line")),
+                )
+            )
+        elif status not in (None, "passed", "pass", "ok", "created", "updated", "unchanged"):
+            diffs = item.get("diffs") or []
+            detail = "".join(str(d.get("diff", "")) for d in diffs if isinstance(d, Mapping))
+            e["failures"].append(
+                Failure(
+                    "test",
+                    str(item.get("message") or f"golden test {status}"),
+                    _str(item.get("golden")),
+                    _line(item.get("line")),
+                    detail=detail,
+                )
+            )
+    for unit in doc.get("unitTests") or []:
+        if not isinstance(unit, Mapping) or unit.get("passed", True):
+            continue
+        failure = Failure(
+            "test",
+            f"{unit.get('package', '')}: {unit.get('name', '')}: {unit.get('message', '')}".strip(
+                ": "
+            ),
+            _str(unit.get("file")),
+            _line(unit.get("line")),
+        )
+        others.append(failure)
+
+
+def _read_check(doc: Any, entry: Callable[[str], dict[str, Any]], others: list[Failure]) -> None:
+    findings = doc.get("findings") if isinstance(doc, Mapping) else doc
+    if not isinstance(findings, list):
+        raise ReportInputError("check: expected a list of findings or {findings: [...]}")
+    for item in findings:
+        _expect(isinstance(item, Mapping), "check: a finding must be an object")
+        if str(item.get("severity", "error")) != "error":
+            continue
+        failure = Failure(
+            "check",
+            str(item.get("message") or "check failed"),
+            _str(item.get("file")),
+            _line(item.get("line")),
+            rule=_str(item.get("rule")),
+        )
+        stack = _str(item.get("stack"))
+        if stack:
+            entry(stack)["failures"].append(failure)
+        else:
+            others.append(failure)
+
+
+def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]) -> None:
+    _expect(
+        isinstance(doc, Mapping) and doc.get("kind") == "KonfigPreview",
+        "preview: expected a KonfigPreview document (konfig preview --format json)",
+    )
+    version = doc.get("schemaVersion")
+    _expect(version == 1, f"preview: unsupported schemaVersion {version!r} (this konfig reads 1)")
+    for item in doc.get("stacks") or []:
+        _expect(
+            isinstance(item, Mapping) and isinstance(item.get("path"), str),
+            "preview: a stack needs `path`",
+        )
+        e = entry(item["path"])
+        e["deleted"] = e["deleted"] or bool(item.get("deleted"))
+        counts = item.get("counts") or {}
+        if item.get("status") != "error":  # a failed stack has no counts to show
+            e["counts"] = {a: int(counts.get(a, 0) or 0) for a in ACTIONS}
+        if item.get("status") == "error":
+            err = item.get("error") or {}
+            e["failures"].append(
+                Failure(
+                    "preview",
+                    str(err.get("message") or "preview failed"),
+                    _str(err.get("file")),
+                    _line(err.get("line")),
+                )
+            )
+        changes = []
+        for c in item.get("changes") or []:
+            if not isinstance(c, Mapping) or c.get("action") == "unchanged":
+                continue
+            kind = str(c.get("kind", ""))
+            changes.append(
+                ChangeItem(
+                    id=str(c.get("id", "")),
+                    kind=kind,
+                    namespace=_str(c.get("namespace")),
+                    name=str(c.get("name", "")),
+                    action=str(c.get("action", "")),
+                    reason=str(c.get("reason", "")),
+                    validated=bool(c.get("validated", True)),
+                    diff=mask_secret_diff(str(c.get("diff") or ""))
+                    if kind == "Secret"
+                    else str(c.get("diff") or ""),
+                )
+            )
+        e["changes"] = sorted(changes, key=lambda c: c.id)
+
+
+_SECRET_VALUE = re.compile(r"^([-+ ]\s*)([A-Za-z0-9_.\-]+|\"[^\"]*\"):\s*(?!\*\*\*)(\S.*)$")
+
+
+def mask_secret_diff(diff: str) -> str:
+    """Mask every value under ``data:``/``stringData:`` in a Secret's YAML diff.
+
+    Defence in depth: the preview already masks, but the report must never carry a
+    Secret value even if an input was produced by a faulty or older tool.
+    """
+    out = []
+    inside: int | None = None  # indentation of the data/stringData key
+    for line in diff.splitlines(keepends=True):
+        if line.startswith(("---", "+++", "@@")):
+            inside = None
+            out.append(line)
+            continue
+        body = line[1:] if line[:1] in "+- " else line
+        stripped = body.lstrip(" ")
+        indent = len(body) - len(stripped)
+        if inside is not None and stripped.strip() and indent <= inside:
+            inside = None
+        if inside is None:
+            if re.match(r"^(data|stringData):\s*$", stripped.rstrip("\n")):
+                inside = indent
+            elif re.match(r"^(data|stringData):\s*\S", stripped):
+                key = stripped.split(":", 1)[0]
+                line = f"{line[:1]}{' ' * indent}{key}: {MASK}\n"
+            out.append(line)
+            continue
+        match = re.match(r"^(\s*)([^:]+):(\s*)(.*?)(\n?)$", body)
+        if match and match.group(4) and not match.group(4).strip("'\"").startswith(MASK):
+            line = f"{line[:1]}{match.group(1)}{match.group(2)}: {MASK}{match.group(5)}"
+        elif not match and stripped.strip():
+            # a continuation line of a multi-line scalar: drop its content entirely
+            line = f"{line[:1]}{' ' * indent}{MASK}\n"
+        out.append(line)
+    return "".join(out)
+
+
+# -- rendering --------------------------------------------------------------------
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("konfig.report", "templates"),
+        autoescape=False,  # markdown; HTML contexts use the `html` filter explicitly
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["cell"] = _cell
+    env.filters["html"] = _html
+    env.filters["fence"] = _fence
+    env.filters["code"] = _code
+    env.globals["CHANGING"] = CHANGING
+    return env
+
+
+def _html(text: object) -> str:
+    return (
+        str(text)
+        .replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+    )
+
+
+def _cell(text: object, limit: int = 160) -> str:
+    value = " ".join(str(text).split())
+    if len(value) > limit:
+        value = value[: limit - 1] + "…"
+    return _html(value).replace("|", "\\|")
+
+
+def _fence(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
+    return "`" * max(3, longest + 1)
+
+
+def _code(text: object) -> str:
+    """An inline code span that no content can close early (paths come from PRs)."""
+    value = " ".join(str(text).split()).replace("|", "\\|")
+    if "`" not in value:
+        return f"`{value}`"
+    ticks = "`" * (max(len(m) for m in re.findall(r"`+", value)) + 1)
+    return f"{ticks} {value} {ticks}"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    truncated: bool
+    omitted: tuple[str, ...]  # stacks whose diffs are not in the text
+    cut: tuple[str, ...]  # stacks whose section was cut in the middle
+
+
+Measure = Callable[[str], int]
+
+
+def chars(text: str) -> int:
+    return len(text)
+
+
+def utf8_bytes(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def render_placeholder(sha: str, run_url: str | None) -> str:
+    return _env().get_template("placeholder.md.j2").render(sha=sha, short=sha[:12], run_url=run_url)
+
+
+def render(
+    report: Report,
+    *,
+    budget: int = DEFAULT_BUDGET,
+    measure: Measure = chars,
+    title: str = "Konfig preview",
+) -> Rendered:
+    """Render ``report`` as markdown no larger than ``budget`` (as counted by ``measure``)."""
+    env = _env()
+    stack_tpl = env.get_template("stack.md.j2")
+
+    def head(rows: Sequence[StackReport], hidden: int) -> str:
+        return env.get_template("heading.md.j2").render(
+            r=report, title=title, short=report.sha[:12], rows=rows, hidden_rows=hidden
+        )
+
+    def foot(truncated: bool, omitted: Sequence[str], cut: Sequence[str]) -> str:
+        return env.get_template("footer.md.j2").render(
+            r=report, truncated=truncated, omitted=omitted, cut=cut
+        )
+
+    # Heading and summary come first. With thousands of stacks even the table may not
+    # fit: keep the failed and changed rows, drop quiet ones, and say how many.
+    priority = sorted(report.stacks, key=_priority)
+    rows: list[StackReport] = list(report.stacks)
+    top = head(rows, 0)
+    longest = max((s.path for s in report.stacks), key=len, default="")
+    reserve = measure(foot(True, [longest] * 20, [longest])) + 100
+    if measure(top) + reserve > budget:
+        # Once the table must be cut, it gets at most 60% of the budget so that the
+        # diffs of the first (failed, changed) stacks still fit.
+        table_budget = budget * 3 // 5
+        keep = len(priority)
+        while keep > 0:
+            keep = keep * 3 // 4
+            chosen = {s.path for s in priority[:keep]}
+            rows = [s for s in report.stacks if s.path in chosen]
+            top = head(rows, len(report.stacks) - len(rows))
+            if measure(top) + reserve <= table_budget:
+                break
+    room = budget - measure(top) - reserve
+
+    sections: dict[str, str] = {}
+    omitted: list[str] = []
+    for stack in priority:
+        if not _has_section(stack):
+            continue
+        full = stack_tpl.render(s=stack, compact=False)
+        if measure(full) <= room:
+            sections[stack.path] = full
+            room -= measure(full)
+        else:
+            omitted.append(stack.path)
+    # Second pass: what did not fit whole gets a compact section (failures, change list).
+    # Only when not even one stack fits whole is a section cut inside (last resort).
+    cut: list[str] = []
+    still: list[str] = []
+    by_path = {s.path: s for s in report.stacks}
+    for path in omitted:
+        if not sections and room > 400:
+            text = _cut(stack_tpl.render(s=by_path[path], compact=False), room, measure)
+            sections[path] = text
+            room -= measure(text)
+            cut.append(path)
+            continue
+        compact = stack_tpl.render(s=by_path[path], compact=True)
+        if measure(compact) <= room:
+            sections[path] = compact
+            room -= measure(compact)
+        still.append(path)
+    truncated = bool(still or cut or len(rows) < len(report.stacks))
+    body = "".join(sections[s.path] for s in report.stacks if s.path in sections)
+    text = top + body + foot(truncated, still, cut)
+    return Rendered(text, truncated, tuple(still), tuple(cut))
+
+
+def _priority(stack: StackReport) -> tuple[int, str]:
+    rank = 0 if stack.failed else 1 if stack.has_changes else 2
+    return (rank, stack.path)
+
+
+def _has_section(stack: StackReport) -> bool:
+    return bool(stack.failures or stack.changes)
+
+
+def _cut(section: str, room: int, measure: Measure) -> str:
+    closing = "\n… (cut here: this stack's section is longer than the comment allows)\n"
+    closing_fence = "```\n\n</details>\n\n"
+    keep: list[str] = []
+    used = measure(closing) + measure(closing_fence) + 8
+    fence_open = False
+    for line in section.splitlines(keepends=True):
+        if used + measure(line) > room:
+            break
+        keep.append(line)
+        used += measure(line)
+        if line.startswith("```"):
+            fence_open = not fence_open
+    text = "".join(keep)
+    if fence_open:
+        text += "```\n"
+    return text + closing + ("</details>\n\n" if "<details>" in text else "")
+
+
+# -- apply report (the merge pipeline's job summary) ------------------------------
+
+APPLY_COUNTS = ("created", "updated", "replaced", "deleted", "unchanged", "failed", "skipped")
+
+
+@dataclass(frozen=True)
+class AppliedObject:
+    id: str
+    outcome: str
+    message: str
+
+
+@dataclass(frozen=True)
+class AppliedStack:
+    path: str
+    verb: str  # apply or destroy
+    ok: bool
+    error: str | None
+    counts: Mapping[str, int]
+    seconds: float
+    problems: tuple[AppliedObject, ...]  # failed and skipped objects
+    commit: str | None
+
+
+@dataclass(frozen=True)
+class ApplyReport:
+    sha: str
+    run_url: str | None
+    stacks: tuple[AppliedStack, ...]
+    missing: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and all(s.ok for s in self.stacks)
+
+
+def build_apply(
+    applied: Sequence[Mapping[str, Any]],
+    destroyed: Sequence[Mapping[str, Any]] = (),
+    *,
+    sha: str,
+    run_url: str | None = None,
+    missing: Sequence[str] = (),
+) -> ApplyReport:
+    """The results of ``konfig apply --json`` / ``konfig destroy --json`` as one report."""
+    stacks: list[AppliedStack] = []
+    for verb, docs in (("apply", applied), ("destroy", destroyed)):
+        for doc in docs:
+            _expect(
+                isinstance(doc, Mapping) and isinstance(doc.get("stacks"), list),
+                f"{verb}: expected {{ok, stacks: [...]}} (konfig {verb} --json)",
+            )
+            for item in doc["stacks"]:
+                _expect(
+                    isinstance(item, Mapping) and isinstance(item.get("path"), str),
+                    f"{verb}: a stack needs `path`",
+                )
+                counts = item.get("counts") or {}
+                inventory = item.get("inventory") or {}
+                stacks.append(
+                    AppliedStack(
+                        path=item["path"],
+                        verb=verb,
+                        ok=bool(item.get("ok")),
+                        error=_str(item.get("error")),
+                        counts={k: int(counts.get(k, 0) or 0) for k in APPLY_COUNTS},
+                        seconds=float(item.get("seconds") or 0.0),
+                        problems=tuple(
+                            AppliedObject(
+                                str(o.get("id", "")),
+                                str(o.get("outcome", "")),
+                                str(o.get("message", "")),
+                            )
+                            for o in item.get("objects") or []
+                            if isinstance(o, Mapping) and o.get("outcome") in ("failed", "skipped")
+                        ),
+                        commit=_str(inventory.get("commit"))
+                        if isinstance(inventory, Mapping)
+                        else None,
+                    )
+                )
+    stacks.sort(key=lambda s: (s.path, s.verb))
+    return ApplyReport(sha=sha, run_url=run_url, stacks=tuple(stacks), missing=tuple(missing))
+
+
+def render_apply(report: ApplyReport, *, budget: int = SUMMARY_LIMIT_BYTES - 1024) -> str:
+    """The apply job summary; problems are listed per stack, capped to the budget."""
+    env = _env()
+    template = env.get_template("apply.md.j2")
+    limit = 50
+    while True:
+        text = template.render(r=report, short=report.sha[:12], counts=APPLY_COUNTS, limit=limit)
+        if utf8_bytes(text) <= budget or limit == 0:
+            return text
+        limit //= 2

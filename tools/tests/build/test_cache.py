@@ -1,0 +1,136 @@
+import json
+import os
+from pathlib import Path
+
+from fixtures.repos import KonfigRunner, RepoBuilder
+
+from konfig.build.cache import CompileCache, DependencyIndex
+from konfig.build.compiler import compile_cached, compile_input
+from konfig.repo.layout import discover
+from konfig.spec import load_spec
+
+LIB_MAIN = (
+    "import base.pkg.models.frontend\nimport base.pkg.lib.mid\nimport file\n\n"
+    'app: frontend.Server {\n    name = "shop"\n    image = "nginx:1"\n'
+    '    labels = mid.labels | {"data" = file.read("data.txt").strip()}\n}\n'
+)
+
+
+def _repo(repo_builder: RepoBuilder) -> RepoBuilder:
+    repo_builder.write("base/pkg/lib/deep/deep.k", 'labels: {str:str} = {"deep" = "1"}\n')
+    repo_builder.write("base/pkg/lib/mid.k", "import .deep\n\nlabels: {str:str} = deep.labels\n")
+    repo_builder.stack("shop", "dev", main=LIB_MAIN)
+    repo_builder.write("appops/shop/dev/data.txt", "one\n")
+    repo_builder.stack("other", "dev")
+    return repo_builder
+
+
+def _compile(root: Path) -> dict[str, tuple[bool, str]]:
+    repo = discover(root)
+    inputs = [compile_input(repo, s) for s in repo.stacks]
+    results = compile_cached(repo, inputs, state=root / ".cache/konfig")
+    out: dict[str, tuple[bool, str]] = {}
+    for r in results:
+        assert r.spec is not None, str(r.error)
+        out[r.stack_path] = (r.cached, r.spec.to_yaml())
+    return out
+
+
+def test_warm_run_reuses_and_every_dependency_invalidates(repo_builder: RepoBuilder) -> None:
+    root = _repo(repo_builder).root
+    cold = _compile(root)
+    assert {p: c for p, (c, _) in cold.items()} == {
+        "appops/other/dev": False,
+        "appops/shop/dev": False,
+    }
+    warm = _compile(root)
+    assert {p: c for p, (c, _) in warm.items()} == {
+        "appops/other/dev": True,
+        "appops/shop/dev": True,
+    }
+    assert {p: y for p, (_, y) in warm.items()} == {p: y for p, (_, y) in cold.items()}
+
+    # a deep transitive import, a data file, the options: each recompiles only shop/dev
+    edits = [
+        ("base/pkg/lib/deep/deep.k", 'labels: {str:str} = {"deep" = "2"}\n', "deep: '2'"),
+        ("appops/shop/dev/data.txt", "two\n", "data: two"),
+        (
+            "appops/shop/dev/ci-test/settings.yaml",
+            "kcl_options:\n  - key: env\n    value: qa\n",
+            None,
+        ),
+    ]
+    for rel, text, expect in edits:
+        repo_builder.write(rel, text)
+        after = _compile(root)
+        assert after["appops/other/dev"][0] is True, rel
+        assert after["appops/shop/dev"][0] is False, rel
+        if expect:
+            assert expect in after["appops/shop/dev"][1]
+    # a shared model every stack imports (through the render entry): everything recompiles
+    server = root / "base/pkg/models/frontend/server.k"
+    server.write_text(server.read_text() + "\n# touched\n")
+    assert {c for c, _ in _compile(root).values()} == {False}
+
+
+def test_corrupt_entry_is_ignored_and_rewritten(repo_builder: RepoBuilder) -> None:
+    root = _repo(repo_builder).root
+    _compile(root)
+    entries = sorted((root / ".cache/konfig/compile").rglob("*.json"))
+    assert len(entries) == 2
+    for entry in entries:
+        entry.write_text('{"key": "truncated')
+    again = _compile(root)
+    assert {c for c, _ in again.values()} == {False}
+    for entry in entries:
+        assert json.loads(entry.read_text())["key"] == entry.stem
+    assert {c for c, _ in _compile(root).values()} == {True}
+
+
+def test_key_covers_stack_files_and_imported_modules(repo_builder: RepoBuilder) -> None:
+    root = _repo(repo_builder).root
+    repo = discover(root)
+    index = DependencyIndex.build(root, None)
+    stack = repo.stack("shop/dev")
+    inputs = compile_input(repo, stack)
+    deps = index.deps(stack.path, stack.project_path, inputs.files, inputs.options, "0.0")
+    for expected in ("appops/shop/dev/data.txt", "base/render/render.k", "kcl.mod"):
+        assert expected in deps.files
+    for module in ("base/pkg/lib/deep", "base/pkg/lib/mid", "base/pkg/models/frontend"):
+        assert module in deps.modules
+    assert not any(f.startswith("appops/other/") for f in deps.files)
+    assert not any(m.startswith("appops/other") for m in deps.modules)
+    other = index.deps(stack.path, stack.project_path, inputs.files, inputs.options, "0.1")
+    assert other.key != deps.key  # the KCL version is part of the key
+
+
+def test_cache_miss_on_unknown_key(tmp_path: Path) -> None:
+    assert CompileCache(tmp_path).get("0" * 64) is None
+
+
+def test_cli_no_cache_flag_and_cached_json(repo_builder: RepoBuilder, konfig: KonfigRunner) -> None:
+    root = _repo(repo_builder).root
+    first = konfig("compile", "--all", "--json", "-j", "1", cwd=root)
+    assert first.code == 0, first.err
+    assert [r["cached"] for r in json.loads(first.out)] == [False, False]
+    second = konfig("compile", "--all", "--json", cwd=root)
+    assert [r["cached"] for r in json.loads(second.out)] == [True, True]
+    third = konfig("compile", "--all", "--json", "--no-cache", cwd=root)
+    assert [r["cached"] for r in json.loads(third.out)] == [False, False]
+    text = konfig("compile", "--all", "--out", str(root / "out"), cwd=root)
+    assert "compiled 2/2 stacks (2 from cache)" in text.err
+
+
+def test_prune_keeps_current_entries_and_drops_the_oldest(tmp_path: Path) -> None:
+    store = CompileCache(tmp_path)
+    spec = load_spec({"resources": []})
+    keys = [f"{i:02d}" + "0" * 62 for i in range(6)]
+    for age, key in enumerate(keys):
+        store.put(key, f"appops/p/s{age}", spec, "resources: []\n")
+        path = tmp_path / "compile" / key[:2] / f"{key}.json"
+        os.utime(path, (1000 + age, 1000 + age))
+    assert store.prune(keep=[keys[0]], limit=3) == 3
+    left = sorted(p.stem for p in (tmp_path / "compile").glob("*/*.json"))
+    assert left == [keys[0], keys[4], keys[5]]
+    assert store.get(keys[0]) is not None
+    assert store.prune(keep=[], limit=3) == 0

@@ -1,0 +1,194 @@
+"""Pure parts of the inventory: naming, ApplySet id, manifest, parsing, ownership."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from konfig.engine import inventory as inv
+from konfig.engine.inventory import Inventory, InventoryError, Member
+
+
+def test_name_from_path_and_short_address() -> None:
+    assert inv.inventory_name("appops/guestbook/dev") == "konfig.guestbook.dev"
+    assert inv.inventory_name("guestbook/dev") == "konfig.guestbook.dev"
+    assert inv.inventory_name("appops/a/envs/prod") == "konfig.a.envs.prod"
+
+
+def test_name_rejects_invalid_kubernetes_names() -> None:
+    with pytest.raises(InventoryError, match="not a valid Kubernetes object name"):
+        inv.inventory_name("appops/Guest_Book/dev")
+    with pytest.raises(InventoryError, match="appops/<project>/<stack>"):
+        inv.inventory_name("appops/onlyproject")
+
+
+def test_applyset_id_is_kubectls_formula() -> None:
+    # kubectl pkg/cmd/apply/applyset.go: base64url(sha256("name.namespace.Kind.group")), no padding
+    raw = hashlib.sha256(b"konfig.guestbook.dev.konfig-system.ConfigMap.").digest()
+    expected = "applyset-" + base64.urlsafe_b64encode(raw).decode().rstrip("=") + "-v1"
+    assert inv.applyset_id("konfig.guestbook.dev") == expected
+    assert "=" not in expected
+    assert inv.applyset_id("konfig.a.b") != inv.applyset_id("konfig.a.c")
+
+
+def test_parse_id() -> None:
+    assert inv.parse_id("apps/v1:Deployment:ns:web") == inv.ObjectRef(
+        "apps/v1", "Deployment", "ns", "web"
+    )
+    assert inv.parse_id("v1:Namespace:ns") == inv.ObjectRef("v1", "Namespace", None, "ns")
+    assert inv.parse_id("apps/v1:Deployment:ns:web").group_kind == "Deployment.apps"
+    assert inv.parse_id("v1:Namespace:ns").group_kind == "Namespace"
+    for bad in ("web", "v1:Namespace", "a:b:c:d:e", "v1::x"):
+        with pytest.raises(InventoryError, match="malformed resource id"):
+            inv.parse_id(bad)
+
+
+def test_manifest_annotations_and_data() -> None:
+    members = [
+        Member("v1:Service:web:web", "u2"),
+        Member("apps/v1:Deployment:web:web", "u1"),
+        Member("v1:Namespace:web", ""),
+        Member("v1:ConfigMap:other:cfg", ""),
+        Member("v1:ConfigMap:konfig-system:x", ""),
+    ]
+    m = inv.inventory_manifest(
+        "appops/g/dev", members, commit="abc", spec_digest="d1", applied_at="t"
+    )
+    assert m["kind"] == "ConfigMap"
+    assert m["metadata"]["name"] == "konfig.g.dev"
+    assert m["metadata"]["namespace"] == "konfig-system"
+    assert m["metadata"]["labels"][inv.LABEL_ID] == inv.applyset_id("konfig.g.dev")
+    ann = m["metadata"]["annotations"]
+    assert ann[inv.ANNOTATION_GROUP_KINDS] == "ConfigMap,Deployment.apps,Namespace,Service"
+    assert ann[inv.ANNOTATION_NAMESPACES] == "other,web"
+    assert ann[inv.ANNOTATION_TOOLING].startswith("konfig/v")
+    data = m["data"]
+    assert json.loads(data["members"]) == [
+        {"id": "apps/v1:Deployment:web:web", "uid": "u1"},
+        {"id": "v1:ConfigMap:konfig-system:x", "uid": ""},
+        {"id": "v1:ConfigMap:other:cfg", "uid": ""},
+        {"id": "v1:Namespace:web", "uid": ""},
+        {"id": "v1:Service:web:web", "uid": "u2"},
+    ]
+    assert (data["stack"], data["commit"], data["specDigest"], data["appliedAt"]) == (
+        "appops/g/dev",
+        "abc",
+        "d1",
+        "t",
+    )
+
+
+def test_parse_round_trip() -> None:
+    members = [Member("v1:Namespace:web", "u0"), Member("apps/v1:Deployment:web:web", "u1")]
+    m = inv.inventory_manifest("g/dev", members, commit="c", spec_digest="d", applied_at="t")
+    parsed = inv.parse_inventory(m)
+    assert parsed.stack_path == "appops/g/dev"
+    assert parsed.members == tuple(sorted(members))
+    assert parsed.applyset_id == inv.applyset_id("konfig.g.dev")
+    assert (parsed.commit, parsed.spec_digest) == ("c", "d")
+
+
+def test_parse_rejects_foreign_configmap_and_bad_members() -> None:
+    foreign = {"metadata": {"name": "konfig.g.dev", "namespace": "konfig-system"}, "data": {}}
+    with pytest.raises(InventoryError, match="not a Konfig inventory"):
+        inv.parse_inventory(foreign)
+    m = inv.inventory_manifest("g/dev", [], commit="", spec_digest="", applied_at="")
+    m["data"]["members"] = "{not json"
+    with pytest.raises(InventoryError, match="not JSON"):
+        inv.parse_inventory(m)
+
+
+def test_union_keeps_everything_and_prefers_known_uids() -> None:
+    old = [Member("a:K:x", "u-old"), Member("a:K:y", "u-y")]
+    new = [Member("a:K:x", ""), Member("a:K:z", "u-z")]
+    assert inv.union_members(old, new) == (
+        Member("a:K:x", "u-old"),
+        Member("a:K:y", "u-y"),
+        Member("a:K:z", "u-z"),
+    )
+    assert inv.union_members(old, [Member("a:K:x", "u-new")])[0] == Member("a:K:x", "u-new")
+
+
+def test_ownership_is_proven_per_object() -> None:
+    set_id = inv.applyset_id("konfig.g.dev")
+    i = Inventory("appops/g/dev", (Member("apps/v1:Deployment:web:web", "u1"),), "", "", set_id)
+    ours = {"metadata": {"uid": "u1", "labels": {inv.LABEL_PART_OF: set_id}}}
+    assert i.owns("apps/v1:Deployment:web:web", ours)
+    # not a member
+    assert not i.owns("apps/v1:Deployment:web:other", ours)
+    # someone else's label
+    other = {"metadata": {"uid": "u1", "labels": {inv.LABEL_PART_OF: "applyset-x-v1"}}}
+    assert not i.owns("apps/v1:Deployment:web:web", other)
+    # recreated by someone else under the same name: UID differs
+    recreated = {"metadata": {"uid": "u9", "labels": {inv.LABEL_PART_OF: set_id}}}
+    assert not i.owns("apps/v1:Deployment:web:web", recreated)
+
+
+def test_label_member_does_not_mutate() -> None:
+    src = {"metadata": {"name": "a", "labels": {"x": "1"}}}
+    out = inv.label_member(src, "applyset-abc-v1")
+    assert out["metadata"]["labels"] == {"x": "1", inv.LABEL_PART_OF: "applyset-abc-v1"}
+    assert src["metadata"]["labels"] == {"x": "1"}
+
+
+@pytest.mark.cluster
+def test_kubectl_accepts_the_parent_as_an_applyset(cluster: Any, tmp_path: Path) -> None:
+    """kubectl validates the id label with its own formula: ours must match it."""
+    from konfig.engine.kube import KubeTarget, connect
+
+    def kubectl_applyset(name: str) -> subprocess.CompletedProcess[str]:
+        manifest = tmp_path / "ns.yaml"
+        manifest.write_text(f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n")
+        return subprocess.run(
+            [
+                "kubectl",
+                f"--kubeconfig={cluster.kubeconfig}",
+                "apply",
+                "--server-side",
+                "--prune",
+                f"--applyset=configmaps/{name}",
+                "-n",
+                inv.NAMESPACE,
+                "--dry-run=server",
+                "-f",
+                str(manifest),
+            ],
+            env=dict(os.environ, KUBECTL_APPLYSET="true"),
+            capture_output=True,
+            text=True,
+        )
+
+    ns = f"p7ks-{uuid.uuid4().hex[:8]}"
+    path = f"appops/{ns}/dev"
+    with connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context)) as kube:
+        ours = inv.write_inventory(
+            kube, path, [Member(f"v1:ConfigMap:{ns}:a")], commit="c", spec_digest="d"
+        )
+        # kubectl recognises the parent and its id, and refuses to manage another tool's set
+        res = kubectl_applyset(ours.name)
+        assert res.returncode == 1
+        assert 'is managed by tooling "konfig"' in res.stderr
+        # the same parent with kubectl's own tooling annotation: kubectl accepts our id ...
+        manifest = inv.inventory_manifest(
+            path, ours.members, commit="c", spec_digest="d", applied_at="t"
+        )
+        manifest["metadata"]["annotations"][inv.ANNOTATION_TOOLING] = "kubectl/v1.32.4"
+        kube.apply(manifest, dry_run=False, field_manager="test")
+        res = kubectl_applyset(ours.name)
+        assert res.returncode == 0, res.stderr
+        # ... and rejects a wrong one, so the check above is a real check
+        manifest["metadata"]["labels"][inv.LABEL_ID] = "applyset-wrong-v1"
+        kube.apply(manifest, dry_run=False, field_manager="test", force=True)
+        res = kubectl_applyset(ours.name)
+        assert res.returncode == 1
+        assert f"want: {ours.applyset_id}" in res.stderr
+        inv.delete_inventory(kube, path)
+        assert inv.read_inventory(kube, path) is None
