@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test unit demo bench bench-changed bench-cache cluster-build cluster-up cluster-down clean
+.PHONY: venv lint test unit demo bench bench-changed bench-cache cluster-build cluster-up cluster-down sops-build clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,8 @@ lint: venv
 	$(BIN)/ruff format --check tools hack
 	$(BIN)/mypy
 
-## test: lint, every test (the local Kubernetes control plane is built and started as needed), then konfig test and konfig check on the example stacks
-test: lint cluster-build
+## test: lint, every test (the local Kubernetes control plane and the sops CLI are built and started as needed), then konfig test and konfig check on the example stacks
+test: lint cluster-build sops-build
 	$(BIN)/python -m pytest
 	$(BIN)/konfig test --all
 	$(BIN)/konfig check --all
@@ -50,6 +50,10 @@ bench-cache: venv
 ## cluster-build: build the local control plane from Go modules (cached in .cache/cluster)
 cluster-build:
 	hack/cluster build
+
+## sops-build: build the sops CLI (and age-keygen) the round-trip tests use, from Go modules (cached in .cache/sops)
+sops-build:
+	hack/sops build
 
 cluster-up:
 	hack/cluster up

@@ -1,0 +1,33 @@
+"""The one error type of the secrets package: what failed, in which file, at which key.
+
+Messages never carry a secret value: they name the file, the key path (in sops'
+``["a"]["b"]`` notation, usable with ``sops decrypt --extract``) and the line when
+there is one.
+"""
+
+from __future__ import annotations
+
+from konfig.errors import KonfigError
+
+
+class SecretsError(KonfigError):
+    """An encrypted file, a key or a reference that cannot be used: exit 1."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        key: str | None = None,
+        line: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        where = ""
+        if file:
+            where = file if line is None else f"{file}:{line}"
+        if key:
+            where = f"{where} (key {key})" if where else f"key {key}"
+        super().__init__(f"{where}: {message}" if where else message, hint=hint)
+        self.file = file
+        self.key = key
+        self.line = line
