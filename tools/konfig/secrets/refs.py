@@ -285,6 +285,66 @@ def unresolved(spec: Spec) -> list[str]:
     return [r.id for r in spec.resources if key_refs(r.id, r.extensions)]
 
 
+def secret_data(spec: Spec, resolver: Resolver) -> dict[str, dict[str, str]]:
+    """Preview / apply: resource id -> {data key: base64 value} for every referenced key,
+    decrypted in memory (each file once). Raises SecretsError (file and key named) on the
+    first reference that cannot be resolved: call it before anything is written."""
+    out: dict[str, dict[str, str]] = {}
+    for resource in spec.resources:
+        refs = key_refs(resource.id, resource.extensions)
+        if refs:
+            out[resource.id] = {
+                item.key: base64.b64encode(resolver.bytes(item.ref)).decode() for item in refs
+            }
+    return out
+
+
+@dataclass(frozen=True)
+class KeyStatus:
+    """What a preview may say about one key of a Secret from an encrypted file."""
+
+    key: str
+    status: str  # "changed", "unchanged", "new", "not compared"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"key": self.key, "status": self.status}
+
+
+NOT_COMPARED = "not compared"
+
+
+def key_statuses(
+    keys: Iterable[str],
+    desired: Mapping[str, Any] | None,
+    live: Mapping[str, Any] | None,
+    *,
+    compared: bool,
+) -> tuple[KeyStatus, ...]:
+    """Per referenced key: the planned value against the live one (both base64 in memory;
+    only the verdict leaves this function)."""
+    want = (desired or {}).get("data") or {}
+    have = (live or {}).get("data") or {}
+    out = []
+    for key in keys:
+        if not compared:
+            status = NOT_COMPARED
+        elif key not in have:
+            status = "new"
+        else:
+            status = "unchanged" if _b64(want.get(key)) == _b64(have.get(key)) else "changed"
+        out.append(KeyStatus(key, status))
+    return tuple(out)
+
+
+def _b64(value: Any) -> bytes | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError:
+        return None
+
+
 def referenced_files(extensions_of: Iterable[Mapping[str, Any]]) -> list[str]:
     """Every file the given resources' references read, once each, in order."""
     seen: dict[str, None] = {}

@@ -147,3 +147,27 @@ def test_plaintext_keys() -> None:
         "b",
     ]
     assert refs.plaintext_keys({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}}) == []
+
+
+def test_secret_data_and_key_statuses(repo: tuple[Path, Keyring]) -> None:
+    root, keyring = repo
+    bound = refs.bind(
+        ID, SECRET, unbound("tls.key", "tls.crt"), stack_dir=STACK, resolver=Resolver(root)
+    )
+    spec = spec_from_items([{"id": ID, "attributes": SECRET, "extensions": bound}])
+    data = refs.secret_data(spec, Resolver(root, keyring))
+    assert base64.b64decode(data[ID]["tls.key"]).decode() == CANARY
+    live = {"data": {"tls.key": base64.b64encode(CANARY.encode()).decode(), "tls.crt": "eA=="}}
+    statuses = refs.key_statuses(
+        ["tls.key", "tls.crt", "extra"], {"data": data[ID]}, live, compared=True
+    )
+    assert [s.to_dict() for s in statuses] == [
+        {"key": "tls.key", "status": "unchanged"},
+        {"key": "tls.crt", "status": "changed"},
+        {"key": "extra", "status": "new"},
+    ]
+    assert {s.status for s in refs.key_statuses(["tls.key"], None, live, compared=False)} == {
+        "not compared"
+    }
+    with pytest.raises(SecretsError, match="cannot decrypt without a key"):
+        refs.secret_data(spec, Resolver(root))
