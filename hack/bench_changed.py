@@ -208,7 +208,8 @@ def main() -> int:
 
     code = (
         "import time,shutil,sys; from pathlib import Path; "
-        "from konfig.detect.changeset import affected_stacks, cache_dir; r=Path('.').resolve(); "
+        "from konfig.detect.changeset import affected_stacks; "
+        "from konfig.repo.layout import cache_dir; r=Path('.').resolve(); "
         "shutil.rmtree(r/'.cache', ignore_errors=True); "
         "import networkx; "
         "t=time.perf_counter(); u=time.process_time(); "

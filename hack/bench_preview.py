@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO / "tools"))
 from konfig.build.compiler import compile_input, compile_one  # noqa: E402
 from konfig.engine import inventory as inv  # noqa: E402
 from konfig.engine.kube import KubeTarget, connect  # noqa: E402
-from konfig.engine.plan import plan_stack  # noqa: E402
+from konfig.engine.planner import plan_stack  # noqa: E402
 from konfig.repo.layout import discover  # noqa: E402
 from konfig.report.previews import Preview, StackPreview, render_json  # noqa: E402
 

@@ -10,8 +10,7 @@ from typing import Any
 
 from konfig.engine import inventory as inv
 from konfig.engine.kube import Kube
-from konfig.engine.plan import deleted_stack
-from konfig.repo.layout import Stack
+from konfig.repo.layout import Stack, deleted_stack
 from konfig.spec import Spec, spec_from_items
 
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from konfig import __version__
-from konfig.detect.changeset import Snapshot, find_layout, worktree_snapshot
 from konfig.detect.importgraph import KCL_SUFFIX, ImportCache, ImportGraph, module_of, scan_files
+from konfig.detect.snapshot import Snapshot, find_layout, worktree_snapshot
 from konfig.repo.files import atomic_write_text
 from konfig.spec import Spec, SpecError, load_spec
 

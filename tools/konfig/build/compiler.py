@@ -22,14 +22,11 @@ from typing import Any
 
 from konfig.build import kcl
 from konfig.errors import ConfigError
-from konfig.repo.layout import Repository, Stack
+from konfig.repo.layout import KCL_MOD_VAR, KCL_YAML, MAIN, Repository, Stack
 from konfig.repo.yamlio import load_yaml_file
 from konfig.spec import Spec, SpecError, spec_from_output
 
-KCL_YAML = "kcl.yaml"
 SETTINGS = "ci-test/settings.yaml"
-MAIN = "main.k"
-KCL_MOD_VAR = "${KCL_MOD}"
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from konfig.build.compiler import MAIN
-from konfig.repo.layout import STACK_FILE, Stack
+from konfig.repo.layout import MAIN, STACK_FILE, Stack
 from konfig.spec import Resource
 
 

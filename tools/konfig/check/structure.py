@@ -29,10 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from konfig.build.compiler import KCL_YAML, MAIN
 from konfig.check.findings import Finding
 from konfig.check.yamlpos import KeyPath, key_lines, line_of
-from konfig.repo.layout import APPOPS, PROJECT_FILE, STACK_FILE, Repository, Stack, is_within
+from konfig.repo.layout import (
+    APPOPS,
+    KCL_YAML,
+    MAIN,
+    PROJECT_FILE,
+    STACK_FILE,
+    Repository,
+    Stack,
+    is_within,
+)
 from konfig.repo.yamlio import load_yaml_text
 
 # Value types per key: a type, a nested table (a mapping with known keys), or

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import click
@@ -60,3 +60,8 @@ def progress_bar(description: str, total: int, *, enabled: bool = True) -> Itera
     with progress:
         task = progress.add_task(description, total=total, status="")
         yield ProgressBar(progress, task)
+
+
+def compile_progress(*, enabled: bool) -> Callable[[int], AbstractContextManager[ProgressBar]]:
+    """A progress bar for compiling that many stacks (see ``pipeline.compiling``)."""
+    return lambda total: progress_bar("compiling", total, enabled=enabled)

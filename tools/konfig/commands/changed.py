@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import os
-import secrets
 from pathlib import Path
 
 import click
 
 from konfig.commands._console import echo_json, info
-from konfig.detect.changeset import ChangeSet, affected_stacks, cache_dir
-from konfig.errors import EXIT_OK, UsageError
-from konfig.repo.layout import find_root
-
-GITHUB_OUTPUT = "GITHUB_OUTPUT"
+from konfig.commands._outputs import append_github_output, github_output_file, stack_outputs
+from konfig.detect.changeset import ChangeSet, affected_stacks
+from konfig.errors import EXIT_OK
+from konfig.repo.layout import cache_dir, find_root
 
 
 @click.command("changed")
@@ -49,49 +45,18 @@ def command(
     # thousands of stacks) parse of every stack.yaml in the work tree is skipped.
     given = (ctx.obj or {}).get("root")
     root = find_root(Path(given) if given else None)
-    output_file: Path | None = None
-    if github_output:
-        raw = os.environ.get(GITHUB_OUTPUT)
-        if not raw:
-            raise UsageError(
-                f"--github-output needs ${GITHUB_OUTPUT}",
-                hint="it is set inside GitHub Actions; elsewhere export it to a file path",
-            )
-        output_file = Path(raw)
+    output_file = github_output_file() if github_output else None
     changes = affected_stacks(root, base, head, cache=None if no_cache else cache_dir(root))
     if output_file is not None:
-        append_github_output(output_file, github_outputs(changes))
+        append_github_output(
+            output_file,
+            stack_outputs(changes.stack_paths, changes.deleted_stacks, changes.projects),
+        )
     if as_json:
         echo_json(changes.to_json())
     else:
         _print_human(changes)
     return EXIT_OK
-
-
-def github_outputs(changes: ChangeSet) -> dict[str, str]:
-    """Step outputs: JSON strings a workflow can use as a matrix (``fromJSON``)."""
-    return {
-        "stacks": json.dumps(changes.stack_paths),
-        "deleted-stacks": json.dumps(list(changes.deleted_stacks)),
-        "projects": json.dumps(list(changes.projects)),
-        "has-changes": "true" if changes.stacks or changes.deleted_stacks else "false",
-    }
-
-
-def append_github_output(path: Path, outputs: dict[str, str]) -> None:
-    """Append ``name<<DELIM`` blocks (GitHub's multi-line format) in one write.
-
-    The delimiter is random and checked against the value, so no value can end a block
-    early and inject another output.
-    """
-    blocks: list[str] = []
-    for name, value in outputs.items():
-        delimiter = f"KONFIG_EOF_{secrets.token_hex(8)}"
-        while delimiter in value:
-            delimiter = f"KONFIG_EOF_{secrets.token_hex(8)}"
-        blocks.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write("".join(blocks))
 
 
 def _print_human(changes: ChangeSet) -> None:

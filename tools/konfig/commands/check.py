@@ -10,14 +10,11 @@ from konfig.check import Severity, check
 from konfig.check.formats import FORMATS, render
 from konfig.check.policy import POLICY_ENTRY
 from konfig.commands._common import load_repository
-from konfig.commands._console import info
+from konfig.commands._console import compile_progress, info
+from konfig.commands._options import selection_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
-from konfig.pipeline.selection import (
-    Selection,
-    compile_stacks,
-    select_for_command,
-    selection_options,
-)
+from konfig.pipeline.compiling import compile_stacks
+from konfig.pipeline.selection import Selection, select_for_command
 from konfig.repo.layout import is_within
 
 
@@ -67,7 +64,9 @@ def command(
     if not selection.everything:
         scope = [*{s.project_path: None for s in selection.stacks}, *(selection.test_scope or ())]
 
-    compiled = compile_stacks(repo, selection.stacks, jobs=jobs, quiet=fmt != "text")
+    compiled = compile_stacks(
+        repo, selection.stacks, jobs=jobs, meter=compile_progress(enabled=fmt == "text")
+    )
 
     findings = check(repo, compiled, scope=scope, policies=policies)
     click.echo(render(findings, fmt), nl=False)

@@ -7,17 +7,15 @@ from pathlib import Path
 import click
 
 from konfig.build.compiler import (
-    CompileInput,
     CompileResult,
-    compile_cached,
-    default_jobs,
-    stacks_inputs,
 )
-from konfig.commands._common import load_repository, report_problems, select_stacks
-from konfig.commands._console import echo_json, error, info, progress_bar
-from konfig.detect.changeset import cache_dir, stacks_changed_from
+from konfig.commands._common import load_repository, report_problems
+from konfig.commands._console import compile_progress, echo_json, error, info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from konfig.pipeline.compiling import compile_stacks
+from konfig.pipeline.selection import select_stacks, stacks_affected_since
 from konfig.repo.files import atomic_write_text
+from konfig.repo.layout import cache_dir
 
 
 @click.command("compile")
@@ -72,7 +70,7 @@ def command(
     if changed_from is not None:
         if stacks or all_stacks:
             raise UsageError("give stacks, --all or --changed-from, not several")
-        selected = stacks_changed_from(repo, changed_from, cache=None if no_cache else state)
+        selected, _ = stacks_affected_since(repo, changed_from, cache=None if no_cache else state)
         if not selected:
             info(f"no stacks affected since {changed_from}")
             if as_json:
@@ -82,19 +80,13 @@ def command(
         selected = select_stacks(repo, stacks, all_stacks=all_stacks)
     if not selected:
         raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")
-    prepared = stacks_inputs(repo, selected)
-    inputs = [p for p in prepared if isinstance(p, CompileInput)]
-    failed_early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
-    with progress_bar("compiling", len(inputs), enabled=not as_json) as bar:
-        compiled = compile_cached(
-            repo,
-            inputs,
-            state=None if no_cache else state,
-            jobs=jobs or default_jobs(),
-            progress=lambda r: bar.advance(Path(r.stack_path).name),
-        )
-    by_path = {r.stack_path: r for r in compiled} | failed_early
-    results = [by_path[s.path] for s in selected]
+    results = compile_stacks(
+        repo,
+        selected,
+        jobs=jobs,
+        state=None if no_cache else state,
+        meter=compile_progress(enabled=not as_json),
+    )
 
     for result in results:
         if result.spec is None:

@@ -8,55 +8,27 @@ precondition, and only objects the inventory provably owns are touched.
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
-from pathlib import Path
+import os
 
 import click
 
 from konfig.commands._common import load_repository, report_problems
 from konfig.commands._console import info
-from konfig.commands.apply import (
+from konfig.commands._options import kube_options
+from konfig.commands._results import (
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_TIMEOUT,
-    Connections,
     Printer,
     confirm,
     finish,
-    run_concurrently,
+    show_plans,
 )
-from konfig.engine.applier import ApplyOptions, StackResult, destroy_stack
-from konfig.engine.inventory import read_inventory
-from konfig.engine.kube import Kube
-from konfig.engine.lock import DEFAULT_DURATION, StackLock
-from konfig.engine.plan import StackPlan, deleted_stack, plan_stack
-from konfig.errors import KonfigError, UsageError
-from konfig.repo.layout import Repository, Stack, is_within, resolve_stacks
-from konfig.report.previews import Preview, StackPreview, render_text
-
-
-@dataclass
-class _Target:
-    stack: Stack
-    deleted: bool
-    plan: StackPlan | None = None
-
-
-def _resolve(repo: Repository, address: str, *, deleted: bool) -> _Target:
-    if not deleted:
-        try:
-            return _Target(resolve_stacks(repo, [address])[0], False)
-        except UsageError:
-            pass
-    stack = deleted_stack(address)
-    if not is_within(stack.path, "appops") or ".." in Path(stack.path).parts:
-        raise UsageError(f"{address}: not a stack path under appops/")
-    if deleted and (repo.root / stack.path / "stack.yaml").exists():
-        raise UsageError(
-            f"--deleted {address}: the stack still exists in the working tree",
-            hint="drop --deleted to destroy an existing stack",
-        )
-    return _Target(stack, True)
+from konfig.engine.lock import DEFAULT_DURATION
+from konfig.engine.stackrun import ApplyOptions, StackResult
+from konfig.pipeline.concurrency import run_concurrently
+from konfig.pipeline.connections import Connections
+from konfig.pipeline.destroying import DestroyTarget, destroy_locked, destroy_targets, plan_destroys
+from konfig.report.previews import StackPreview
 
 
 @click.command("destroy")
@@ -88,8 +60,7 @@ def _resolve(repo: Repository, address: str, *, deleted: bool) -> _Target:
 @click.option(
     "--lease-duration", type=click.IntRange(min=2), default=DEFAULT_DURATION, show_default=True
 )
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Kubeconfig.")
-@click.option("--context", default=None, help="Kubeconfig context for every stack.")
+@kube_options
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
 def command(
@@ -115,55 +86,26 @@ def command(
     """
     repo = load_repository(ctx)
     report_problems(repo)
-    targets: list[_Target] = []
-    for address in stacks:
-        t = _resolve(repo, address, deleted=deleted)
-        if all(t.stack.path != o.stack.path for o in targets):
-            targets.append(t)
-    conns = Connections(repo, kubeconfig, context)
+    targets = destroy_targets(repo, stacks, deleted=deleted)
     printer = Printer(quiet=as_json, prefix=True)
     options = ApplyOptions(concurrency=concurrency, timeout=timeout, wait=not no_wait)
-    try:
-        for t in targets:
-            kube = conns.kube(t.stack)
-            prior = read_inventory(kube, t.stack)
-            if prior is None and not as_json:
-                info(f"{t.stack.path}: no inventory in the cluster, nothing to destroy")
-            t.plan = plan_stack(kube, t.stack, None, prior, deleted=True)
+    env_kubeconfig = os.environ.get("KUBECONFIG")
+    with Connections(repo, kubeconfig, context, env_kubeconfig=env_kubeconfig) as conns:
+        plans = plan_destroys(conns, targets, note=None if as_json else info)
         if not as_json:
-            shown = [StackPreview(t.stack.path, deleted=True, plan=t.plan) for t in targets]
-            click.echo(render_text(Preview.of(shown), color=sys.stdout.isatty()), nl=False)
+            show_plans([StackPreview(p.path, deleted=True, plan=p) for p in plans])
         confirm("destroy these stacks", yes=yes)
 
-        def one(t: _Target) -> StackResult:
-            return _destroy_locked(
-                conns.kube(t.stack), t.stack, options, printer, lock_timeout, lease_duration
+        def one(t: DestroyTarget) -> StackResult:
+            return destroy_locked(
+                conns,
+                t.stack,
+                options,
+                printer,
+                lock_timeout=lock_timeout,
+                lease_duration=lease_duration,
+                on_lock_wait=printer.lock_wait,
             )
 
         results = run_concurrently(targets, one, stack_concurrency)
-    finally:
-        conns.close()
     return finish("Destroy", results, as_json=as_json)
-
-
-def _destroy_locked(
-    kube: Kube,
-    stack: Stack,
-    options: ApplyOptions,
-    printer: Printer,
-    lock_timeout: float,
-    lease_duration: int,
-) -> StackResult:
-    lock = StackLock(kube, stack, duration=lease_duration)
-    try:
-        lock.acquire(lock_timeout, on_wait=printer.lock_wait(stack.path))
-    except KonfigError as exc:
-        return StackResult(stack.path, False, (), str(exc))
-    try:
-        prior = read_inventory(kube, stack)
-        plan = plan_stack(kube, stack, None, prior, deleted=True)
-        return destroy_stack(kube, plan, prior, options, printer, lost=lock.lost)
-    except KonfigError as exc:
-        return StackResult(stack.path, False, (), str(exc))
-    finally:
-        lock.release()

@@ -10,14 +10,12 @@ commas survive the trip through the matrix untouched.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import click
 
 from konfig.commands._console import echo_json
-from konfig.commands.changed import GITHUB_OUTPUT, append_github_output
+from konfig.commands._outputs import append_github_output, github_output_file
 from konfig.errors import EXIT_OK, UsageError
 
 
@@ -76,9 +74,8 @@ def command(stacks_json: str, deleted_json: str, max_jobs: int, github_output: b
     deleted = _parse("--deleted", deleted_json)
     matrix = chunks(stacks, max_jobs, keep_one=bool(deleted))
     if github_output:
-        raw = os.environ.get(GITHUB_OUTPUT)
-        if not raw:
-            raise UsageError(f"--github-output needs ${GITHUB_OUTPUT}")
-        append_github_output(Path(raw), {"matrix": json.dumps(matrix), "count": str(len(matrix))})
+        append_github_output(
+            github_output_file(), {"matrix": json.dumps(matrix), "count": str(len(matrix))}
+        )
     echo_json(matrix)
     return EXIT_OK

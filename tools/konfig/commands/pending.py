@@ -2,33 +2,25 @@
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 import click
 
 from konfig.commands._common import load_repository, report_problems
 from konfig.commands._console import echo_json, info
-from konfig.commands.apply import Connections
-from konfig.commands.changed import GITHUB_OUTPUT, append_github_output
-from konfig.detect.behind import Pending, pending_stacks
-from konfig.engine.inventory import (
-    NAMESPACE,
-    Inventory,
-    InventoryError,
-    parse_inventory,
-    read_inventory,
-)
-from konfig.errors import EXIT_OK, UsageError
+from konfig.commands._options import kube_options
+from konfig.commands._outputs import append_github_output, github_output_file, stack_outputs
+from konfig.detect.behind import pending_stacks
+from konfig.errors import EXIT_OK
+from konfig.pipeline.connections import Connections
+from konfig.pipeline.inventories import read_inventories
 
 
 @click.command("pending")
 @click.option(
     "--head", default="HEAD", show_default=True, metavar="REF", help="Commit to be applied."
 )
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Kubeconfig.")
-@click.option("--context", default=None, help="Kubeconfig context for every stack.")
+@kube_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option(
     "--github-output",
@@ -53,45 +45,21 @@ def command(
     applied from a commit of this repository are deleted stacks (to destroy);
     inventories of other repositories sharing a cluster are ignored.
     """
-    output_file: Path | None = None
-    if github_output:
-        raw = os.environ.get(GITHUB_OUTPUT)
-        if not raw:
-            raise UsageError(f"--github-output needs ${GITHUB_OUTPUT}")
-        output_file = Path(raw)
+    output_file = github_output_file() if github_output else None
     repo = load_repository(ctx)
     if not as_json:
         report_problems(repo)
-    conns = Connections(repo, kubeconfig, context)
-    inventories: dict[str, Inventory | None] = {}
-    found: dict[str, Inventory] = {}
-    try:
-        seen_targets = set()
-        for stack in repo.stacks:
-            kube = conns.kube(stack)
-            inventories[stack.path] = read_inventory(kube, stack)
-            target = conns.target(stack)
-            if target in seen_targets:
-                continue
-            seen_targets.add(target)
-            listed = kube.list(
-                "v1", "ConfigMap", namespace=NAMESPACE,
-                label_selector="app.kubernetes.io/managed-by=konfig",
-            )  # fmt: skip
-            for obj in listed:
-                try:
-                    inv = parse_inventory(obj)
-                except InventoryError:
-                    continue  # not ours after all; apply/destroy report it when addressed
-                if inv.stack_path:
-                    found[inv.stack_path] = inv
-    finally:
-        conns.close()
+    env_kubeconfig = os.environ.get("KUBECONFIG")
+    with Connections(repo, kubeconfig, context, env_kubeconfig=env_kubeconfig) as conns:
+        found = read_inventories(repo, conns)
     result = pending_stacks(
-        repo.root, head, [s.path for s in repo.stacks], inventories, found.values()
+        repo.root, head, [s.path for s in repo.stacks], found.by_stack, found.found.values()
     )
     if output_file is not None:
-        append_github_output(output_file, _outputs(result))
+        append_github_output(
+            output_file,
+            stack_outputs(result.stack_paths, result.deleted_stacks, result.projects),
+        )
     if as_json:
         echo_json(result.to_json())
     else:
@@ -108,12 +76,3 @@ def command(
             f"{len(result.up_to_date)} up to date at {result.head[:12]}"
         )
     return EXIT_OK
-
-
-def _outputs(result: Pending) -> dict[str, str]:
-    return {
-        "stacks": json.dumps(result.stack_paths),
-        "deleted-stacks": json.dumps(list(result.deleted_stacks)),
-        "projects": json.dumps(result.projects),
-        "has-changes": "true" if result.stacks or result.deleted_stacks else "false",
-    }

@@ -13,30 +13,18 @@ from pathlib import Path
 
 import click
 
-from konfig.build.compiler import (
-    CompileInput,
-    CompileResult,
-    compile_cached,
-    default_jobs,
-    stacks_inputs,
-)
-from konfig.commands._common import load_repository, report_problems, select_stacks
-from konfig.commands._console import error, info, progress_bar
-from konfig.detect.changeset import affected_stacks, cache_dir
-from konfig.engine.inventory import read_inventory
-from konfig.engine.kube import MAX_WORKERS, Kube, KubeTarget, connect
-from konfig.engine.plan import DEFAULT_WORKERS, deleted_stack, plan_stack
-from konfig.errors import EXIT_FINDINGS, EXIT_OK, KonfigError, UsageError
+from konfig.commands._common import load_repository, report_problems
+from konfig.commands._console import compile_progress, error, info
+from konfig.engine.kube import MAX_WORKERS
+from konfig.engine.planner import DEFAULT_WORKERS
+from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from konfig.pipeline.compiling import compile_stacks
+from konfig.pipeline.connections import Connections
+from konfig.pipeline.previewing import preview_stacks
+from konfig.pipeline.selection import gone_stack, select_stacks, stacks_affected_since
 from konfig.repo.files import atomic_write_text
-from konfig.repo.layout import Repository, Stack, is_within
-from konfig.report.previews import (
-    Preview,
-    StackError,
-    StackPreview,
-    render_json,
-    render_markdown,
-    render_text,
-)
+from konfig.repo.layout import cache_dir
+from konfig.report.previews import Preview, render_json, render_markdown, render_text
 
 EXIT_CHANGES = 2
 
@@ -144,10 +132,8 @@ def command(
     if changed_from is not None:
         if stacks or all_stacks:
             raise UsageError("give stacks, --all or --changed-from, not several")
-        changes = affected_stacks(repo.root, changed_from, None, cache=state)
-        wanted = set(changes.stack_paths)
-        selected = [s for s in repo.stacks if s.path in wanted]
-        deleted_paths += [p for p in changes.deleted_stacks if p not in deleted_paths]
+        selected, gone_since = stacks_affected_since(repo, changed_from, cache=state)
+        deleted_paths += [p for p in gone_since if p not in deleted_paths]
         if not selected and not deleted_paths:
             info(f"no stacks affected since {changed_from}")
     elif stacks or all_stacks:
@@ -159,86 +145,30 @@ def command(
             "no stacks given",
             hint="name stacks (e.g. guestbook/dev), or pass --all, --changed-from or --deleted",
         )
-    gone = [_deleted(repo, path) for path in deleted_paths]
-
-    env_kubeconfig = os.environ.get("KUBECONFIG") or None
-    connections: dict[KubeTarget, Kube | KonfigError] = {}
-
-    def kube_for(target: KubeTarget) -> Kube:
-        if target not in connections:
-            try:
-                connections[target] = connect(target)
-            except KonfigError as exc:
-                connections[target] = exc
-        found = connections[target]
-        if isinstance(found, KonfigError):
-            raise found
-        return found
-
-    def target_of(stack: Stack | None) -> KubeTarget:
-        from_stack = stack.kubeconfig if stack else None
-        if from_stack and not Path(from_stack).expanduser().is_absolute():
-            from_stack = str(repo.root / from_stack)
-        return KubeTarget(
-            kubeconfig=kubeconfig or from_stack or env_kubeconfig,
-            context=context or (stack.kube_context if stack else None),
+    gone = [
+        gone_stack(
+            repo,
+            path,
+            what=f"--deleted {path}",
+            must_be_gone="preview it as a normal stack, or delete its directory first",
         )
+        for path in deleted_paths
+    ]
 
-    results: list[StackPreview] = []
-    try:
-        compiled = _compile(
-            repo, selected, jobs, state=state, quiet=fmt != "text" or out is not None
+    quiet = fmt != "text" or out is not None
+    env_kubeconfig = os.environ.get("KUBECONFIG")
+    with Connections(repo, kubeconfig, context, env_kubeconfig=env_kubeconfig) as conns:
+        compiled = compile_stacks(
+            repo, selected, jobs=jobs, state=state, meter=compile_progress(enabled=not quiet)
         )
-        for stack in selected:
-            result = compiled[stack.path]
-            if result.spec is None:
-                assert result.error is not None
-                e = result.error
-                message = e.message + "".join(f"\n  {d}" for d in e.details)
-                results.append(
-                    StackPreview(
-                        stack.path,
-                        context=stack.kube_context,
-                        error=StackError(f"compile failed: {message}", e.file, e.line),
-                    )
-                )
-                continue
-            target = target_of(stack)
-            try:
-                kube = kube_for(target)
-                prior = read_inventory(kube, stack)
-                plan = plan_stack(kube, stack, result.spec, prior, workers=workers)
-                results.append(StackPreview(stack.path, context=plan.context, plan=plan))
-            except KonfigError as exc:
-                results.append(
-                    StackPreview(
-                        stack.path,
-                        context=target.context,
-                        error=StackError(str(exc)),
-                        spec_digest=result.spec.digest(),
-                    )
-                )
-        for stack in gone:
-            target = target_of(None)
-            try:
-                kube = kube_for(target)
-                prior = read_inventory(kube, stack)
-                if prior is None:
-                    info(f"{stack.path}: no inventory in the cluster, nothing to delete")
-                plan = plan_stack(kube, stack, None, prior, deleted=True, workers=workers)
-                results.append(
-                    StackPreview(stack.path, context=plan.context, deleted=True, plan=plan)
-                )
-            except KonfigError as exc:
-                results.append(
-                    StackPreview(
-                        stack.path, context=target.context, deleted=True, error=StackError(str(exc))
-                    )
-                )
-    finally:
-        for conn in connections.values():
-            if isinstance(conn, Kube):
-                conn.close()
+        results = preview_stacks(
+            conns,
+            selected,
+            {r.stack_path: r for r in compiled},
+            gone,
+            workers=workers,
+            note=info,
+        )
 
     preview = Preview.of(results)
     if fmt == "json":
@@ -263,32 +193,3 @@ def command(
     if detailed_exitcode and preview.has_changes:
         return EXIT_CHANGES
     return EXIT_OK
-
-
-def _deleted(repo: Repository, path: str) -> Stack:
-    stack = deleted_stack(path)
-    if not is_within(stack.path, "appops") or ".." in Path(stack.path).parts:
-        raise UsageError(f"--deleted {path}: not a stack path under appops/")
-    if (repo.root / stack.path / "stack.yaml").exists():
-        raise UsageError(
-            f"--deleted {path}: the stack still exists in the working tree",
-            hint="preview it as a normal stack, or delete its directory first",
-        )
-    return stack
-
-
-def _compile(
-    repo: Repository, stacks: list[Stack], jobs: int | None, *, state: Path | None, quiet: bool
-) -> dict[str, CompileResult]:
-    prepared = stacks_inputs(repo, stacks)
-    inputs = [p for p in prepared if isinstance(p, CompileInput)]
-    early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
-    with progress_bar("compiling", len(inputs), enabled=not quiet) as bar:
-        done = compile_cached(
-            repo,
-            inputs,
-            state=state,
-            jobs=jobs or default_jobs(),
-            progress=lambda r: bar.advance(Path(r.stack_path).name),
-        )
-    return {r.stack_path: r for r in done} | early

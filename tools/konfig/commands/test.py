@@ -15,9 +15,11 @@ from konfig.build.kcltests import UnitTestResult, discover_packages, run_package
 from konfig.check.findings import Finding
 from konfig.check.formats import as_github
 from konfig.commands._common import load_repository, report_problems
-from konfig.commands._console import echo_json, info
+from konfig.commands._console import compile_progress, echo_json, info
+from konfig.commands._options import selection_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
-from konfig.pipeline.selection import compile_stacks, select_for_command, selection_options
+from konfig.pipeline.compiling import compile_stacks
+from konfig.pipeline.selection import select_for_command
 from konfig.repo.files import atomic_write_text
 
 
@@ -68,7 +70,9 @@ def command(
         repo, stacks, all_stacks=all_stacks, from_files=from_files, changed_from=changed_from
     )
 
-    compiled = compile_stacks(repo, selection.stacks, jobs=jobs, quiet=as_json)
+    compiled = compile_stacks(
+        repo, selection.stacks, jobs=jobs, meter=compile_progress(enabled=not (as_json))
+    )
     goldens: list[golden.GoldenResult] = []
     updates: list[golden.UpdateResult] = []
     for result in compiled:

@@ -29,11 +29,8 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
-import os
 import posixpath
-import time
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -47,24 +44,14 @@ from konfig.detect.importgraph import (
     TEST_SUFFIX,
     ImportCache,
     ImportGraph,
-    module_of,
     modules_of_change,
     scan_files,
 )
+from konfig.detect.snapshot import Layout, Snapshot, find_layout, tree_snapshot, worktree_snapshot
 from konfig.errors import ConfigError
 from konfig.repo.files import atomic_write_text
-from konfig.repo.layout import APPOPS, PROJECT_FILE, STACK_FILE, Repository, Stack
+from konfig.repo.layout import APPOPS, KCL_MOD_VAR, KCL_YAML, MAIN, PROJECT_FILE, STACK_FILE
 from konfig.repo.settings import CONFIG_FILE, RepoConfig, repo_config_from_data
-
-CACHE_DIR = ".cache/konfig"
-KCL_YAML = "kcl.yaml"
-MAIN = "main.k"
-KCL_MOD_VAR = "${KCL_MOD}"
-
-
-def cache_dir(root: Path) -> Path:
-    """Where konfig keeps its caches: ``.cache/konfig`` in the repository root (gitignored)."""
-    return root / CACHE_DIR
 
 
 def within(path: str, parent: str) -> bool:
@@ -74,163 +61,6 @@ def within(path: str, parent: str) -> bool:
     runs for every stack of a monorepo).
     """
     return path == parent or path.startswith(parent + "/")
-
-
-# --------------------------------------------------------------------------- snapshots
-
-
-@dataclass
-class Snapshot:
-    """The files of one state of the repository: a commit, or the work tree (commit None)."""
-
-    root: Path
-    commit: str | None
-    files: dict[str, str]  # path relative to the root -> git blob id
-    _by_dir: dict[str, list[str]] | None = field(default=None, repr=False, compare=False)
-
-    def files_in(self, directory: str) -> list[str]:
-        """The files directly inside ``directory`` (relative, no trailing slash)."""
-        if self._by_dir is None:
-            self._by_dir = defaultdict(list)
-            for p in self.files:
-                self._by_dir[module_of(p)].append(p)
-        return self._by_dir.get(directory, [])
-
-    def read(self, paths: Iterable[str]) -> dict[str, bytes]:
-        wanted = list(paths)
-        if self.commit is None:
-            return {p: (self.root / p).read_bytes() for p in wanted}
-        blobs = gitrepo.read_blobs(self.root, (self.files[p] for p in wanted))
-        return {p: blobs[self.files[p]] for p in wanted}
-
-    def text(self, path: str) -> str | None:
-        if path not in self.files:
-            return None
-        return self.read([path])[path].decode("utf-8", errors="replace")
-
-
-def tree_snapshot(root: Path, commit: str, paths: tuple[str, ...] = ()) -> Snapshot:
-    return Snapshot(root, commit, gitrepo.list_tree(root, commit, paths))
-
-
-_IGNORED_DIRS = {".git", ".cache", ".venv", "node_modules", "__pycache__"}
-
-
-def _walk(root: Path) -> list[str]:
-    found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in _IGNORED_DIRS and not d.startswith(".")]
-        rel = Path(dirpath).relative_to(root).as_posix()
-        prefix = "" if rel == "." else rel + "/"
-        found.extend(prefix + f for f in filenames)
-    return found
-
-
-def worktree_snapshot(root: Path, state: Path | None = None) -> Snapshot:
-    """The files on disk (what git sees, or every file outside a git repository).
-
-    Blob ids are computed like git does, remembered by (size, mtime, inode) in
-    ``state/worktree.json`` so a warm run hashes only files that changed.
-    """
-    paths = gitrepo.list_worktree(root) if gitrepo.is_repo(root) else _walk(root)
-    known: dict[str, list[Any]] = {}
-    cache_file = state / "worktree.json" if state is not None else None
-    if cache_file is not None and cache_file.is_file():
-        try:
-            loaded = json.loads(cache_file.read_text(encoding="utf-8"))
-            if isinstance(loaded, dict):
-                known = loaded
-        except (OSError, ValueError):
-            known = {}
-    files: dict[str, str] = {}
-    fresh: dict[str, list[Any]] = {}
-    changed = False
-    # Like git's "racily clean" rule: a file modified in the last seconds may change
-    # again within the same mtime tick, so its hash is not remembered.
-    recent = time.time_ns() - 2_000_000_000
-    base = str(root)
-    for path in paths:
-        if path.startswith((CACHE_DIR + "/", ".git/")):
-            continue
-        try:
-            # os.stat on a string: building 20,000 Path objects costs more than the stats
-            st = os.stat(f"{base}/{path}")  # noqa: PTH116
-        except OSError:
-            continue  # tracked but deleted in the work tree
-        key = [st.st_size, st.st_mtime_ns, st.st_ino]
-        entry = known.get(path)
-        if entry is not None and entry[:3] == key:
-            blob = str(entry[3])
-        else:
-            try:
-                blob = gitrepo.blob_id((root / path).read_bytes())
-            except OSError:
-                continue
-            changed = True
-        files[path] = blob
-        if st.st_mtime_ns < recent:
-            fresh[path] = [*key, blob]
-        else:
-            changed = True
-    if cache_file is not None and (changed or len(fresh) != len(known)):
-        atomic_write_text(cache_file, json.dumps(fresh, separators=(",", ":")))
-    return Snapshot(root, None, files)
-
-
-# --------------------------------------------------------------------------- layout
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Projects and stacks of a snapshot, found from its file listing."""
-
-    projects: frozenset[str]
-    stacks: dict[str, str]  # stack path -> project path
-
-    def stack_of(self, path: str) -> str | None:
-        """The stack directory holding ``path`` (component-wise), if any."""
-        parent = module_of(path)
-        while parent:
-            if parent in self.stacks:
-                return parent
-            parent = module_of(parent)
-        return None
-
-    def project_stacks(self, project: str) -> list[str]:
-        return sorted(s for s, p in self.stacks.items() if p == project)
-
-
-_STACK_SUFFIX = "/" + STACK_FILE
-_PROJECT_SUFFIX = "/" + PROJECT_FILE
-
-
-def find_layout(paths: Iterable[str]) -> Layout:
-    projects: set[str] = set()
-    stack_dirs: list[str] = []
-    for path in paths:
-        if not path.endswith((_STACK_SUFFIX, _PROJECT_SUFFIX)):
-            continue
-        parts = path.split("/")
-        if parts[0] != APPOPS or any(p.startswith(".") for p in parts[1:-1]):
-            continue
-        if len(parts) == 3 and parts[2] == PROJECT_FILE:
-            projects.add(f"{APPOPS}/{parts[1]}")
-        elif len(parts) >= 4 and parts[-1] == STACK_FILE:
-            stack_dirs.append("/".join(parts[:-1]))
-    stacks: dict[str, str] = {}
-    taken: set[str] = set()
-    for directory in sorted(stack_dirs, key=lambda d: d.count("/")):
-        project = "/".join(directory.split("/")[:2])
-        if project not in projects:
-            continue
-        parent = module_of(directory)
-        while parent and parent not in taken:
-            parent = module_of(parent)
-        if parent:
-            continue  # nested in another stack
-        taken.add(directory)
-        stacks[directory] = project
-    return Layout(frozenset(projects), stacks)
 
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -420,6 +250,7 @@ _MEMO_KEEP = 200
 # relative to the package root (konfig/)
 _FINGERPRINT_MODULES = (
     "detect/changeset.py",
+    "detect/snapshot.py",
     "detect/importgraph.py",
     "detect/gitrepo.py",
     "repo/settings.py",
@@ -584,15 +415,3 @@ def _stack_diff(
     deleted = sorted(s for s in base.stacks if s not in head.stacks)
     added = sorted(s for s, p in head.stacks.items() if p in touched and s not in base.stacks)
     return deleted, added
-
-
-def stacks_changed_from(repo: Repository, ref: str, *, cache: Path | None = None) -> list[Stack]:
-    """The repository's stacks affected by the changes from ``merge-base(ref, HEAD)`` to the
-    work tree: what ``compile``/``test``/``check``/``preview --changed-from REF`` select.
-
-    Deleted stacks are not in the list (they have nothing to compile); see
-    :func:`affected_stacks` for them.
-    """
-    changes = affected_stacks(repo.root, ref, None, cache=cache)
-    wanted = set(changes.stack_paths)
-    return [s for s in repo.stacks if s.path in wanted]

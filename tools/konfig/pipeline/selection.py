@@ -1,4 +1,9 @@
-"""Which stacks (and KCL unit-test packages) `konfig test` and `konfig check` look at.
+"""Which stacks a command looks at.
+
+:func:`select_stacks` (stack addresses or ``--all``), :func:`stacks_affected_since`
+(``--changed-from``, with deleted stacks), :func:`gone_stack` (a stack whose directory is
+gone), and :func:`select_for_command`: the stacks (and KCL unit-test packages) that
+`konfig test` and `konfig check` look at:
 
 - no arguments or ``--all``: every stack, every unit-test package;
 - stack addresses: those stacks, and the unit tests inside them and their project's
@@ -16,55 +21,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatch
-from pathlib import Path
-from typing import TypeVar
+from pathlib import Path, PurePosixPath
 
-import click
-
-from konfig.build.compiler import (
-    CompileInput,
-    CompileResult,
-    compile_many,
-    default_jobs,
-    stacks_inputs,
-)
-from konfig.commands._console import progress_bar
 from konfig.errors import KonfigError, UsageError
-from konfig.repo.layout import APPOPS, Repository, Stack, is_within, resolve_stacks
-
-_F = TypeVar("_F", bound=Callable[..., object])
-
-
-def selection_options(verb: str) -> Callable[[_F], _F]:
-    """The stack-selection arguments `konfig test` and `konfig check` share."""
-
-    def decorate(fn: _F) -> _F:
-        fn = click.option(
-            "--changed-from",
-            metavar="REF",
-            default=None,
-            help="Only the stacks affected by the changes from the merge base of REF to the "
-            "work tree (see `konfig changed`); the pre-commit hooks pass HEAD.",
-        )(fn)
-        fn = click.option(
-            "--files",
-            "from_files",
-            is_flag=True,
-            help=f"Treat the arguments as changed file paths and {verb} the stacks they "
-            "affect (what the pre-commit hook passes).",
-        )(fn)
-        fn = click.option(
-            "--all",
-            "all_stacks",
-            is_flag=True,
-            help=f"{verb.capitalize()} every stack (the default).",
-        )(fn)
-        return click.argument("stacks", nargs=-1)(fn)
-
-    return decorate
+from konfig.repo.layout import (
+    APPOPS,
+    STACK_FILE,
+    Repository,
+    Stack,
+    cache_dir,
+    deleted_stack,
+    is_within,
+    resolve_stacks,
+)
 
 
 @dataclass(frozen=True)
@@ -150,7 +122,8 @@ def git_is_usable(root: Path) -> bool:
 
 def _exact(repo: Repository, rels: Sequence[str]) -> Selection:
     from konfig.detect import gitrepo
-    from konfig.detect.changeset import cache_dir, changes_from, worktree_snapshot
+    from konfig.detect.changeset import changes_from
+    from konfig.detect.snapshot import worktree_snapshot
 
     head = gitrepo.rev_parse(repo.root, "HEAD")
     state = cache_dir(repo.root)
@@ -204,25 +177,46 @@ def simple_mapping(repo: Repository, rels: Sequence[str]) -> Selection:
 
 def stacks_changed_from_ref(repo: Repository, ref: str) -> Selection:
     """The stacks (and unit-test packages) the changes since ``ref`` affect."""
-    from konfig.detect.changeset import affected_stacks, cache_dir  # git: only when asked for
+    from konfig.detect.changeset import affected_stacks  # git: only when asked for
 
     changes = affected_stacks(repo.root, ref, None, cache=cache_dir(repo.root))
     return _selection_of(repo, changes.stack_paths, [c.path for c in changes.files])
 
 
-def compile_stacks(
-    repo: Repository, stacks: Sequence[Stack], *, jobs: int | None, quiet: bool
-) -> list[CompileResult]:
-    """Compile the selected stacks in worker processes (a progress bar unless ``quiet``);
-    results in the stacks' order, failed ones included."""
-    prepared = stacks_inputs(repo, stacks)
-    inputs = [p for p in prepared if isinstance(p, CompileInput)]
-    early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
-    with progress_bar("compiling", len(inputs), enabled=not quiet) as bar:
-        done = compile_many(
-            inputs,
-            jobs=jobs or default_jobs(),
-            progress=lambda r: bar.advance(Path(r.stack_path).name),
+def select_stacks(repo: Repository, addresses: Sequence[str], *, all_stacks: bool) -> list[Stack]:
+    """The stacks named by ``addresses``, or every stack with ``all_stacks``."""
+    if all_stacks and addresses:
+        raise UsageError("give stacks or --all, not both")
+    if all_stacks:
+        return list(repo.stacks)
+    if not addresses:
+        raise UsageError("no stacks given", hint="name stacks (e.g. guestbook/dev) or pass --all")
+    return resolve_stacks(repo, addresses)
+
+
+def stacks_affected_since(
+    repo: Repository, ref: str, *, cache: Path | None
+) -> tuple[list[Stack], list[str]]:
+    """The stacks the changes from ``merge-base(ref, HEAD)`` to the work tree affect, and
+    the paths of the stacks deleted since (what ``preview --changed-from REF`` shows)."""
+    from konfig.detect.changeset import affected_stacks  # git: only when asked for
+
+    changes = affected_stacks(repo.root, ref, None, cache=cache)
+    wanted = set(changes.stack_paths)
+    return [s for s in repo.stacks if s.path in wanted], list(changes.deleted_stacks)
+
+
+def gone_stack(repo: Repository, address: str, *, what: str, must_be_gone: str | None) -> Stack:
+    """The :class:`Stack` of a stack whose directory is gone, addressed by its path.
+
+    ``what`` starts the message for a path outside appops/; with ``must_be_gone`` (the
+    hint) a stack whose ``stack.yaml`` still exists is refused (``--deleted``).
+    """
+    stack = deleted_stack(address)
+    if not is_within(stack.path, APPOPS) or ".." in PurePosixPath(stack.path).parts:
+        raise UsageError(f"{what}: not a stack path under appops/")
+    if must_be_gone is not None and (repo.root / stack.path / STACK_FILE).exists():
+        raise UsageError(
+            f"--deleted {address}: the stack still exists in the working tree", hint=must_be_gone
         )
-    by_path = {r.stack_path: r for r in done} | early
-    return [by_path[s.path] for s in stacks]
+    return stack

@@ -14,13 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-from konfig.errors import ConfigError, UsageError
+from konfig.errors import ConfigError, KonfigError, UsageError
 from konfig.repo.settings import RepoConfig, load_repo_config
 from konfig.repo.yamlio import load_yaml_file
 
 APPOPS = "appops"
 PROJECT_FILE = "project.yaml"
 STACK_FILE = "stack.yaml"
+MAIN = "main.k"  # a stack's entry file
+KCL_YAML = "kcl.yaml"  # a stack's optional kcl_cli_configs (entry files, options)
+KCL_MOD_VAR = "${KCL_MOD}"  # in kcl.yaml paths: the directory holding kcl.mod
+CACHE_DIR = ".cache/konfig"
 ROOT_MARKER = "kcl.mod"
 
 _T = TypeVar("_T")
@@ -88,6 +92,11 @@ class Repository:
     def stack(self, address: str) -> Stack:
         """Resolve ``appops/<project>/<stack>`` or ``<project>/<stack>`` (or a path)."""
         return resolve_stacks(self, [address])[0]
+
+
+def cache_dir(root: Path) -> Path:
+    """Where konfig keeps its caches: ``.cache/konfig`` in the repository root (gitignored)."""
+    return root / CACHE_DIR
 
 
 def find_root(start: Path | None = None) -> Path:
@@ -284,4 +293,22 @@ def _resolve_one(repo: Repository, by_path: dict[str, Stack], address: str) -> S
         f"unknown stack {address!r}",
         hint=f"use appops/<project>/<stack> or <project>/<stack>; known: {known}{more} "
         "(see `konfig list`)",
+    )
+
+
+def deleted_stack(path: str) -> Stack:
+    """A :class:`Stack` for a stack whose directory is gone (planned from its inventory)."""
+    parts = PurePosixPath(path.strip("/")).parts
+    if parts and parts[0] != APPOPS:
+        parts = (APPOPS, *parts)
+    if len(parts) < 3:
+        raise KonfigError(
+            f"not a stack path: {path!r}", hint="give the stack as appops/<project>/<stack>"
+        )
+    project_path = PurePosixPath(*parts[:2]).as_posix()
+    return Stack(
+        project=parts[1],
+        name=parts[-1],
+        path=PurePosixPath(*parts).as_posix(),
+        project_path=project_path,
     )

@@ -12,10 +12,10 @@ from konfig.build.compiler import compile_input, compile_one
 from konfig.detect.changeset import (
     ChangeSet,
     affected_stacks,
-    find_layout,
     matches_trigger,
     within,
 )
+from konfig.detect.snapshot import find_layout
 from konfig.repo.layout import discover, is_within
 
 

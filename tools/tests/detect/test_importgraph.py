@@ -5,8 +5,8 @@ import pytest
 from fixtures.repos import TEMPLATE_ROOT
 
 from konfig.build import kcl
-from konfig.detect.changeset import worktree_snapshot
 from konfig.detect.importgraph import ImportCache, ImportGraph, resolve, scan_files, scan_imports
+from konfig.detect.snapshot import worktree_snapshot
 
 IGNORE = shutil.ignore_patterns("_kcl_test_*", "__pycache__")
 

@@ -13,18 +13,13 @@ from fixtures.cluster import Cluster
 from kubeutil import configmap, deployment, make_stack, namespace, service, spec_of, unique
 
 from konfig.engine import inventory as inv
-from konfig.engine.applier import (
-    ApplyError,
-    ApplyOptions,
-    Event,
-    apply_stack,
-    check_plan,
-    destroy_stack,
-    plan_differences,
-)
+from konfig.engine.applier import ApplyError, apply_stack, check_plan
+from konfig.engine.destroyer import destroy_stack
 from konfig.engine.diff import FieldChange
 from konfig.engine.kube import Kube, KubeTarget, connect
-from konfig.engine.plan import Change, StackPlan, plan_stack
+from konfig.engine.plan import Change, StackPlan, plan_differences
+from konfig.engine.planner import plan_stack
+from konfig.engine.stackrun import ApplyOptions, Event
 from konfig.repo.layout import Stack
 from konfig.spec import Spec, spec_from_items
 
@@ -124,42 +119,6 @@ def test_plan_differences() -> None:
     assert plan_differences({"status": "error"}, plan) == [
         "the saved preview of appops/p/dev has status 'error'"
     ]
-
-
-def test_retry_backs_off_on_retryable_statuses_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    from konfig.engine import applier as engine
-    from konfig.engine.kube import ApiFailure, KubeApiError, KubeError
-
-    sleeps: list[float] = []
-    monkeypatch.setattr(engine.time, "sleep", sleeps.append)
-    options = ApplyOptions(attempts=4, backoff=0.5)
-
-    def flaky(statuses: list[int]) -> Any:
-        def call() -> str:
-            if statuses:
-                status = statuses.pop(0)
-                raise KubeApiError(f"status {status}", ApiFailure(status, "x", "y"))
-            return "ok"
-
-        return call
-
-    assert engine._retry(flaky([429, 503, 409]), options) == "ok"
-    assert sleeps == [0.5, 1.0, 2.0]
-    sleeps.clear()
-    with pytest.raises(KubeApiError, match="status 422"):
-        engine._retry(flaky([422]), options)  # a rejection is final at once
-    assert sleeps == []
-    with pytest.raises(KubeApiError, match="status 500"):
-        engine._retry(flaky([500, 500, 500, 500]), options)
-    assert sleeps == [0.5, 1.0, 2.0]
-    sleeps.clear()
-
-    def down() -> str:
-        raise KubeError("cannot reach the Kubernetes API server at https://127.0.0.1:1")
-
-    with pytest.raises(engine._Unreachable):
-        engine._retry(down, options)
-    assert len(sleeps) == 3
 
 
 # --- against the control plane ------------------------------------------------------------

@@ -1,0 +1,53 @@
+"""GitHub Actions step outputs (``$GITHUB_OUTPUT``), for changed, pending and matrix."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+
+from konfig.errors import UsageError
+
+GITHUB_OUTPUT = "GITHUB_OUTPUT"
+
+
+def github_output_file() -> Path:
+    """The file ``$GITHUB_OUTPUT`` names; a usage error when it is not set."""
+    raw = os.environ.get(GITHUB_OUTPUT)
+    if not raw:
+        raise UsageError(
+            f"--github-output needs ${GITHUB_OUTPUT}",
+            hint="it is set inside GitHub Actions; elsewhere export it to a file path",
+        )
+    return Path(raw)
+
+
+def append_github_output(path: Path, outputs: dict[str, str]) -> None:
+    """Append ``name<<DELIM`` blocks (GitHub's multi-line format) in one write.
+
+    The delimiter is random and checked against the value, so no value can end a block
+    early and inject another output.
+    """
+    blocks: list[str] = []
+    for name, value in outputs.items():
+        delimiter = f"KONFIG_EOF_{secrets.token_hex(8)}"
+        while delimiter in value:
+            delimiter = f"KONFIG_EOF_{secrets.token_hex(8)}"
+        blocks.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write("".join(blocks))
+
+
+def stack_outputs(
+    stack_paths: Sequence[str], deleted_stacks: Sequence[str], projects: Sequence[str]
+) -> dict[str, str]:
+    """``stacks``, ``deleted-stacks``, ``projects`` (JSON arrays a workflow can use as a
+    matrix with ``fromJSON``) and ``has-changes``: what changed and pending output."""
+    return {
+        "stacks": json.dumps(list(stack_paths)),
+        "deleted-stacks": json.dumps(list(deleted_stacks)),
+        "projects": json.dumps(list(projects)),
+        "has-changes": "true" if stack_paths or deleted_stacks else "false",
+    }

@@ -1,0 +1,93 @@
+"""Destroy: delete everything a stack's inventory owns (dependents first), then the inventory."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from konfig.engine import inventory
+from konfig.engine.inventory import Inventory, Member
+from konfig.engine.kube import Kube
+from konfig.engine.plan import StackPlan
+from konfig.engine.pruner import prune
+from konfig.engine.retry import Unreachable, retry
+from konfig.engine.stackrun import (
+    ApplyOptions,
+    Event,
+    EventSink,
+    StackResult,
+    StackRun,
+    summary_error,
+    unreachable_message,
+)
+
+
+def destroy_stack(
+    kube: Kube,
+    plan: StackPlan,
+    prior: Inventory | None,
+    options: ApplyOptions,
+    emit: EventSink = lambda _e: None,
+    *,
+    lost: threading.Event | None = None,
+) -> StackResult:
+    """Delete everything the inventory owns (dependents first), then the inventory.
+
+    ``plan`` is the plan of the stack with no Spec (``plan_stack(..., spec=None)``):
+    every owned, existing member is a ``delete``.
+    """
+    started = time.monotonic()
+    if prior is None:
+        return StackResult(plan.path, True, (), None, None, 0.0)
+    run = StackRun(kube, plan.path, options, emit, lost, secrets=plan.secrets())
+    run.check_lock()
+    by_id = {c.id: c for c in plan.changes}
+    deletes = [c for c in plan.changes if c.action == "delete"]
+    prune(run, prior, deletes, "destroy")
+    survivors = [
+        Member(m.id, m.uid)
+        for m in prior.members
+        if m.id in by_id and by_id[m.id].action == "delete" and run.exists.get(m.id, True)
+    ]
+    ok = run.unreachable is None and not any(r.outcome == "failed" for r in run.results.values())
+    error: str | None = None
+    written: Inventory | None = None
+    try:
+        if not survivors and ok:
+            retry(
+                lambda: inventory.delete_inventory(kube, plan.path, uid=prior.uid or None), options
+            )
+            emit(Event(plan.path, "inventory", f"inventory {prior.name} deleted"))
+        else:
+            written = retry(
+                lambda: inventory.write_inventory(
+                    kube,
+                    plan.path,
+                    survivors,
+                    commit=prior.commit,
+                    spec_digest=prior.spec_digest,
+                    applied_at=prior.applied_at or None,
+                ),
+                options,
+            )
+            ok = False
+            kept = ", ".join(m.id for m in survivors[:5])
+            error = (
+                f"{plan.path}: {len(survivors)} objects survive ({kept}); they stay in the "
+                "inventory and the next destroy retries them"
+            )
+    except Unreachable as exc:
+        run.unreachable = run.unreachable or exc.error
+    if run.unreachable is not None:
+        ok = False
+        error = unreachable_message(plan.path, run.unreachable)
+    elif not ok and error is None:
+        error = summary_error(run, ok)
+    return StackResult(
+        plan.path,
+        ok,
+        tuple(sorted(run.results.values(), key=lambda r: r.id)),
+        error,
+        written,
+        time.monotonic() - started,
+    )

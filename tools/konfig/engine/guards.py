@@ -1,0 +1,301 @@
+"""The guards of apply and prune: each a small named rule that can stop one object.
+
+In the spirit of kubernetes-sigs/cli-utils ``pkg/apply/filter``: every rule that keeps
+Konfig from writing or deleting an object is an object of its own with a ``name`` and
+a reason it gives, so each can be read, tested on plain dicts and reported on its own.
+
+Prune guards (:func:`prune_guards`, asked in this order before each delete):
+
+- ``ownership``: the inventory proves it owns the live object (part-of label and, when
+  recorded, UID); otherwise the object is left alone and leaves the inventory;
+- ``protected-namespace``: Konfig never deletes ``default`` nor a ``kube-*`` Namespace;
+- ``namespace-in-use``: a Namespace that still holds objects of other owners stays
+  (and stays in the inventory until they are gone);
+- ``crd-in-use``: a CustomResourceDefinition whose custom resources other owners hold
+  stays (deleting it would delete them, cluster-wide).
+
+Apply guards:
+
+- ``replace-opt-in`` (:func:`replace_allowed`): an object whose immutable fields changed
+  is deleted and re-created only when the stack or the object opts in;
+- ``foreign-owner`` (:func:`foreign_owner`): an object another inventory owns is never
+  taken over.
+
+The guards that look at the cluster read it through a :class:`ClusterReader`: the
+engine passes one over the live API (with retries), tests one over plain dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from konfig.engine.inventory import LABEL_PART_OF, Inventory, ObjectRef
+from konfig.engine.kube import KubeApiError, KubeError, describe
+
+PROTECTED_NAMESPACES = ("default",)
+PROTECTED_PREFIX = "kube-"
+REPLACE_ANNOTATION = "konfig.io/replace-on-immutable"
+
+# Before a Namespace is pruned every listable namespaced kind is listed in it; these
+# objects are made by the cluster itself, never by another owner.
+CLUSTER_MADE_KINDS = frozenset({"Event", "Endpoints", "EndpointSlice"})
+CLUSTER_MADE = frozenset({("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "default")})
+
+
+class ClusterReader(Protocol):
+    """What the cluster-reading guards need of the API (a part of ``Kube``).
+
+    ``list`` raises :class:`~konfig.engine.kube.KubeApiError` for a kind the caller may
+    not list and :class:`~konfig.engine.kube.KubeError` for a kind not served.
+    """
+
+    def namespaced_kinds(self) -> Iterable[tuple[str, str]]: ...
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None
+    ) -> list[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One object a guard is asked about: its Spec id, where it lives, its live state."""
+
+    id: str
+    ref: ObjectRef
+    live: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Objection:
+    """A guard's answer that stops the object; ``keep_member``: it stays in the inventory."""
+
+    guard: str
+    reason: str
+    keep_member: bool
+
+
+class PruneGuard(Protocol):
+    @property
+    def name(self) -> str:
+        """The guard's name, as reported with what it kept."""
+        ...
+
+    def objection(self, candidate: Candidate) -> Objection | None:
+        """Why ``candidate`` must not be deleted, or None when this guard lets it go."""
+        ...
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+@dataclass(frozen=True)
+class OwnershipProven:
+    """Delete only what the inventory provably owns (ENGINE.md: ownership per object)."""
+
+    inventory: Inventory
+    name: str = "ownership"
+
+    def objection(self, candidate: Candidate) -> Objection | None:
+        if self.inventory.owns(candidate.id, candidate.live):
+            return None
+        ref = candidate.ref
+        return Objection(
+            self.name,
+            f"kept {describe(ref.api_version, ref.kind, ref.name, ref.namespace)}: not "
+            f"provably owned by this stack (its {LABEL_PART_OF} label or UID differs); "
+            "dropped from the inventory",
+            keep_member=False,
+        )
+
+
+def is_protected_namespace(ref: ObjectRef) -> bool:
+    """``default`` and ``kube-*`` Namespaces: the cluster's own."""
+    return (
+        ref.kind == "Namespace"
+        and ref.api_version == "v1"
+        and (ref.name in PROTECTED_NAMESPACES or ref.name.startswith(PROTECTED_PREFIX))
+    )
+
+
+@dataclass(frozen=True)
+class ProtectedNamespace:
+    """Never delete ``default`` nor a ``kube-*`` Namespace."""
+
+    name: str = "protected-namespace"
+
+    def objection(self, candidate: Candidate) -> Objection | None:
+        if not is_protected_namespace(candidate.ref):
+            return None
+        return Objection(
+            self.name, f"kept Namespace {candidate.ref.name}: konfig never deletes it", False
+        )
+
+
+def _in_use(what: str, others: Sequence[str]) -> str:
+    shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
+    return f"kept {what} ({shown}); it stays in the inventory and is pruned once they are gone"
+
+
+def others_in_namespace(
+    namespace: str,
+    listed: Iterable[tuple[str, str, Mapping[str, Any]]],
+    members: Iterable[str],
+    set_id: str,
+) -> list[str]:
+    """``Kind/name`` of the objects in ``namespace`` that belong to someone else.
+
+    ``listed`` holds ``(apiVersion, kind, object)`` for every object found there. Not
+    counted: what the cluster makes itself, objects with an owner reference (their
+    owner decides), service-account tokens, objects being deleted, and our members.
+    """
+    ours = set(members)
+    found: list[str] = []
+    for api_version, kind, obj in listed:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        rid = f"{api_version}:{kind}:{namespace}:{name}"
+        if (kind, name) in CLUSTER_MADE or meta.get("ownerReferences"):
+            continue
+        if kind == "Secret" and obj.get("type") == "kubernetes.io/service-account-token":
+            continue
+        if rid in ours and _labels(obj).get(LABEL_PART_OF) == set_id:
+            continue
+        if meta.get("deletionTimestamp"):
+            continue
+        found.append(f"{kind}/{name}")
+    return found
+
+
+@dataclass(frozen=True)
+class NamespaceHoldsOthers:
+    """Keep a Namespace that still holds objects of other owners (every listable kind)."""
+
+    reader: ClusterReader
+    members: frozenset[str]
+    set_id: str
+    name: str = "namespace-in-use"
+
+    def objection(self, candidate: Candidate) -> Objection | None:
+        ref = candidate.ref
+        if ref.kind != "Namespace" or ref.api_version != "v1":
+            return None
+        others = others_in_namespace(ref.name, self._listed(ref.name), self.members, self.set_id)
+        if not others:
+            return None
+        what = f"Namespace {ref.name}: it still holds objects of other owners"
+        return Objection(self.name, _in_use(what, others), keep_member=True)
+
+    def _listed(self, namespace: str) -> list[tuple[str, str, Mapping[str, Any]]]:
+        listed: list[tuple[str, str, Mapping[str, Any]]] = []
+        for api_version, kind in sorted(set(self.reader.namespaced_kinds())):
+            if kind in CLUSTER_MADE_KINDS:
+                continue
+            try:
+                items = self.reader.list(api_version, kind, namespace)
+            except KubeApiError:
+                continue  # not listable for us (403, 405): nothing we could judge
+            listed.extend((api_version, kind, obj) for obj in items)
+        return listed
+
+
+def served_kind(crd: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(apiVersion, kind)`` of a CRD's custom resources (first served version)."""
+    spec = crd.get("spec") or {}
+    group = str(spec.get("group", ""))
+    kind = str((spec.get("names") or {}).get("kind", ""))
+    served = [v.get("name") for v in spec.get("versions") or [] if v.get("served")]
+    if not group or not kind or not served:
+        return None
+    return f"{group}/{served[0]}", kind
+
+
+def others_of_kind(
+    api_version: str,
+    kind: str,
+    items: Iterable[Mapping[str, Any]],
+    members: Iterable[str],
+    set_id: str,
+) -> list[str]:
+    """``Kind/name [in ns]`` of the custom resources that are not ours nor being deleted."""
+    ours = set(members)
+    found: list[str] = []
+    for obj in items:
+        meta = obj.get("metadata") or {}
+        ns, name = meta.get("namespace"), str(meta.get("name", ""))
+        rid = ":".join([api_version, kind, *([str(ns)] if ns else []), name])
+        mine = _labels(obj).get(LABEL_PART_OF) == set_id and rid in ours
+        if not mine and not meta.get("deletionTimestamp"):
+            found.append(f"{kind}/{name}" + (f" in {ns}" if ns else ""))
+    return found
+
+
+@dataclass(frozen=True)
+class CrdHasInstances:
+    """Keep a CRD whose custom resources other owners hold (deleting it deletes them)."""
+
+    reader: ClusterReader
+    members: frozenset[str]
+    set_id: str
+    name: str = "crd-in-use"
+
+    def objection(self, candidate: Candidate) -> Objection | None:
+        if candidate.ref.kind != "CustomResourceDefinition":
+            return None
+        kind = served_kind(candidate.live)
+        if kind is None:
+            return None
+        try:
+            items = self.reader.list(kind[0], kind[1])
+        except KubeError:
+            return None  # the kind is not served (any more): nothing left to protect
+        others = others_of_kind(kind[0], kind[1], items, self.members, self.set_id)
+        if not others:
+            return None
+        what = (
+            f"CustomResourceDefinition {candidate.ref.name}: deleting it would delete custom "
+            "resources of other owners"
+        )
+        return Objection(self.name, _in_use(what, others), keep_member=True)
+
+
+def prune_guards(
+    inventory: Inventory, reader: ClusterReader, set_id: str
+) -> tuple[PruneGuard, ...]:
+    """The prune guards in the order they are asked (the cheap, local ones first)."""
+    members = inventory.ids()
+    return (
+        OwnershipProven(inventory),
+        ProtectedNamespace(),
+        NamespaceHoldsOthers(reader, members, set_id),
+        CrdHasInstances(reader, members, set_id),
+    )
+
+
+def first_objection(guards: Iterable[PruneGuard], candidate: Candidate) -> Objection | None:
+    """The first guard's objection to deleting ``candidate``, or None: it may go."""
+    for guard in guards:
+        found = guard.objection(candidate)
+        if found is not None:
+            return found
+    return None
+
+
+# --- apply guards ------------------------------------------------------------------------
+
+
+def replace_allowed(desired: Mapping[str, Any] | None, *, stack_opts_in: bool) -> bool:
+    """``replace-opt-in``: delete and re-create on an immutable-field change only when the
+    stack (``apply: {replaceOnImmutable: true}``) or the object (annotation) opts in."""
+    if stack_opts_in:
+        return True
+    annotations = ((desired or {}).get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(REPLACE_ANNOTATION, "")).lower() == "true"
+
+
+def foreign_owner(live: Mapping[str, Any], set_id: str) -> str | None:
+    """``foreign-owner``: the ApplySet id of another inventory that owns ``live``, or None."""
+    owner = str(_labels(live).get(LABEL_PART_OF) or "")
+    return owner if owner and owner != set_id else None

@@ -1,0 +1,46 @@
+"""Retries of Kubernetes API calls: backoff on 409/429/5xx, a clear stop when unreachable."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from konfig.engine.kube import KubeApiError, KubeError
+from konfig.engine.stackrun import ApplyOptions
+
+RETRYABLE_STATUS = frozenset({409, 429, 500, 502, 503, 504})
+
+
+_T = TypeVar("_T")
+
+
+class Unreachable(Exception):
+    """The API server stopped answering: stop this stack, keep the union inventory."""
+
+    def __init__(self, error: KubeError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def retryable(exc: KubeError) -> bool:
+    if isinstance(exc, KubeApiError):
+        return exc.failure.status in RETRYABLE_STATUS
+    return True  # unreachable, connection reset, timeout
+
+
+def retry(fn: Callable[[], _T], options: ApplyOptions) -> _T:
+    """Call ``fn``, retrying with exponential backoff on 409/429/5xx and timeouts."""
+    delay = options.backoff
+    for attempt in range(1, options.attempts + 1):
+        try:
+            return fn()
+        except KubeApiError as exc:
+            if not retryable(exc) or attempt == options.attempts:
+                raise
+        except KubeError as exc:
+            if attempt == options.attempts:
+                raise Unreachable(exc) from exc
+        time.sleep(delay)
+        delay = min(delay * 2, 8.0)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,104 @@
+"""Waiting for objects: until a level is healthy (:mod:`konfig.engine.health`), or an
+object is gone. Every wait has the run's timeout and says what it was waiting for."""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+
+from konfig.engine import health
+from konfig.engine.inventory import ObjectRef
+from konfig.engine.kube import KubeError
+from konfig.engine.plan import Change
+from konfig.engine.retry import Unreachable, retry
+from konfig.engine.stackrun import Event, ObjectResult, StackRun, ref_of, uid_of, where
+
+
+class WaitTimeout(Exception):
+    pass
+
+
+def wait_gone(run: StackRun, ref: ObjectRef, uid: str) -> None:
+    deadline = time.monotonic() + run.options.timeout
+    delay = min(0.25, run.options.poll)  # short first polls: most objects are quick
+    while True:
+        live = retry(
+            lambda: run.kube.get(ref.api_version, ref.kind, ref.name, ref.namespace), run.options
+        )
+        if live is None or (uid and uid_of(live) != uid):
+            return
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(
+                f"timed out after {run.options.timeout:g}s waiting for {where(ref)} to be "
+                "deleted (it still exists"
+                + (
+                    ", terminating)"
+                    if (live.get("metadata") or {}).get("deletionTimestamp")
+                    else ")"
+                )
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, run.options.poll)
+
+
+def wait_healthy(run: StackRun, changes: list[Change]) -> None:
+    """Wait until every object of a level is current, failed, or the timeout passed."""
+    pending = {c.id: c for c in changes}
+    last: dict[str, health.Health] = {}
+    deadline = time.monotonic() + run.options.timeout
+    delay = min(0.25, run.options.poll)  # short first polls: most objects are quick
+    announced = False
+    while pending:
+        for rid in sorted(pending):
+            c = pending[rid]
+            # First look at what the apply returned (most kinds are healthy at once);
+            # poll the server only for what is not.
+            first = run.seen.pop(rid, None)
+            try:
+                live = (
+                    first
+                    if first is not None
+                    else retry(
+                        partial(run.kube.get, c.api_version, c.kind, c.name, c.namespace),
+                        run.options,
+                    )
+                )
+            except Unreachable as exc:
+                run.unreachable = run.unreachable or exc.error
+                return
+            except KubeError as exc:
+                run.record(ObjectResult(rid, "failed", f"failed: health check: {exc.message}"))
+                del pending[rid]
+                continue
+            h = health.status(live)
+            last[rid] = h
+            if h.state == "current":
+                del pending[rid]
+            elif h.state == "failed":
+                run.record(
+                    ObjectResult(
+                        rid, "failed", f"failed: {where(ref_of(c))} is unhealthy: {h.message}"
+                    )
+                )
+                del pending[rid]
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            for rid, c in sorted(pending.items()):
+                h = last[rid]
+                run.record(
+                    ObjectResult(
+                        rid,
+                        "failed",
+                        f"failed: timed out after {run.options.timeout:g}s waiting for "
+                        f"{where(ref_of(c))}: waiting for {h.waiting_for} (last seen: {h.message})",
+                    )
+                )
+            return
+        if not announced:
+            names = ", ".join(f"{pending[r].kind}/{pending[r].name}" for r in sorted(pending)[:5])
+            more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
+            run.emit(Event(run.path, "wait", f"waiting for {names}{more} to become healthy"))
+            announced = True
+        time.sleep(delay)
+        delay = min(delay * 2, run.options.poll)

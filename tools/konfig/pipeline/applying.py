@@ -1,0 +1,203 @@
+"""The apply flow: compile, check, plan, compare with what was shown, apply under the lock.
+
+``konfig apply`` composes these steps; the engine (:mod:`konfig.engine.applier`) applies
+one stack. Stacks are independent unless they declare the same object, which is refused
+before anything is written; a plan that differs from the one shown (or saved with
+``--plan``) applies nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from konfig.detect import gitrepo
+from konfig.engine import ordering
+from konfig.engine.applier import ApplyError, apply_stack, check_plan
+from konfig.engine.inventory import read_inventory
+from konfig.engine.kube import KubeTarget
+from konfig.engine.lock import StackLock
+from konfig.engine.plan import StackPlan, plan_differences
+from konfig.engine.planner import plan_stack
+from konfig.engine.stackrun import ApplyOptions, EventSink, StackResult
+from konfig.errors import KonfigError, UsageError
+from konfig.pipeline.compiling import compile_stacks
+from konfig.pipeline.concurrency import run_concurrently
+from konfig.pipeline.connections import Connections
+from konfig.pipeline.locking import LockWait, run_locked
+from konfig.repo.layout import Repository, Stack
+from konfig.report.previews import KIND, SCHEMA_VERSION
+from konfig.spec import Spec
+
+
+def head_commit(root: Path) -> str:
+    """The commit an apply records: git HEAD, or empty outside git."""
+    return gitrepo.rev_parse(root, "HEAD") if gitrepo.is_repo(root) else ""
+
+
+def compile_specs(
+    repo: Repository, stacks: Sequence[Stack], *, jobs: int | None, state: Path | None
+) -> dict[str, Spec]:
+    """Every stack's Spec; any compile failure stops the apply before anything is written."""
+    results = compile_stacks(repo, stacks, jobs=jobs, state=state)
+    failed = [r for r in results if r.error is not None]
+    if failed:
+        lines = "\n".join(f"  {r.stack_path}: {r.error}" for r in failed)
+        raise KonfigError(f"compile failed, nothing was applied:\n{lines}")
+    return {r.stack_path: r.spec for r in results if r.spec is not None}
+
+
+def check_order(path: str, spec: Spec) -> None:
+    """Cycles and references to unknown ids fail before any write."""
+    items = [ordering.item_from_manifest(r.id, r.attributes, r.depends_on) for r in spec.resources]
+    try:
+        ordering.build_graph(items)
+    except ordering.OrderError as exc:
+        raise ApplyError(f"{path}: {exc.message}; nothing was applied", hint=exc.hint) from None
+
+
+def check_shared(stacks: Sequence[Stack], specs: Mapping[str, Spec], conns: Connections) -> None:
+    """Stacks are independent unless they declare the same object: then refuse."""
+    seen: dict[tuple[KubeTarget, str], str] = {}
+    clashes: list[str] = []
+    for stack in stacks:
+        target = conns.target(stack)
+        for res in specs[stack.path].resources:
+            key = (target, res.id)
+            if key in seen and seen[key] != stack.path:
+                clashes.append(f"{res.id} is declared by {seen[key]} and {stack.path}")
+            seen.setdefault(key, stack.path)
+    if clashes:
+        raise UsageError(
+            "stacks share objects, so they cannot be applied independently: "
+            + "; ".join(clashes[:10]),
+            hint="an object must belong to exactly one stack",
+        )
+
+
+def apply_options(
+    stack: Stack, *, commit: str, timeout: float, concurrency: int, wait: bool
+) -> ApplyOptions:
+    """The options of one stack's apply; ``stack.yaml`` ``apply: {replaceOnImmutable}``."""
+    settings = stack.raw.get("apply")
+    replace = isinstance(settings, dict) and settings.get("replaceOnImmutable") is True
+    return ApplyOptions(
+        concurrency=concurrency,
+        timeout=timeout,
+        wait=wait,
+        replace_on_immutable=replace,
+        commit=commit,
+    )
+
+
+def load_saved_preview(path: Path) -> dict[str, dict[str, Any]]:
+    """The stacks of a saved ``konfig preview --format json``, by path."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--plan {path}: cannot read a preview JSON file: {exc}") from None
+    if not isinstance(data, dict) or data.get("kind") != KIND:
+        raise UsageError(
+            f"--plan {path}: not a `konfig preview --format json` output (kind is not {KIND})"
+        )
+    if data.get("schemaVersion") != SCHEMA_VERSION:
+        raise UsageError(f"--plan {path}: unsupported schemaVersion {data.get('schemaVersion')!r}")
+    return {str(s.get("path")): s for s in data.get("stacks") or [] if isinstance(s, dict)}
+
+
+def compare_saved(
+    saved: Mapping[str, Mapping[str, Any]], plans: Sequence[StackPlan], plan_file: Path | None
+) -> None:
+    """Refuse when any recomputed plan differs from the saved preview."""
+    for plan in plans:
+        entry = saved.get(plan.path)
+        problems = (
+            [f"{plan.path} is not in the saved preview"]
+            if entry is None
+            else plan_differences(entry, plan)
+        )
+        if problems:
+            raise KonfigError(
+                f"{plan.path}: the plan differs from the previewed one ({plan_file}); "
+                "nothing was applied:\n  " + "\n  ".join(problems),
+                hint="preview again, review, and apply the new preview",
+            )
+
+
+def plan_all(
+    stacks: Sequence[Stack],
+    specs: Mapping[str, Spec],
+    conns: Connections,
+    options_of: Callable[[Stack], ApplyOptions],
+    *,
+    workers: int,
+) -> list[StackPlan]:
+    """Every stack's plan, checked as apply will check it (order, replaces)."""
+
+    def plan_one(stack: Stack) -> StackPlan:
+        kube = conns.kube(stack)
+        plan = plan_stack(kube, stack, specs[stack.path], read_inventory(kube, stack))
+        check_plan(plan, specs[stack.path], options_of(stack))
+        return plan
+
+    return run_concurrently(stacks, plan_one, workers)
+
+
+def shown_entry(plan: StackPlan) -> dict[str, Any]:
+    """A plan as a saved preview's stack entry (to compare it with the recomputed one)."""
+    return {
+        "status": "ok",
+        "specDigest": plan.spec_digest,
+        "changes": [c.to_dict() for c in plan.changes],
+    }
+
+
+@dataclass(frozen=True)
+class Planned:
+    stack: Stack
+    spec: Spec
+    plan: StackPlan | None  # the plan shown (None: planned only under the lock)
+
+
+def apply_locked(
+    conns: Connections,
+    planned: Planned,
+    options: ApplyOptions,
+    emit: EventSink,
+    *,
+    lock_timeout: float,
+    lease_duration: int,
+    on_lock_wait: LockWait | None = None,
+    show_plan: Callable[[StackPlan], None] | None = None,
+) -> StackResult:
+    """Apply one stack under its Lease: plan again, compare with the plan shown, apply."""
+    kube = conns.kube(planned.stack)
+    path = planned.stack.path
+
+    def work(lock: StackLock) -> StackResult:
+        prior = read_inventory(kube, planned.stack)
+        plan = plan_stack(kube, planned.stack, planned.spec, prior)
+        problems = [] if planned.plan is None else plan_differences(shown_entry(planned.plan), plan)
+        if show_plan is not None:
+            show_plan(plan)
+        if problems:
+            return StackResult(
+                path,
+                False,
+                (),
+                f"{path}: the cluster changed since the plan was shown; nothing was applied "
+                "to this stack:\n  " + "\n  ".join(problems),
+            )
+        return apply_stack(kube, plan, planned.spec, prior, options, emit, lost=lock.lost)
+
+    return run_locked(
+        kube,
+        planned.stack,
+        work,
+        lock_timeout=lock_timeout,
+        lease_duration=lease_duration,
+        on_wait=on_lock_wait,
+    )

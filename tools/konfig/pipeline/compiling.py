@@ -1,0 +1,66 @@
+"""Compiling the selected stacks for a command: settings, the compile cache, progress."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Protocol
+
+from konfig.build.compiler import (
+    CompileInput,
+    CompileResult,
+    compile_cached,
+    default_jobs,
+    stacks_inputs,
+)
+from konfig.repo.layout import Repository, Stack
+
+
+class Meter(Protocol):
+    """Told of each stack compiled (the CLI's progress bar)."""
+
+    def advance(self, label: str = "") -> None: ...
+
+
+# Given the number of stacks to compile, a context in which to count them.
+MeterFactory = Callable[[int], AbstractContextManager[Meter]]
+
+
+class _Silent:
+    def advance(self, label: str = "") -> None:
+        pass
+
+
+@contextmanager
+def _silent(total: int) -> Iterator[Meter]:
+    yield _Silent()
+
+
+def compile_stacks(
+    repo: Repository,
+    stacks: Sequence[Stack],
+    *,
+    jobs: int | None = None,
+    state: Path | None = None,
+    meter: MeterFactory | None = None,
+) -> list[CompileResult]:
+    """Compile ``stacks`` (in worker processes; ``jobs`` None: one per CPU), results in
+    the stacks' order, failed ones included (bad settings fail before compiling).
+
+    ``state`` is the cache directory (None: compile everything); ``meter`` counts the
+    stacks that actually compile.
+    """
+    prepared = stacks_inputs(repo, stacks)
+    inputs = [p for p in prepared if isinstance(p, CompileInput)]
+    early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
+    with (meter or _silent)(len(inputs)) as bar:
+        done = compile_cached(
+            repo,
+            inputs,
+            state=state,
+            jobs=jobs or default_jobs(),
+            progress=lambda r: bar.advance(Path(r.stack_path).name),
+        )
+    by_path = {r.stack_path: r for r in done} | early
+    return [by_path[s.path] for s in stacks]

@@ -1,0 +1,97 @@
+"""The destroy flow: which stacks, their plans (all deletes), destroy under the lock.
+
+``konfig destroy`` composes these steps; the engine (:mod:`konfig.engine.destroyer`)
+destroys one stack. A stack is addressed like any other, or by its path when its
+directory is gone (a merge that deleted it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from konfig.engine.destroyer import destroy_stack
+from konfig.engine.inventory import read_inventory
+from konfig.engine.lock import StackLock
+from konfig.engine.plan import StackPlan
+from konfig.engine.planner import plan_stack
+from konfig.engine.stackrun import ApplyOptions, EventSink, StackResult
+from konfig.errors import UsageError
+from konfig.pipeline.connections import Connections
+from konfig.pipeline.locking import LockWait, run_locked
+from konfig.pipeline.selection import gone_stack
+from konfig.repo.layout import Repository, Stack, resolve_stacks
+
+
+@dataclass(frozen=True)
+class DestroyTarget:
+    stack: Stack
+    deleted: bool  # the stack's directory is gone
+
+
+def destroy_targets(
+    repo: Repository, addresses: Sequence[str], *, deleted: bool
+) -> list[DestroyTarget]:
+    """The stacks to destroy, each once; with ``deleted`` every address is the path of a
+    stack whose directory is gone, else an existing stack (or, failing that, a path)."""
+    targets: list[DestroyTarget] = []
+    for address in addresses:
+        target = _target(repo, address, deleted=deleted)
+        if all(target.stack.path != t.stack.path for t in targets):
+            targets.append(target)
+    return targets
+
+
+def _target(repo: Repository, address: str, *, deleted: bool) -> DestroyTarget:
+    if not deleted:
+        try:
+            return DestroyTarget(resolve_stacks(repo, [address])[0], False)
+        except UsageError:
+            pass
+    hint = "drop --deleted to destroy an existing stack" if deleted else None
+    return DestroyTarget(gone_stack(repo, address, what=address, must_be_gone=hint), True)
+
+
+def plan_destroys(
+    conns: Connections,
+    targets: Sequence[DestroyTarget],
+    *,
+    note: Callable[[str], None] | None = None,
+) -> list[StackPlan]:
+    """Each target's plan with no Spec: every owned, existing member is a delete."""
+    plans: list[StackPlan] = []
+    for t in targets:
+        kube = conns.kube(t.stack)
+        prior = read_inventory(kube, t.stack)
+        if prior is None and note is not None:
+            note(f"{t.stack.path}: no inventory in the cluster, nothing to destroy")
+        plans.append(plan_stack(kube, t.stack, None, prior, deleted=True))
+    return plans
+
+
+def destroy_locked(
+    conns: Connections,
+    stack: Stack,
+    options: ApplyOptions,
+    emit: EventSink,
+    *,
+    lock_timeout: float,
+    lease_duration: int,
+    on_lock_wait: LockWait | None = None,
+) -> StackResult:
+    """Destroy one stack under its Lease (planned again under the lock)."""
+    kube = conns.kube(stack)
+
+    def work(lock: StackLock) -> StackResult:
+        prior = read_inventory(kube, stack)
+        plan = plan_stack(kube, stack, None, prior, deleted=True)
+        return destroy_stack(kube, plan, prior, options, emit, lost=lock.lost)
+
+    return run_locked(
+        kube,
+        stack,
+        work,
+        lock_timeout=lock_timeout,
+        lease_duration=lease_duration,
+        on_wait=on_lock_wait,
+    )

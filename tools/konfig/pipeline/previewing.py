@@ -1,0 +1,84 @@
+"""The preview flow: each stack's plan against its cluster, or the error that stopped it.
+
+``konfig preview`` (and the plan ``konfig destroy`` shows) compose this: compiled stacks
+are planned against the live cluster, deleted stacks from their inventories; a stack
+that fails (compile, connection, plan) becomes a :class:`StackPreview` with its error
+while the others go on. Nothing here writes to the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from konfig.build.compiler import CompileResult
+from konfig.engine.inventory import read_inventory
+from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
+from konfig.errors import KonfigError
+from konfig.pipeline.connections import Connections
+from konfig.repo.layout import Stack
+from konfig.report.previews import StackError, StackPreview
+
+# Told what a reader should know that is not an error (e.g. a stack with no inventory).
+Note = Callable[[str], None]
+
+
+def preview_stack(
+    conns: Connections, stack: Stack, compiled: CompileResult, *, workers: int = DEFAULT_WORKERS
+) -> StackPreview:
+    """One existing stack: its plan, or the compile or cluster error that stopped it."""
+    if compiled.spec is None:
+        assert compiled.error is not None
+        e = compiled.error
+        message = e.message + "".join(f"\n  {d}" for d in e.details)
+        return StackPreview(
+            stack.path,
+            context=stack.kube_context,
+            error=StackError(f"compile failed: {message}", e.file, e.line),
+        )
+    try:
+        kube = conns.kube(stack)
+        prior = read_inventory(kube, stack)
+        plan = plan_stack(kube, stack, compiled.spec, prior, workers=workers)
+        return StackPreview(stack.path, context=plan.context, plan=plan)
+    except KonfigError as exc:
+        return StackPreview(
+            stack.path,
+            context=conns.target(stack).context,
+            error=StackError(str(exc)),
+            spec_digest=compiled.spec.digest(),
+        )
+
+
+def preview_deleted(
+    conns: Connections, stack: Stack, *, workers: int = DEFAULT_WORKERS, note: Note | None = None
+) -> StackPreview:
+    """A stack whose directory is gone: the deletion of what its inventory owns."""
+    try:
+        kube = conns.kube(stack)
+        prior = read_inventory(kube, stack)
+        if prior is None and note is not None:
+            note(f"{stack.path}: no inventory in the cluster, nothing to delete")
+        plan = plan_stack(kube, stack, None, prior, deleted=True, workers=workers)
+        return StackPreview(stack.path, context=plan.context, deleted=True, plan=plan)
+    except KonfigError as exc:
+        return StackPreview(
+            stack.path,
+            context=conns.target(stack).context,
+            deleted=True,
+            error=StackError(str(exc)),
+        )
+
+
+def preview_stacks(
+    conns: Connections,
+    stacks: Sequence[Stack],
+    compiled: Mapping[str, CompileResult],
+    gone: Sequence[Stack] = (),
+    *,
+    workers: int = DEFAULT_WORKERS,
+    note: Note | None = None,
+) -> list[StackPreview]:
+    """The previews of ``stacks`` (compiled) and of the deleted stacks ``gone``, in order."""
+    results = [preview_stack(conns, s, compiled[s.path], workers=workers) for s in stacks]
+    results += [preview_deleted(conns, s, workers=workers, note=note) for s in gone]
+    return results
