@@ -234,6 +234,12 @@ def bind(
                 "file; keep only the encrypted one"
             )
         rel = _checked_rel(posixpath.join(stack_dir, item.ref.file))
+        if not rel.startswith(stack_dir.rstrip("/") + "/"):
+            # the compile cache keys a stack on the files in its folder
+            raise SecretsError(
+                f"{resource_id}: fromFile {item.ref.file!r} is outside the stack folder "
+                f"{stack_dir}; keep the stack's encrypted files in it"
+            )
         ref = SecretRef(rel, item.ref.path)
         try:
             digest = resolver.digest(ref)
@@ -241,6 +247,24 @@ def bind(
             raise SecretsError(f"{resource_id}: {exc.message}", hint=exc.hint) from exc
         bound.append(KeyRef(item.key, replace(ref, digest=digest)).to_dict())
     return {**extensions, EXTENSION: bound}
+
+
+def bind_spec(spec: Spec, *, root: Path, stack_dir: str) -> Spec:
+    """Compile: every resource's references bound (see :func:`bind`); no key needed."""
+    resolver = Resolver(root)
+    out = []
+    for resource in spec.resources:
+        if key_refs(resource.id, resource.extensions):
+            extensions = bind(
+                resource.id,
+                resource.attributes,
+                resource.extensions,
+                stack_dir=stack_dir,
+                resolver=resolver,
+            )
+            resource = replace(resource, extensions=extensions)
+        out.append(resource)
+    return Spec(tuple(out))
 
 
 @dataclass(frozen=True)

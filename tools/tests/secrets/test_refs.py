@@ -81,6 +81,11 @@ def test_bind_adds_repository_paths_and_digests(repo: tuple[Path, Keyring]) -> N
             "must be inside the repository",
         ),
         (
+            {"secrets": [{"key": "k", "file": "../dev/secrets.enc.yaml", "path": ["a"]}]},
+            SECRET,
+            "is outside the stack folder appops/shop/prod",
+        ),
+        (
             unbound("tls.key"),
             {**SECRET, "stringData": {"tls.key": "x"}},
             "set in plain text and from an encrypted file",
@@ -100,6 +105,14 @@ def test_bind_errors_name_the_resource_file_and_key(
     root, _ = repo
     with pytest.raises(SecretsError, match=message):
         refs.bind(ID, attributes, extensions, stack_dir=STACK, resolver=Resolver(root))
+
+
+def test_bind_spec(repo: tuple[Path, Keyring]) -> None:
+    root, _ = repo
+    spec = spec_from_items([{"id": ID, "attributes": SECRET, "extensions": unbound("tls.key")}])
+    bound = refs.bind_spec(spec, root=root, stack_dir=STACK)
+    (item,) = refs.key_refs(ID, bound.resources[0].extensions)
+    assert item.ref.file == FILE and item.ref.digest.startswith("sha256:")
 
 
 def test_resolve_fills_data_in_memory(repo: tuple[Path, Keyring]) -> None:
