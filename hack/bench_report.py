@@ -14,7 +14,7 @@ import statistics
 import time
 from typing import Any
 
-from konfig.report import pull_request
+from konfig.report import budget, pull_request
 
 
 def preview(stacks: int, lines: int) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def main() -> None:
     t_comment, comment = timed(lambda: pull_request.render(built))
     t_summary, summary = timed(
         lambda: pull_request.render(
-            built, budget=pull_request.SUMMARY_LIMIT_BYTES - 1024, measure=pull_request.utf8_bytes
+            built, budget=budget.SUMMARY_LIMIT_BYTES - 1024, measure=budget.utf8_bytes
         )
     )
     command = f"hack/bench_report.py --stacks {args.stacks} --lines {args.lines}"

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from konfig.ids import resource_id
 from konfig.repo.yamlio import canonical, dump_yaml
 
 RESOURCE_TYPE = "Kubernetes"
@@ -79,16 +80,6 @@ class Spec:
 
     def by_id(self) -> dict[str, Resource]:
         return {r.id: r for r in self.resources}
-
-
-def resource_id(attributes: Mapping[str, Any]) -> str:
-    """The id a manifest should have: ``apiVersion:Kind[:namespace]:name``."""
-    meta = attributes.get("metadata") or {}
-    parts = [str(attributes.get("apiVersion", "")), str(attributes.get("kind", ""))]
-    if meta.get("namespace"):
-        parts.append(str(meta["namespace"]))
-    parts.append(str(meta.get("name", "")))
-    return ":".join(parts)
 
 
 def spec_from_output(output: Any, *, key: str = "resources") -> Spec:

@@ -158,7 +158,7 @@ def inventory_of(
 
 
 def _id_of(obj: dict[str, Any]) -> str:
-    from konfig.spec import resource_id
+    from konfig.ids import resource_id
 
     return resource_id(obj)
 

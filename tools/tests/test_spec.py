@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from konfig.spec import SpecError, resource_id, spec_from_output
+from konfig.spec import SpecError, spec_from_output
 
 
 def _deploy(name: str, ns: str = "apps") -> dict[str, object]:
@@ -10,12 +10,6 @@ def _deploy(name: str, ns: str = "apps") -> dict[str, object]:
         "kind": "Deployment",
         "metadata": {"namespace": ns, "name": name},
     }
-
-
-def test_resource_id_format() -> None:
-    assert resource_id(_deploy("web")) == "apps/v1:Deployment:apps:web"
-    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}}
-    assert resource_id(ns) == "v1:Namespace:apps"
 
 
 def test_spec_sorted_and_canonical() -> None:

@@ -32,6 +32,7 @@ from typing import Any
 from konfig import __version__
 from konfig.detect.importgraph import KCL_SUFFIX, ImportCache, ImportGraph, module_of, scan_files
 from konfig.detect.snapshot import Snapshot, find_layout, worktree_snapshot
+from konfig.fingerprint import source_digest
 from konfig.repo.files import atomic_write_text
 from konfig.spec import Spec, SpecError, load_spec
 
@@ -44,14 +45,7 @@ _TOOL_MODULES = ("build/compiler.py", "spec.py", "build/kcl.py", "build/cache.py
 @cache
 def tool_fingerprint() -> str:
     """konfig's version plus a digest of the modules that decide what a Spec looks like."""
-    h = hashlib.sha256(__version__.encode())
-    here = Path(__file__).resolve().parent.parent
-    for name in _TOOL_MODULES:
-        try:
-            h.update((here / name).read_bytes())
-        except OSError:
-            h.update(name.encode())
-    return h.hexdigest()
+    return source_digest(__version__, _TOOL_MODULES)
 
 
 @dataclass(frozen=True)

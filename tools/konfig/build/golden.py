@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from konfig.errors import ConfigError
+from konfig.ids import resource_id
 from konfig.repo.files import atomic_write_text
 from konfig.repo.yamlio import dump_yaml, load_yaml_text
-from konfig.spec import Spec, resource_id
+from konfig.spec import Spec
 
 GOLDEN = "ci-test/stdout.golden.yaml"
 UPDATE_HINT = "run `konfig test --update {stack}` and review the change"

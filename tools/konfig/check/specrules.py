@@ -19,8 +19,9 @@ import networkx as nx
 from konfig.check.findings import Finding
 from konfig.check.kinds import KindCatalog
 from konfig.check.locate import locate
+from konfig.ids import resource_id
 from konfig.repo.layout import Stack
-from konfig.spec import Resource, Spec, resource_id
+from konfig.spec import Resource, Spec
 
 
 def check_spec(root: Path, stack: Stack, spec: Spec, kinds: KindCatalog) -> list[Finding]:

@@ -13,6 +13,9 @@ from konfig.commands._console import info, warn
 from konfig.errors import EXIT_OK, UsageError
 from konfig.repo.files import atomic_write_text
 from konfig.report import pull_request as reportlib
+from konfig.report.applied import build_apply, render_apply
+from konfig.report.budget import COMMENT_LIMIT, DEFAULT_BUDGET, SUMMARY_LIMIT_BYTES, utf8_bytes
+from konfig.report.inputs import ReportInputError
 
 FC = TypeVar("FC", bound=Callable[..., Any])
 
@@ -66,8 +69,8 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
 @click.option("--run-url", default=None, help="Link to the workflow run (footer).")
 @click.option(
     "--budget",
-    type=click.IntRange(min=2_000, max=reportlib.COMMENT_LIMIT),
-    default=reportlib.DEFAULT_BUDGET,
+    type=click.IntRange(min=2_000, max=COMMENT_LIMIT),
+    default=DEFAULT_BUDGET,
     show_default=True,
     help="Maximum characters of the comment body.",
 )
@@ -186,7 +189,7 @@ def command(
     )
     try:
         report = reportlib.build(inputs, sha=sha, run_url=run_url)
-    except reportlib.ReportInputError as exc:
+    except ReportInputError as exc:
         raise UsageError(str(exc), hint="pass the JSON the named konfig command printed") from exc
 
     comment = reportlib.render(report, budget=budget, title=title)
@@ -199,8 +202,8 @@ def command(
     if full_out is not None:
         full = reportlib.render(
             report,
-            budget=reportlib.SUMMARY_LIMIT_BYTES - 1024,
-            measure=reportlib.utf8_bytes,
+            budget=SUMMARY_LIMIT_BYTES - 1024,
+            measure=utf8_bytes,
             title=title,
         )
         atomic_write_text(full_out, full.text)
@@ -235,11 +238,11 @@ def _emit(text: str, out: Path | None) -> None:
 
 def _append_summary(report: reportlib.Report, path: Path, title: str) -> None:
     used = path.stat().st_size if path.exists() else 0
-    room = reportlib.SUMMARY_LIMIT_BYTES - used - 1024
+    room = SUMMARY_LIMIT_BYTES - used - 1024
     if room < 2_000:
         warn(f"{path}: the step summary is full ({used} bytes); the report is not added")
         return
-    full = reportlib.render(report, budget=room, measure=reportlib.utf8_bytes, title=title)
+    full = reportlib.render(report, budget=room, measure=utf8_bytes, title=title)
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(full.text if used == 0 else "\n" + full.text)
     info(f"appended the full report to {path}")
@@ -264,16 +267,16 @@ def _apply_report(
             else:
                 docs[key].append(doc)
     try:
-        report = reportlib.build_apply(
+        report = build_apply(
             docs["apply"], docs["destroy"], sha=sha, run_url=run_url, missing=missing
         )
-    except reportlib.ReportInputError as exc:
+    except ReportInputError as exc:
         raise UsageError(str(exc), hint="pass the JSON the named konfig command printed") from exc
-    text = reportlib.render_apply(report)
+    text = render_apply(report)
     _emit(text, out)
     if summary_file is not None:
         used = summary_file.stat().st_size if summary_file.exists() else 0
-        text = reportlib.render_apply(report, budget=reportlib.SUMMARY_LIMIT_BYTES - used - 1024)
+        text = render_apply(report, budget=SUMMARY_LIMIT_BYTES - used - 1024)
         with open(summary_file, "a", encoding="utf-8") as handle:
             handle.write(text if used == 0 else "\n" + text)
         info(f"appended the apply report to {summary_file}")

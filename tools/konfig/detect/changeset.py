@@ -27,7 +27,6 @@ base but not at head is a *deleted stack*. Paths match component by component.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import posixpath
 from collections import defaultdict
@@ -49,6 +48,7 @@ from konfig.detect.importgraph import (
 )
 from konfig.detect.snapshot import Layout, Snapshot, find_layout, tree_snapshot, worktree_snapshot
 from konfig.errors import ConfigError
+from konfig.fingerprint import source_digest
 from konfig.repo.files import atomic_write_text
 from konfig.repo.layout import APPOPS, KCL_MOD_VAR, KCL_YAML, MAIN, PROJECT_FILE, STACK_FILE
 from konfig.repo.settings import CONFIG_FILE, RepoConfig, repo_config_from_data
@@ -261,15 +261,9 @@ class _Memo:
     """The change set of two commits, kept under ``<cache>/changed/<key>.json``."""
 
     def __init__(self, cache: Path, base: str, head: str, merge: str) -> None:
-        h = hashlib.sha256(f"{__version__}\0{base}\0{head}\0{merge}".encode())
-        here = Path(__file__).resolve().parent.parent
-        for name in _FINGERPRINT_MODULES:
-            try:
-                h.update((here / name).read_bytes())
-            except OSError:
-                h.update(name.encode())
+        seed = f"{__version__}\0{base}\0{head}\0{merge}"
         self.dir = cache / "changed"
-        self.key = h.hexdigest()
+        self.key = source_digest(seed, _FINGERPRINT_MODULES)
         self.path = self.dir / f"{self.key}.json"
 
     def load(self) -> ChangeSet | None:

@@ -41,7 +41,7 @@ from konfig.engine.inventory import Inventory, Member
 from konfig.engine.kube import Kube, KubeApiError, KubeError
 from konfig.engine.plan import Change, StackPlan
 from konfig.engine.pruner import prune
-from konfig.engine.retry import RETRYABLE_STATUS, Unreachable, retry
+from konfig.engine.retry import RETRYABLE_STATUS, Unreachable, delete_object, retry
 from konfig.engine.stackrun import (
     ApplyOptions,
     Event,
@@ -243,16 +243,8 @@ def _apply_one(run: StackRun, change: Change) -> bool:
             run.record(ObjectResult(change.id, "unchanged", "unchanged"))
             return True
         if change.action == "replace":
-            retry(
-                lambda: kube.delete(
-                    ref.api_version,
-                    ref.kind,
-                    ref.name,
-                    ref.namespace,
-                    uid=uid_of(change.live) or None,
-                    propagation="Foreground",
-                ),
-                options,
+            delete_object(
+                kube, ref, uid=uid_of(change.live), propagation="Foreground", options=options
             )
             wait_gone(run, ref, uid_of(change.live))
             deleted = True

@@ -3,9 +3,8 @@
 Pure functions on plain dicts. The plan compares the server's ``dryRun=All``
 server-side-apply result with the live object; both went through server
 defaulting, so what remains after :func:`normalize` is a real change (fluxcd/pkg
-``ssa/manager_diff.go``). Secret values are masked before anything is diffed or
-rendered (kubectl ``pkg/cmd/diff/diff.go`` Masker), so no later stage can leak
-them by accident.
+``ssa/manager_diff.go``). Secret values are masked (:mod:`konfig.masking`) before
+anything is diffed or rendered, so no later stage can leak them by accident.
 """
 
 from __future__ import annotations
@@ -18,15 +17,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from konfig.masking import mask_pair
 from konfig.repo.yamlio import canonical, dump_yaml
-
-MASK = "***"
-MASK_BEFORE = "*** (before)"
-MASK_AFTER = "*** (after)"
-
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 # Set by the server on every write; never a change a reviewer made.
 _NOISE_METADATA = (
@@ -37,7 +29,6 @@ _NOISE_METADATA = (
     "creationTimestamp",
     "selfLink",
 )
-_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -98,91 +89,6 @@ def _default_protocols(node: Any) -> None:
     elif isinstance(node, list):
         for item in node:
             _default_protocols(item)
-
-
-def is_secret(obj: Mapping[str, Any] | None) -> bool:
-    return bool(obj) and obj.get("kind") == "Secret" and obj.get("apiVersion") == "v1"  # type: ignore[union-attr]
-
-
-def _looks_serialized(value: Any) -> bool:
-    """An annotation value that is a serialised object (JSON or YAML with apiVersion/kind)."""
-    if not isinstance(value, str):
-        return False
-    text = value.strip()
-    if not text:
-        return False
-    parsed: Any
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        if "\n" not in text or ":" not in text:
-            return False
-        try:
-            parsed = yaml.safe_load(text)
-        except yaml.YAMLError:
-            return False
-    return isinstance(parsed, dict) and ("apiVersion" in parsed or "kind" in parsed)
-
-
-def mask_pair(
-    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """Copies of ``before``/``after`` with every secret value replaced by a mask.
-
-    A Secret's ``data``/``stringData`` values and annotations holding a serialised
-    object become ``***`` when equal on both sides (or present on one side only) and
-    ``*** (before)`` / ``*** (after)`` when they differ, so a change stays visible.
-    """
-    b = copy.deepcopy(dict(before)) if before is not None else None
-    a = copy.deepcopy(dict(after)) if after is not None else None
-    secret = is_secret(b) or is_secret(a)
-    if secret:
-        for section in ("data", "stringData"):
-            _mask_section(b, a, (section,))
-    _mask_section(b, a, ("metadata", "annotations"), only=_annotation_is_sensitive)
-    return b, a
-
-
-def _annotation_is_sensitive(key: str, values: list[Any]) -> bool:
-    return key == LAST_APPLIED or any(_looks_serialized(v) for v in values)
-
-
-def _dig(obj: dict[str, Any] | None, path: tuple[str, ...]) -> dict[str, Any] | None:
-    node: Any = obj
-    for key in path:
-        if not isinstance(node, dict):
-            return None
-        node = node.get(key)
-    return node if isinstance(node, dict) else None
-
-
-def _mask_section(
-    before: dict[str, Any] | None,
-    after: dict[str, Any] | None,
-    path: tuple[str, ...],
-    *,
-    only: Any = None,
-) -> None:
-    b = _dig(before, path)
-    a = _dig(after, path)
-    keys = set(b or {}) | set(a or {})
-    for key in keys:
-        bv = (b or {}).get(key, _MISSING)
-        av = (a or {}).get(key, _MISSING)
-        if only is not None and not only(key, [v for v in (bv, av) if v is not _MISSING]):
-            continue
-        changed = bv is not _MISSING and av is not _MISSING and bv != av
-        if b is not None and bv is not _MISSING:
-            b[key] = MASK_BEFORE if changed else MASK
-        if a is not None and av is not _MISSING:
-            a[key] = MASK_AFTER if changed else MASK
-    # A Secret section that is not a mapping (malformed) must not leak either.
-    for obj in (before, after):
-        if obj is None or len(path) != 1:
-            continue
-        value = obj.get(path[0])
-        if value is not None and not isinstance(value, dict):
-            obj[path[0]] = MASK
 
 
 def _key_segment(key: str) -> str:
@@ -275,39 +181,3 @@ def compare(
     before, after = mask_pair(normalize(live), normalize(planned))
     fields = field_changes(before, after)
     return Comparison(fields, unified_diff(before, after, name=name) if fields else "")
-
-
-def secret_values(obj: Mapping[str, Any] | None) -> set[str]:
-    """Every secret string an object carries (raw and decoded), to scrub free text with."""
-    found: set[str] = set()
-    if not obj:
-        return found
-    if is_secret(obj):
-        for section in ("data", "stringData"):
-            values = obj.get(section)
-            if not isinstance(values, Mapping):
-                continue
-            for value in values.values():
-                text = str(value)
-                found.add(text)
-                if section == "data":
-                    try:
-                        found.add(base64.b64decode(text, validate=True).decode())
-                    except (ValueError, UnicodeDecodeError):
-                        pass
-                else:
-                    found.add(base64.b64encode(text.encode()).decode())
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    if isinstance(annotations, Mapping):
-        for key, value in annotations.items():
-            if _annotation_is_sensitive(str(key), [value]):
-                found.add(str(value))
-    return {v for v in found if len(v) >= 4}
-
-
-def scrub(text: str, secrets: set[str]) -> str:
-    """Replace any secret value that slipped into free text (e.g. a server message)."""
-    for value in sorted(secrets, key=len, reverse=True):
-        if value in text:
-            text = text.replace(value, MASK)
-    return text

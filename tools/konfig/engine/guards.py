@@ -31,8 +31,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from konfig.engine.inventory import LABEL_PART_OF, Inventory, ObjectRef
-from konfig.engine.kube import KubeApiError, KubeError, describe
+from konfig.engine.inventory import LABEL_PART_OF, Inventory
+from konfig.engine.kube import KubeApiError, KubeError
+from konfig.ids import ObjectRef, format_id
 
 PROTECTED_NAMESPACES = ("default",)
 PROTECTED_PREFIX = "kube-"
@@ -104,7 +105,7 @@ class OwnershipProven:
         ref = candidate.ref
         return Objection(
             self.name,
-            f"kept {describe(ref.api_version, ref.kind, ref.name, ref.namespace)}: not "
+            f"kept {ref.describe()}: not "
             f"provably owned by this stack (its {LABEL_PART_OF} label or UID differs); "
             "dropped from the inventory",
             keep_member=False,
@@ -134,9 +135,23 @@ class ProtectedNamespace:
         )
 
 
-def _in_use(what: str, others: Sequence[str]) -> str:
-    shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
-    return f"kept {what} ({shown}); it stays in the inventory and is pruned once they are gone"
+@dataclass(frozen=True)
+class _InUse:
+    """A guard that keeps an object while objects of other owners need it."""
+
+    reader: ClusterReader
+    members: frozenset[str]
+    set_id: str
+
+    def _kept(self, guard: str, what: str, others: Sequence[str]) -> Objection | None:
+        if not others:
+            return None
+        shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
+        return Objection(
+            guard,
+            f"kept {what} ({shown}); it stays in the inventory and is pruned once they are gone",
+            keep_member=True,
+        )
 
 
 def others_in_namespace(
@@ -156,7 +171,7 @@ def others_in_namespace(
     for api_version, kind, obj in listed:
         meta = obj.get("metadata") or {}
         name = str(meta.get("name", ""))
-        rid = f"{api_version}:{kind}:{namespace}:{name}"
+        rid = format_id(api_version, kind, namespace, name)
         if (kind, name) in CLUSTER_MADE or meta.get("ownerReferences"):
             continue
         if kind == "Secret" and obj.get("type") == "kubernetes.io/service-account-token":
@@ -170,12 +185,9 @@ def others_in_namespace(
 
 
 @dataclass(frozen=True)
-class NamespaceHoldsOthers:
+class NamespaceHoldsOthers(_InUse):
     """Keep a Namespace that still holds objects of other owners (every listable kind)."""
 
-    reader: ClusterReader
-    members: frozenset[str]
-    set_id: str
     name: str = "namespace-in-use"
 
     def objection(self, candidate: Candidate) -> Objection | None:
@@ -183,10 +195,8 @@ class NamespaceHoldsOthers:
         if ref.kind != "Namespace" or ref.api_version != "v1":
             return None
         others = others_in_namespace(ref.name, self._listed(ref.name), self.members, self.set_id)
-        if not others:
-            return None
         what = f"Namespace {ref.name}: it still holds objects of other owners"
-        return Objection(self.name, _in_use(what, others), keep_member=True)
+        return self._kept(self.name, what, others)
 
     def _listed(self, namespace: str) -> list[tuple[str, str, Mapping[str, Any]]]:
         listed: list[tuple[str, str, Mapping[str, Any]]] = []
@@ -225,7 +235,7 @@ def others_of_kind(
     for obj in items:
         meta = obj.get("metadata") or {}
         ns, name = meta.get("namespace"), str(meta.get("name", ""))
-        rid = ":".join([api_version, kind, *([str(ns)] if ns else []), name])
+        rid = format_id(api_version, kind, str(ns) if ns else None, name)
         mine = _labels(obj).get(LABEL_PART_OF) == set_id and rid in ours
         if not mine and not meta.get("deletionTimestamp"):
             found.append(f"{kind}/{name}" + (f" in {ns}" if ns else ""))
@@ -233,12 +243,9 @@ def others_of_kind(
 
 
 @dataclass(frozen=True)
-class CrdHasInstances:
+class CrdHasInstances(_InUse):
     """Keep a CRD whose custom resources other owners hold (deleting it deletes them)."""
 
-    reader: ClusterReader
-    members: frozenset[str]
-    set_id: str
     name: str = "crd-in-use"
 
     def objection(self, candidate: Candidate) -> Objection | None:
@@ -252,13 +259,11 @@ class CrdHasInstances:
         except KubeError:
             return None  # the kind is not served (any more): nothing left to protect
         others = others_of_kind(kind[0], kind[1], items, self.members, self.set_id)
-        if not others:
-            return None
         what = (
             f"CustomResourceDefinition {candidate.ref.name}: deleting it would delete custom "
             "resources of other owners"
         )
-        return Objection(self.name, _in_use(what, others), keep_member=True)
+        return self._kept(self.name, what, others)
 
 
 def prune_guards(

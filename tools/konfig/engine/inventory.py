@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 from konfig import __version__
 from konfig.errors import KonfigError
+from konfig.ids import ObjectRef, ResourceIdError, parse_id
 
 NAMESPACE = "konfig-system"
 PARENT_API_VERSION = "v1"
@@ -97,44 +98,6 @@ class KubeApi(Protocol):
         uid: str | None,
         propagation: str = "Foreground",
     ) -> None: ...
-
-
-@dataclass(frozen=True, order=True)
-class ObjectRef:
-    """Where an object lives, parsed from its Spec id ``apiVersion:Kind[:namespace]:name``."""
-
-    api_version: str
-    kind: str
-    namespace: str | None
-    name: str
-
-    @property
-    def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
-
-    @property
-    def group_kind(self) -> str:
-        """``Kind.group`` as kubectl writes it; core kinds are just ``Kind``."""
-        return f"{self.kind}.{self.group}" if self.group else self.kind
-
-
-def parse_id(resource_id: str) -> ObjectRef:
-    """Parse a Spec id; raises InventoryError for anything that is not one."""
-    parts = resource_id.split(":")
-    if len(parts) == 3:
-        api_version, kind, name = parts
-        namespace: str | None = None
-    elif len(parts) == 4:
-        api_version, kind, namespace, name = parts
-    else:
-        raise InventoryError(
-            f"malformed resource id {resource_id!r}: expected apiVersion:Kind[:namespace]:name"
-        )
-    if not api_version or not kind or not name or namespace == "":
-        raise InventoryError(
-            f"malformed resource id {resource_id!r}: expected apiVersion:Kind[:namespace]:name"
-        )
-    return ObjectRef(api_version, kind, namespace, name)
 
 
 @dataclass(frozen=True, order=True)
@@ -302,7 +265,10 @@ def parse_inventory(obj: Mapping[str, Any]) -> Inventory:
     for item in raw:
         if not isinstance(item, dict) or not isinstance(item.get("id"), str):
             raise InventoryError(f"{where}: data.{DATA_MEMBERS} has an entry without an id")
-        parse_id(item["id"])
+        try:
+            parse_id(item["id"])
+        except ResourceIdError as exc:
+            raise InventoryError(exc.message, hint=exc.hint) from None
         members.append(Member(item["id"], str(item.get("uid") or "")))
     return Inventory(
         stack_path=str(data.get(DATA_STACK) or ""),

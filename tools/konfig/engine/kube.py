@@ -33,6 +33,7 @@ from kubernetes.dynamic import DynamicClient, LazyDiscoverer
 from kubernetes.dynamic.exceptions import ResourceNotFoundError, ResourceNotUniqueError
 
 from konfig.errors import KonfigError
+from konfig.ids import describe
 
 FIELD_MANAGER = "konfig"
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -146,11 +147,6 @@ class _InMemoryDiscoverer(LazyDiscoverer):
 
 def _raw(_client: Any, data: Any) -> Any:
     return data
-
-
-def describe(api_version: str, kind: str, name: str, namespace: str | None) -> str:
-    where = f" in namespace {namespace}" if namespace else ""
-    return f"{kind} {name}{where} ({api_version})"
 
 
 @dataclass

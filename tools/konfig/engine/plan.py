@@ -13,14 +13,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from konfig.engine.diff import FieldChange, secret_values
+from konfig.engine.diff import FieldChange
 from konfig.errors import KonfigError
+from konfig.masking import secret_values
 
 Action = Literal["create", "update", "replace", "delete", "unchanged"]
 
 
 ACTIONS: tuple[Action, ...] = ("create", "update", "replace", "delete", "unchanged")
-CHANGING: frozenset[str] = frozenset({"create", "update", "replace", "delete"})
+# the actions that change the cluster, in the order reports list them
+CHANGING: tuple[Action, ...] = ("create", "update", "replace", "delete")
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from konfig.engine import inventory
-from konfig.engine.diff import compare, scrub, secret_values
+from konfig.engine.diff import Comparison, compare
 from konfig.engine.guards import foreign_owner
 from konfig.engine.inventory import LABEL_PART_OF
-from konfig.engine.kube import Kube, KubeApiError, UnknownKindError, describe
+from konfig.engine.kube import Kube, KubeApiError, UnknownKindError
 from konfig.engine.plan import Action, Change, PlanError, StackPlan
+from konfig.ids import ObjectRef, parse_id
+from konfig.masking import scrub, secret_values
 from konfig.repo.layout import Stack
 from konfig.spec import Spec
 
@@ -44,21 +46,10 @@ RACE_RETRIES = 3
 LIST_THRESHOLD = 3  # planned objects of one kind in one namespace: LIST instead of GETs
 
 
-@dataclass(frozen=True)
-class _Ref:
-    id: str
-    api_version: str
-    kind: str
-    namespace: str | None
-    name: str
-
-    def describe(self) -> str:
-        return describe(self.api_version, self.kind, self.name, self.namespace)
-
-
 @dataclass
 class _Planned:
-    ref: _Ref
+    id: str  # the Spec's id (what the inventory records), even if it does not match ref
+    ref: ObjectRef
     desired: dict[str, Any]
     deferred: str = ""  # why the dry-run must wait for apply
     live: dict[str, Any] | None = None
@@ -67,11 +58,10 @@ class _Planned:
     problem: str = ""
 
 
-def _ref_from_manifest(resource_id: str, manifest: Mapping[str, Any]) -> _Ref:
+def _ref_from_manifest(manifest: Mapping[str, Any]) -> ObjectRef:
     meta = manifest.get("metadata") or {}
     ns = meta.get("namespace")
-    return _Ref(
-        resource_id,
+    return ObjectRef(
         str(manifest.get("apiVersion", "")),
         str(manifest.get("kind", "")),
         str(ns) if ns else None,
@@ -79,19 +69,15 @@ def _ref_from_manifest(resource_id: str, manifest: Mapping[str, Any]) -> _Ref:
     )
 
 
-def _ref_from_id(kube: Kube, resource_id: str) -> _Ref | None:
-    """Parse ``apiVersion:Kind[:namespace]:name``; None when the kind no longer exists."""
-    api_version, _, rest = resource_id.partition(":")
-    kind, _, rest = rest.partition(":")
+def _ref_from_id(kube: Kube, resource_id: str) -> ObjectRef | None:
+    """Where a member lives, its kind's scope asked of the server; None when the kind
+    no longer exists."""
+    loose = parse_id(resource_id, namespaced=False)
     try:
-        namespaced = kube.is_namespaced(api_version, kind)
+        namespaced = kube.is_namespaced(loose.api_version, loose.kind)
     except UnknownKindError:
         return None
-    if namespaced:
-        namespace, _, name = rest.partition(":")
-        return _Ref(resource_id, api_version, kind, namespace, name)
-    # Cluster-scoped names may contain ':' (e.g. ClusterRole system:foo).
-    return _Ref(resource_id, api_version, kind, None, rest)
+    return parse_id(resource_id, namespaced=True) if namespaced else loose
 
 
 def _crds_in(spec: Spec | None) -> dict[tuple[str, str], str]:
@@ -153,8 +139,8 @@ def plan_stack(
     planned: list[_Planned] = []
     for res in spec.resources if spec else ():
         desired = inventory.label_member(res.attributes, set_id)
-        ref = _ref_from_manifest(res.id, desired)
-        item = _Planned(ref, desired)
+        ref = _ref_from_manifest(desired)
+        item = _Planned(res.id, ref, desired)
         try:
             info = kube.resource(ref.api_version, ref.kind)
         except UnknownKindError as exc:
@@ -176,12 +162,12 @@ def plan_stack(
             item.desired["metadata"] = {
                 k: v for k, v in item.desired["metadata"].items() if k != "namespace"
             }
-            item.ref = _Ref(ref.id, ref.api_version, ref.kind, None, ref.name)
+            item.ref = ObjectRef(ref.api_version, ref.kind, None, ref.name)
         planned.append(item)
-    planned_ids = {p.ref.id for p in planned} | {r.id for r in (spec.resources if spec else ())}
-    pruned: list[_Ref | str] = []
-    for member_id in sorted(prior_ids - planned_ids):
-        pruned.append(_ref_from_id(kube, member_id) or member_id)
+    planned_ids = {p.id for p in planned} | {r.id for r in (spec.resources if spec else ())}
+    pruned: list[tuple[str, ObjectRef | None]] = [
+        (member_id, _ref_from_id(kube, member_id)) for member_id in sorted(prior_ids - planned_ids)
+    ]
 
     # Objects this stack already owns carry its part-of label: one LIST per kind and
     # namespace reads them all, instead of a GET each (what the API server spends its
@@ -230,32 +216,37 @@ def plan_stack(
                 item.problem = exc.message
         return item
 
-    def fetch(ref: _Ref) -> tuple[_Ref, dict[str, Any] | None]:
-        return ref, kube.get(ref.api_version, ref.kind, ref.name, ref.namespace)
+    def fetch(ref: ObjectRef) -> dict[str, Any] | None:
+        return kube.get(ref.api_version, ref.kind, ref.name, ref.namespace)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         prefetched.update(zip(batched, pool.map(prefetch, batched), strict=True))
         examined = list(pool.map(examine, planned))
-        fetched = list(pool.map(fetch, [p for p in pruned if isinstance(p, _Ref)]))
+        known_refs = [(rid, ref) for rid, ref in pruned if ref is not None]
+        fetched = dict(
+            zip(
+                [rid for rid, _ in known_refs],
+                pool.map(fetch, [r for _, r in known_refs]),
+                strict=True,
+            )
+        )
 
     changes: list[Change] = []
     for item in examined:
         if item.problem:
             problems.append(item.problem)
             continue
-        change = _planned_change(item, set_id, item.ref.id in prior_ids)
+        change = _planned_change(item, set_id, item.id in prior_ids)
         if isinstance(change, str):
             problems.append(change)
         else:
             changes.append(change)
 
-    live_by_id = {ref.id: (ref, live) for ref, live in fetched}
-    for entry in pruned:
-        if isinstance(entry, str):
-            changes.append(_gone(entry, "its kind no longer exists on the server"))
+    for rid, found in pruned:
+        if found is None:
+            changes.append(_gone(rid, parse_id(rid), "its kind no longer exists on the server"))
             continue
-        ref, live = live_by_id[entry.id]
-        changes.append(_pruned_change(ref, live, prior, deleted=deleted))
+        changes.append(_pruned_change(rid, found, fetched[rid], prior, deleted=deleted))
 
     if problems:
         secrets: set[str] = set()
@@ -275,19 +266,23 @@ def plan_stack(
 
 
 def _change(
-    ref: _Ref,
+    rid: str,
+    ref: ObjectRef,
     action: Action,
     reason: str,
     *,
     validated: bool,
     desired: dict[str, Any] | None,
     live: dict[str, Any] | None,
-    before: Mapping[str, Any] | None,
-    after: Mapping[str, Any] | None,
+    before: Mapping[str, Any] | None = None,
+    after: Mapping[str, Any] | None = None,
+    comparison: Comparison | None = None,
 ) -> Change:
-    comparison = compare(before, after, name=ref.id)
+    """One change; its fields and diff compare ``before`` with ``after`` (masked)."""
+    if comparison is None:
+        comparison = compare(before, after, name=rid)
     return Change(
-        id=ref.id,
+        id=rid,
         api_version=ref.api_version,
         kind=ref.kind,
         namespace=ref.namespace,
@@ -303,9 +298,10 @@ def _change(
 
 
 def _planned_change(item: _Planned, set_id: str, in_prior: bool) -> Change | str:
-    ref = item.ref
+    rid, ref = item.id, item.ref
     if item.deferred:
         return _change(
+            rid,
             ref,
             "create",
             f"validated at apply: {item.deferred}",
@@ -323,6 +319,7 @@ def _planned_change(item: _Planned, set_id: str, in_prior: bool) -> Change | str
             else "not in the cluster"
         )
         return _change(
+            rid,
             ref,
             "create",
             reason,
@@ -341,6 +338,7 @@ def _planned_change(item: _Planned, set_id: str, in_prior: bool) -> Change | str
     if item.immutable:
         fields = ", ".join(item.immutable)
         return _change(
+            rid,
             ref,
             "replace",
             f"immutable field changed ({fields}): apply must delete and re-create it",
@@ -350,7 +348,7 @@ def _planned_change(item: _Planned, set_id: str, in_prior: bool) -> Change | str
             before=live,
             after=_merged(live, item.desired),
         )
-    comparison = compare(live, item.dry, name=ref.id)
+    comparison = compare(live, item.dry, name=rid)
     adopt = "" if in_prior else "; not in the inventory yet: apply adopts it"
     if comparison.changed:
         count = len(comparison.fields)
@@ -359,49 +357,46 @@ def _planned_change(item: _Planned, set_id: str, in_prior: bool) -> Change | str
     else:
         reason = f"matches the cluster{adopt}"
         action = "unchanged"
-    return Change(
-        id=ref.id,
-        api_version=ref.api_version,
-        kind=ref.kind,
-        namespace=ref.namespace,
-        name=ref.name,
-        action=action,
-        reason=reason,
+    return _change(
+        rid,
+        ref,
+        action,
+        reason,
         validated=True,
         desired=item.desired,
         live=live,
-        fields=comparison.fields,
-        diff=comparison.diff,
+        comparison=comparison,
     )
 
 
-def _gone(resource_id: str, why: str) -> Change:
-    api_version, _, rest = resource_id.partition(":")
-    kind, _, rest = rest.partition(":")
-    namespace, _, name = rest.rpartition(":")
-    return Change(
-        id=resource_id,
-        api_version=api_version,
-        kind=kind,
-        namespace=namespace or None,
-        name=name,
-        action="unchanged",
-        reason=f"not in the plan and already gone ({why}): dropped from the inventory",
+def _gone(rid: str, ref: ObjectRef, why: str) -> Change:
+    return _change(
+        rid,
+        ref,
+        "unchanged",
+        f"not in the plan and already gone ({why}): dropped from the inventory",
         validated=False,
         desired=None,
         live=None,
-        fields=(),
-        diff="",
+        comparison=Comparison((), ""),
     )
 
 
 def _pruned_change(
-    ref: _Ref, live: dict[str, Any] | None, prior: inventory.Inventory | None, *, deleted: bool
+    rid: str,
+    ref: ObjectRef,
+    live: dict[str, Any] | None,
+    prior: inventory.Inventory | None,
+    *,
+    deleted: bool,
 ) -> Change:
     if live is None:
-        return _gone(ref.id, "not in the cluster")
-    if prior is None or not prior.owns(ref.id, live):
+        # named as the id reads (an inventory's ids always parse), like a member whose
+        # kind is gone
+        return _gone(rid, parse_id(rid), "not in the cluster")
+    if prior is None or not prior.owns(rid, live):
         return _change(
+            rid,
             ref,
             "unchanged",
             "not in the plan, but no longer provably owned by this stack (its "
@@ -414,6 +409,7 @@ def _pruned_change(
         )
     reason = "the stack was deleted" if deleted else "removed from the stack"
     return _change(
+        rid,
         ref,
         "delete",
         f"{reason}: apply prunes it",

@@ -17,7 +17,7 @@ from konfig.engine.guards import Candidate, first_objection, prune_guards
 from konfig.engine.inventory import Inventory
 from konfig.engine.kube import KubeError
 from konfig.engine.plan import Change
-from konfig.engine.retry import Unreachable, retry
+from konfig.engine.retry import Unreachable, delete_object, retry
 from konfig.engine.stackrun import (
     Event,
     ObjectResult,
@@ -93,17 +93,7 @@ def prune(run: StackRun, current: Inventory, changes: list[Change], phase: Phase
             rid, uid = item
             ref = ref_of(by_id[rid])
             try:
-                retry(
-                    lambda: kube.delete(
-                        ref.api_version,
-                        ref.kind,
-                        ref.name,
-                        ref.namespace,
-                        uid=uid or None,
-                        propagation="Background",
-                    ),
-                    options,
-                )
+                delete_object(kube, ref, uid=uid, propagation="Background", options=options)
             except Unreachable as exc:
                 run.unreachable = run.unreachable or exc.error
                 return rid, uid, exc.error.message

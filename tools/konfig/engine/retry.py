@@ -6,8 +6,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from konfig.engine.kube import KubeApiError, KubeError
+from konfig.engine.kube import Kube, KubeApiError, KubeError
 from konfig.engine.stackrun import ApplyOptions
+from konfig.ids import ObjectRef
 
 RETRYABLE_STATUS = frozenset({409, 429, 500, 502, 503, 504})
 
@@ -44,3 +45,20 @@ def retry(fn: Callable[[], _T], options: ApplyOptions) -> _T:
         time.sleep(delay)
         delay = min(delay * 2, 8.0)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def delete_object(
+    kube: Kube, ref: ObjectRef, *, uid: str, propagation: str, options: ApplyOptions
+) -> None:
+    """Delete one object (only that incarnation, when ``uid`` is known), with retries."""
+    retry(
+        lambda: kube.delete(
+            ref.api_version,
+            ref.kind,
+            ref.name,
+            ref.namespace,
+            uid=uid or None,
+            propagation=propagation,
+        ),
+        options,
+    )

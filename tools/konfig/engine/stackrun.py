@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from konfig.engine import inventory
-from konfig.engine.diff import scrub
-from konfig.engine.inventory import Inventory, ObjectRef
-from konfig.engine.kube import Kube, KubeError, describe
+from konfig.engine.inventory import Inventory
+from konfig.engine.kube import Kube, KubeError
 from konfig.engine.plan import Change
 from konfig.errors import KonfigError
+from konfig.ids import ObjectRef
+from konfig.masking import scrub
 
 Outcome = Literal[
     "created", "updated", "replaced", "deleted", "unchanged", "failed", "skipped", "kept"
@@ -119,7 +120,7 @@ def uid_of(obj: Mapping[str, Any] | None) -> str:
 
 
 def where(ref: ObjectRef) -> str:
-    return describe(ref.api_version, ref.kind, ref.name, ref.namespace)
+    return ref.describe()
 
 
 def ref_of(change: Change) -> ObjectRef:

@@ -7,11 +7,11 @@ import time
 from functools import partial
 
 from konfig.engine import health
-from konfig.engine.inventory import ObjectRef
 from konfig.engine.kube import KubeError
 from konfig.engine.plan import Change
 from konfig.engine.retry import Unreachable, retry
 from konfig.engine.stackrun import Event, ObjectResult, StackRun, ref_of, uid_of, where
+from konfig.ids import ObjectRef
 
 
 class WaitTimeout(Exception):

@@ -12,19 +12,21 @@ Nothing here reads the environment or prints: the CLI passes the token and print
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import requests
 from github import Auth, Github, GithubException
 from urllib3.util import Retry
 
 from konfig.errors import KonfigError, UsageError
+from konfig.report.budget import COMMENT_LIMIT
+
+_T = TypeVar("_T")
 
 DEFAULT_API_URL = "https://api.github.com"
 # GitHub rejects issue comment bodies longer than this with HTTP 422.
-MAX_COMMENT_CHARS = 65_536
 DEFAULT_MARKER = "konfig:preview"
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -161,51 +163,54 @@ class GitHub:
         except _TRANSPORT_ERRORS as exc:
             raise self._unreachable(exc) from exc
 
+    def _call(self, request: str, what: str, fn: Callable[[], _T]) -> _T:
+        """``fn()``, its API and transport failures as a :class:`GitHubError` naming
+        ``request`` and ``what`` it was trying to do."""
+        try:
+            return fn()
+        except GithubException as exc:
+            raise self._error(exc, request, what) from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise self._unreachable(exc) from exc
+
     def list_comments(self, repo: str, number: int) -> list[Comment]:
         """Every comment on issue/PR ``number``, following every page."""
-        try:
+
+        def call() -> list[Comment]:
             issue = self._gh.get_repo(repo).get_issue(number)
             comments = []
             for item in issue.get_comments():
                 self._objects[item.id] = item
                 comments.append(_comment(item))
             return comments
-        except GithubException as exc:
-            raise self._error(
-                exc, f"GET /repos/{repo}/issues/{number}/comments", "list the comments"
-            ) from exc
-        except _TRANSPORT_ERRORS as exc:
-            raise self._unreachable(exc) from exc
+
+        return self._call(f"GET /repos/{repo}/issues/{number}/comments", "list the comments", call)
 
     def create_comment(self, repo: str, number: int, body: str) -> Comment:
         _check_length(body)
-        try:
-            issue = self._gh.get_repo(repo).get_issue(number)
-            item = issue.create_comment(body)
+
+        def call() -> Comment:
+            item = self._gh.get_repo(repo).get_issue(number).create_comment(body)
             self._objects[item.id] = item
             return _comment(item)
-        except GithubException as exc:
-            raise self._error(
-                exc, f"POST /repos/{repo}/issues/{number}/comments", "create the comment"
-            ) from exc
-        except _TRANSPORT_ERRORS as exc:
-            raise self._unreachable(exc) from exc
+
+        return self._call(
+            f"POST /repos/{repo}/issues/{number}/comments", "create the comment", call
+        )
 
     def update_comment(self, repo: str, number: int, comment_id: int, body: str) -> Comment:
         _check_length(body)
-        item = self._objects.get(comment_id)
-        try:
+
+        def call() -> Comment:
+            item = self._objects.get(comment_id)
             if item is None:
-                issue = self._gh.get_repo(repo).get_issue(number)
-                item = issue.get_comment(comment_id)
+                item = self._gh.get_repo(repo).get_issue(number).get_comment(comment_id)
             item.edit(body)
             return _comment(item)
-        except GithubException as exc:
-            raise self._error(
-                exc, f"PATCH /repos/{repo}/issues/comments/{comment_id}", "update the comment"
-            ) from exc
-        except _TRANSPORT_ERRORS as exc:
-            raise self._unreachable(exc) from exc
+
+        return self._call(
+            f"PATCH /repos/{repo}/issues/comments/{comment_id}", "update the comment", call
+        )
 
     def _unreachable(self, exc: Exception) -> GitHubError:
         return GitHubError(
@@ -221,7 +226,7 @@ class GitHub:
             "`permissions: pull-requests: write` (issues: write for issues)",
             404: "check --repo and --pr, and that the token can see the repository",
             422: "GitHub rejected the content (a comment body must be at most "
-            f"{MAX_COMMENT_CHARS} characters)",
+            f"{COMMENT_LIMIT} characters)",
         }
         return GitHubError(
             f"{request} on {self.api_url} failed with HTTP {exc.status} while trying to "
@@ -256,10 +261,10 @@ def _comment(item: Any) -> Comment:
 
 
 def _check_length(body: str) -> None:
-    if len(body) > MAX_COMMENT_CHARS:
+    if len(body) > COMMENT_LIMIT:
         raise KonfigError(
             f"the comment body has {len(body)} characters; GitHub accepts at most "
-            f"{MAX_COMMENT_CHARS} (it would answer HTTP 422)",
+            f"{COMMENT_LIMIT} (it would answer HTTP 422)",
             hint="render it with `konfig report --budget 60000`, which keeps it under the limit",
         )
 
@@ -307,7 +312,6 @@ _TRANSPORT_ERRORS: tuple[type[Exception], ...] = (OSError, requests.RequestExcep
 __all__ = [
     "DEFAULT_API_URL",
     "DEFAULT_MARKER",
-    "MAX_COMMENT_CHARS",
     "Comment",
     "GitHub",
     "GitHubError",

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from konfig.engine.diff import scrub
 from konfig.engine.plan import ACTIONS, CHANGING, Change, StackPlan
+from konfig.masking import scrub
 
 SCHEMA_VERSION = 1
 KIND = "KonfigPreview"

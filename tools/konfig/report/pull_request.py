@@ -6,32 +6,31 @@ Inputs are what the stages print: ``konfig changed --json``, ``konfig compile
 no preview; a failed job leaves no artifact): the report says what it lacks.
 
 :func:`build` turns the inputs into a :class:`Report` (plain data);
-:func:`render` renders it with the jinja2 templates in ``konfig/templates`` under a
-character budget: heading and summary table first, then whole per-stack sections
-(failures first, then changes) while they fit, then compact sections without diffs,
-and only as a last resort a section cut in the middle — always saying so.
+:func:`render` renders it with the jinja2 templates in ``konfig/report/templates``
+under a character budget (:mod:`konfig.report.budget`): heading and summary table
+first, then whole per-stack sections (failures first, then changes) while they fit,
+then compact sections without diffs, and only as a last resort a section cut in the
+middle — always saying so.
 
 Secret values: the preview masks them; this module masks again every value under a
-Secret's ``data``/``stringData`` in field lists and diffs, so a report can never
-carry one even from a faulty input.
+Secret's ``data``/``stringData`` in diffs (:func:`konfig.masking.mask_secret_diff`), so
+a report can never carry one even from a faulty input.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-import jinja2
-
-ACTIONS = ("create", "update", "replace", "delete", "unchanged")
-CHANGING = ("create", "update", "replace", "delete")
-COMMENT_LIMIT = 65_536  # GitHub rejects longer comment bodies (HTTP 422)
-DEFAULT_BUDGET = 60_000
-SUMMARY_LIMIT_BYTES = 1_048_576  # $GITHUB_STEP_SUMMARY per step
-MASK = "***"
+from konfig.engine.plan import ACTIONS, CHANGING
+from konfig.masking import mask_secret_diff
+from konfig.report.budget import DEFAULT_BUDGET, Measure, chars, cut_section
+from konfig.report.inputs import ReportInputError, expect, line_number, nonempty, stack_path
+from konfig.report.markdown import environment
+from konfig.report.previews import KIND as PREVIEW_KIND
+from konfig.report.previews import SCHEMA_VERSION as PREVIEW_SCHEMA_VERSION
 
 Status = Literal[
     "compile-error",
@@ -56,10 +55,6 @@ STATUS_LABEL: dict[str, str] = {
     "pending": "⏳ not previewed",
 }
 _FAILED = {"compile-error", "preview-error", "test-failed", "check-failed"}
-
-
-class ReportInputError(ValueError):
-    """An input document does not have the shape its producer emits."""
 
 
 @dataclass(frozen=True)
@@ -254,29 +249,12 @@ def _dedupe(failures: Iterable[Failure]) -> tuple[Failure, ...]:
     return tuple(seen.values())
 
 
-def _expect(cond: bool, what: str) -> None:
-    if not cond:
-        raise ReportInputError(what)
-
-
-def _line(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 def _read_changed(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]) -> None:
-    _expect(isinstance(doc, Mapping), "changed: expected an object (konfig changed --json)")
+    expect(isinstance(doc, Mapping), "changed: expected an object (konfig changed --json)")
     stacks = doc.get("stacks", [])
-    _expect(isinstance(stacks, list), "changed: `stacks` must be a list")
+    expect(isinstance(stacks, list), "changed: `stacks` must be a list")
     for item in stacks:
-        _expect(
-            isinstance(item, Mapping) and isinstance(item.get("path"), str),
-            "changed: a stack needs `path`",
-        )
-        e = entry(item["path"])
+        e = entry(stack_path(item, "changed: a stack"))
         for reason in item.get("reasons") or []:
             if str(reason) not in e["reasons"]:
                 e["reasons"].append(str(reason))
@@ -287,47 +265,35 @@ def _read_changed(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
             e["reasons"].append("stack deleted")
 
 
+def _compile_failure(err: Mapping[str, Any]) -> Failure:
+    """A compile error as ``konfig compile --json`` and ``konfig test --json`` write it."""
+    return Failure(
+        "compile",
+        str(err.get("message") or "compile failed"),
+        nonempty(err.get("file")),
+        line_number(err.get("line")),
+    )
+
+
 def _read_compile(doc: Any, entry: Callable[[str], dict[str, Any]]) -> None:
-    _expect(isinstance(doc, list), "compile: expected a list (konfig compile --json)")
+    expect(isinstance(doc, list), "compile: expected a list (konfig compile --json)")
     for item in doc:
-        _expect(
-            isinstance(item, Mapping) and isinstance(item.get("path"), str),
-            "compile: an entry needs `path`",
-        )
-        e = entry(item["path"])
+        e = entry(stack_path(item, "compile: an entry"))
         err = item.get("error")
         if isinstance(err, Mapping):
-            e["failures"].append(
-                Failure(
-                    "compile",
-                    str(err.get("message") or "compile failed"),
-                    _str(err.get("file")),
-                    _line(err.get("line")),
-                )
-            )
+            e["failures"].append(_compile_failure(err))
 
 
 def _read_test(
     doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]], others: list[Failure]
 ) -> None:
-    _expect(isinstance(doc, Mapping), "test: expected an object (konfig test --json)")
+    expect(isinstance(doc, Mapping), "test: expected an object (konfig test --json)")
     for item in doc.get("stacks") or []:
-        _expect(
-            isinstance(item, Mapping) and isinstance(item.get("path"), str),
-            "test: a stack needs `path`",
-        )
-        e = entry(item["path"])
+        e = entry(stack_path(item, "test: a stack"))
         status = item.get("status")
         if status == "compile-error" and isinstance(item.get("error"), Mapping):
             err = item["error"]
-            e["failures"].append(
-                Failure(
-                    "compile",
-                    str(err.get("message") or "compile failed"),
-                    _str(err.get("file")),
-                    _line(err.get("line")),
-                )
-            )
+            e["failures"].append(_compile_failure(err))
         elif status not in (None, "passed", "pass", "ok", "created", "updated", "unchanged"):
             diffs = item.get("diffs") or []
             detail = "".join(str(d.get("diff", "")) for d in diffs if isinstance(d, Mapping))
@@ -335,8 +301,8 @@ def _read_test(
                 Failure(
                     "test",
                     str(item.get("message") or f"golden test {status}"),
-                    _str(item.get("golden")),
-                    _line(item.get("line")),
+                    nonempty(item.get("golden")),
+                    line_number(item.get("line")),
                     detail=detail,
                 )
             )
@@ -348,8 +314,8 @@ def _read_test(
             f"{unit.get('package', '')}: {unit.get('name', '')}: {unit.get('message', '')}".strip(
                 ": "
             ),
-            _str(unit.get("file")),
-            _line(unit.get("line")),
+            nonempty(unit.get("file")),
+            line_number(unit.get("line")),
         )
         others.append(failure)
 
@@ -359,17 +325,17 @@ def _read_check(doc: Any, entry: Callable[[str], dict[str, Any]], others: list[F
     if not isinstance(findings, list):
         raise ReportInputError("check: expected a list of findings or {findings: [...]}")
     for item in findings:
-        _expect(isinstance(item, Mapping), "check: a finding must be an object")
+        expect(isinstance(item, Mapping), "check: a finding must be an object")
         if str(item.get("severity", "error")) != "error":
             continue
         failure = Failure(
             "check",
             str(item.get("message") or "check failed"),
-            _str(item.get("file")),
-            _line(item.get("line")),
-            rule=_str(item.get("rule")),
+            nonempty(item.get("file")),
+            line_number(item.get("line")),
+            rule=nonempty(item.get("rule")),
         )
-        stack = _str(item.get("stack"))
+        stack = nonempty(item.get("stack"))
         if stack:
             entry(stack)["failures"].append(failure)
         else:
@@ -377,18 +343,18 @@ def _read_check(doc: Any, entry: Callable[[str], dict[str, Any]], others: list[F
 
 
 def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]) -> None:
-    _expect(
-        isinstance(doc, Mapping) and doc.get("kind") == "KonfigPreview",
-        "preview: expected a KonfigPreview document (konfig preview --format json)",
+    expect(
+        isinstance(doc, Mapping) and doc.get("kind") == PREVIEW_KIND,
+        f"preview: expected a {PREVIEW_KIND} document (konfig preview --format json)",
     )
     version = doc.get("schemaVersion")
-    _expect(version == 1, f"preview: unsupported schemaVersion {version!r} (this konfig reads 1)")
+    expect(
+        version == PREVIEW_SCHEMA_VERSION,
+        f"preview: unsupported schemaVersion {version!r} (this konfig reads "
+        f"{PREVIEW_SCHEMA_VERSION})",
+    )
     for item in doc.get("stacks") or []:
-        _expect(
-            isinstance(item, Mapping) and isinstance(item.get("path"), str),
-            "preview: a stack needs `path`",
-        )
-        e = entry(item["path"])
+        e = entry(stack_path(item, "preview: a stack"))
         e["deleted"] = e["deleted"] or bool(item.get("deleted"))
         counts = item.get("counts") or {}
         if item.get("status") != "error":  # a failed stack has no counts to show
@@ -399,8 +365,8 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
                 Failure(
                     "preview",
                     str(err.get("message") or "preview failed"),
-                    _str(err.get("file")),
-                    _line(err.get("line")),
+                    nonempty(err.get("file")),
+                    line_number(err.get("line")),
                 )
             )
         changes = []
@@ -412,7 +378,7 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
                 ChangeItem(
                     id=str(c.get("id", "")),
                     kind=kind,
-                    namespace=_str(c.get("namespace")),
+                    namespace=nonempty(c.get("namespace")),
                     name=str(c.get("name", "")),
                     action=str(c.get("action", "")),
                     reason=str(c.get("reason", "")),
@@ -425,94 +391,7 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
         e["changes"] = sorted(changes, key=lambda c: c.id)
 
 
-_SECRET_VALUE = re.compile(r"^([-+ ]\s*)([A-Za-z0-9_.\-]+|\"[^\"]*\"):\s*(?!\*\*\*)(\S.*)$")
-
-
-def mask_secret_diff(diff: str) -> str:
-    """Mask every value under ``data:``/``stringData:`` in a Secret's YAML diff.
-
-    Defence in depth: the preview already masks, but the report must never carry a
-    Secret value even if an input was produced by a faulty or older tool.
-    """
-    out = []
-    inside: int | None = None  # indentation of the data/stringData key
-    for line in diff.splitlines(keepends=True):
-        if line.startswith(("---", "+++", "@@")):
-            inside = None
-            out.append(line)
-            continue
-        body = line[1:] if line[:1] in "+- " else line
-        stripped = body.lstrip(" ")
-        indent = len(body) - len(stripped)
-        if inside is not None and stripped.strip() and indent <= inside:
-            inside = None
-        if inside is None:
-            if re.match(r"^(data|stringData):\s*$", stripped.rstrip("\n")):
-                inside = indent
-            elif re.match(r"^(data|stringData):\s*\S", stripped):
-                key = stripped.split(":", 1)[0]
-                line = f"{line[:1]}{' ' * indent}{key}: {MASK}\n"
-            out.append(line)
-            continue
-        match = re.match(r"^(\s*)([^:]+):(\s*)(.*?)(\n?)$", body)
-        if match and match.group(4) and not match.group(4).strip("'\"").startswith(MASK):
-            line = f"{line[:1]}{match.group(1)}{match.group(2)}: {MASK}{match.group(5)}"
-        elif not match and stripped.strip():
-            # a continuation line of a multi-line scalar: drop its content entirely
-            line = f"{line[:1]}{' ' * indent}{MASK}\n"
-        out.append(line)
-    return "".join(out)
-
-
 # -- rendering --------------------------------------------------------------------
-
-
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("konfig.report", "templates"),
-        autoescape=False,  # markdown; HTML contexts use the `html` filter explicitly
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["cell"] = _cell
-    env.filters["html"] = _html
-    env.filters["fence"] = _fence
-    env.filters["code"] = _code
-    env.globals["CHANGING"] = CHANGING
-    return env
-
-
-def _html(text: object) -> str:
-    return (
-        str(text)
-        .replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace('"', "&quot;")
-    )
-
-
-def _cell(text: object, limit: int = 160) -> str:
-    value = " ".join(str(text).split())
-    if len(value) > limit:
-        value = value[: limit - 1] + "…"
-    return _html(value).replace("|", "\\|")
-
-
-def _fence(text: str) -> str:
-    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
-    return "`" * max(3, longest + 1)
-
-
-def _code(text: object) -> str:
-    """An inline code span that no content can close early (paths come from PRs)."""
-    value = " ".join(str(text).split()).replace("|", "\\|")
-    if "`" not in value:
-        return f"`{value}`"
-    ticks = "`" * (max(len(m) for m in re.findall(r"`+", value)) + 1)
-    return f"{ticks} {value} {ticks}"
 
 
 @dataclass(frozen=True)
@@ -523,19 +402,12 @@ class Rendered:
     cut: tuple[str, ...]  # stacks whose section was cut in the middle
 
 
-Measure = Callable[[str], int]
-
-
-def chars(text: str) -> int:
-    return len(text)
-
-
-def utf8_bytes(text: str) -> int:
-    return len(text.encode("utf-8"))
-
-
 def render_placeholder(sha: str, run_url: str | None) -> str:
-    return _env().get_template("placeholder.md.j2").render(sha=sha, short=sha[:12], run_url=run_url)
+    return (
+        environment()
+        .get_template("placeholder.md.j2")
+        .render(sha=sha, short=sha[:12], run_url=run_url)
+    )
 
 
 def render(
@@ -546,7 +418,7 @@ def render(
     title: str = "Konfig preview",
 ) -> Rendered:
     """Render ``report`` as markdown no larger than ``budget`` (as counted by ``measure``)."""
-    env = _env()
+    env = environment()
     stack_tpl = env.get_template("stack.md.j2")
 
     def head(rows: Sequence[StackReport], hidden: int) -> str:
@@ -598,7 +470,7 @@ def render(
     by_path = {s.path: s for s in report.stacks}
     for path in omitted:
         if not sections and room > 400:
-            text = _cut(stack_tpl.render(s=by_path[path], compact=False), room, measure)
+            text = cut_section(stack_tpl.render(s=by_path[path], compact=False), room, measure)
             sections[path] = text
             room -= measure(text)
             cut.append(path)
@@ -621,119 +493,3 @@ def _priority(stack: StackReport) -> tuple[int, str]:
 
 def _has_section(stack: StackReport) -> bool:
     return bool(stack.failures or stack.changes)
-
-
-def _cut(section: str, room: int, measure: Measure) -> str:
-    closing = "\n… (cut here: this stack's section is longer than the comment allows)\n"
-    closing_fence = "```\n\n</details>\n\n"
-    keep: list[str] = []
-    used = measure(closing) + measure(closing_fence) + 8
-    fence_open = False
-    for line in section.splitlines(keepends=True):
-        if used + measure(line) > room:
-            break
-        keep.append(line)
-        used += measure(line)
-        if line.startswith("```"):
-            fence_open = not fence_open
-    text = "".join(keep)
-    if fence_open:
-        text += "```\n"
-    return text + closing + ("</details>\n\n" if "<details>" in text else "")
-
-
-# -- apply report (the merge pipeline's job summary) ------------------------------
-
-APPLY_COUNTS = ("created", "updated", "replaced", "deleted", "unchanged", "failed", "skipped")
-
-
-@dataclass(frozen=True)
-class AppliedObject:
-    id: str
-    outcome: str
-    message: str
-
-
-@dataclass(frozen=True)
-class AppliedStack:
-    path: str
-    verb: str  # apply or destroy
-    ok: bool
-    error: str | None
-    counts: Mapping[str, int]
-    seconds: float
-    problems: tuple[AppliedObject, ...]  # failed and skipped objects
-    commit: str | None
-
-
-@dataclass(frozen=True)
-class ApplyReport:
-    sha: str
-    run_url: str | None
-    stacks: tuple[AppliedStack, ...]
-    missing: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return not self.missing and all(s.ok for s in self.stacks)
-
-
-def build_apply(
-    applied: Sequence[Mapping[str, Any]],
-    destroyed: Sequence[Mapping[str, Any]] = (),
-    *,
-    sha: str,
-    run_url: str | None = None,
-    missing: Sequence[str] = (),
-) -> ApplyReport:
-    """The results of ``konfig apply --json`` / ``konfig destroy --json`` as one report."""
-    stacks: list[AppliedStack] = []
-    for verb, docs in (("apply", applied), ("destroy", destroyed)):
-        for doc in docs:
-            _expect(
-                isinstance(doc, Mapping) and isinstance(doc.get("stacks"), list),
-                f"{verb}: expected {{ok, stacks: [...]}} (konfig {verb} --json)",
-            )
-            for item in doc["stacks"]:
-                _expect(
-                    isinstance(item, Mapping) and isinstance(item.get("path"), str),
-                    f"{verb}: a stack needs `path`",
-                )
-                counts = item.get("counts") or {}
-                inventory = item.get("inventory") or {}
-                stacks.append(
-                    AppliedStack(
-                        path=item["path"],
-                        verb=verb,
-                        ok=bool(item.get("ok")),
-                        error=_str(item.get("error")),
-                        counts={k: int(counts.get(k, 0) or 0) for k in APPLY_COUNTS},
-                        seconds=float(item.get("seconds") or 0.0),
-                        problems=tuple(
-                            AppliedObject(
-                                str(o.get("id", "")),
-                                str(o.get("outcome", "")),
-                                str(o.get("message", "")),
-                            )
-                            for o in item.get("objects") or []
-                            if isinstance(o, Mapping) and o.get("outcome") in ("failed", "skipped")
-                        ),
-                        commit=_str(inventory.get("commit"))
-                        if isinstance(inventory, Mapping)
-                        else None,
-                    )
-                )
-    stacks.sort(key=lambda s: (s.path, s.verb))
-    return ApplyReport(sha=sha, run_url=run_url, stacks=tuple(stacks), missing=tuple(missing))
-
-
-def render_apply(report: ApplyReport, *, budget: int = SUMMARY_LIMIT_BYTES - 1024) -> str:
-    """The apply job summary; problems are listed per stack, capped to the budget."""
-    env = _env()
-    template = env.get_template("apply.md.j2")
-    limit = 50
-    while True:
-        text = template.render(r=report, short=report.sha[:12], counts=APPLY_COUNTS, limit=limit)
-        if utf8_bytes(text) <= budget or limit == 0:
-            return text
-        limit //= 2

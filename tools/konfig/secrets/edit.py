@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from konfig.repo.files import atomic_write_text
 from konfig.secrets import sopsfile
 from konfig.secrets.errors import SecretsError
 from konfig.secrets.keys import Keyring
@@ -134,16 +135,7 @@ def _copy(node: Any) -> Any:
 def write_encrypted(path: Path, text: str) -> None:
     """Write an encrypted file atomically (never half-written), keeping its mode."""
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        Path(tmp).chmod(mode)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, text, mode=mode)
 
 
 def _tmp_base() -> str | None:

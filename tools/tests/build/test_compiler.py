@@ -5,8 +5,8 @@ import yaml
 from fixtures.repos import TEMPLATE_ROOT, RepoBuilder
 
 from konfig.build.compiler import compile_input, compile_many, compile_one
+from konfig.ids import resource_id
 from konfig.repo.layout import discover
-from konfig.spec import resource_id
 
 EXAMPLES = discover(TEMPLATE_ROOT)
 

@@ -226,7 +226,7 @@ def test_removed_object_is_deleted_and_deleted_stack_is_all_deletes(
 
 
 def inv_id(obj: dict[str, Any]) -> str:
-    from konfig.spec import resource_id
+    from konfig.ids import resource_id
 
     return resource_id(obj)
 

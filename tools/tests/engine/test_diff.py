@@ -5,18 +5,11 @@ from __future__ import annotations
 import base64
 import json
 
-from konfig.engine.diff import (
-    LAST_APPLIED,
+from konfig.engine.diff import FieldChange, compare, field_changes, normalize
+from konfig.masking import (
     MASK,
     MASK_AFTER,
     MASK_BEFORE,
-    FieldChange,
-    compare,
-    field_changes,
-    mask_pair,
-    normalize,
-    scrub,
-    secret_values,
 )
 
 
@@ -124,16 +117,6 @@ def secret(data: dict[str, str], annotations: dict[str, str] | None = None) -> d
     return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": data}
 
 
-def test_secret_values_are_masked_with_before_and_after_when_changed() -> None:
-    before, after = mask_pair(
-        secret({"same": _b64("s1"), "changed": _b64("old"), "gone": _b64("g")}),
-        secret({"same": _b64("s1"), "changed": _b64("new"), "added": _b64("a")}),
-    )
-    assert before is not None and after is not None
-    assert before["data"] == {"same": MASK, "changed": MASK_BEFORE, "gone": MASK}
-    assert after["data"] == {"same": MASK, "changed": MASK_AFTER, "added": MASK}
-
-
 def test_secret_diff_shows_key_changed_but_no_value() -> None:
     result = compare(
         secret({"password": _b64("hunter2-old")}),
@@ -153,40 +136,3 @@ def test_string_data_is_masked_after_folding() -> None:
     assert "canary-value" not in result.diff
     assert _b64("canary-value") not in result.diff
     assert FieldChange("data.token", None, MASK) in result.fields
-
-
-def test_last_applied_and_serialized_annotations_are_masked_on_any_kind() -> None:
-    serialized = json.dumps({"apiVersion": "v1", "kind": "Secret", "data": {"p": _b64("zzzz")}})
-    cm = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": "c",
-            "annotations": {LAST_APPLIED: serialized, "copy": serialized, "note": "plain text"},
-        },
-    }
-    _, after = mask_pair(None, cm)
-    assert after is not None
-    assert after["metadata"]["annotations"] == {
-        LAST_APPLIED: MASK,
-        "copy": MASK,
-        "note": "plain text",
-    }
-
-
-def test_secret_values_and_scrub_cover_raw_and_encoded_forms() -> None:
-    obj = secret({"p": _b64("topsecret")})
-    obj["stringData"] = {"q": "othersecret"}
-    values = secret_values(obj)
-    assert {"topsecret", _b64("topsecret"), "othersecret", _b64("othersecret")} <= values
-    text = f"server said: invalid value {_b64('topsecret')} and othersecret"
-    cleaned = scrub(text, values)
-    assert "topsecret" not in cleaned and "othersecret" not in cleaned
-    assert _b64("topsecret") not in cleaned
-    assert cleaned.count(MASK) == 2
-
-
-def test_non_secret_data_is_not_masked() -> None:
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}
-    _, after = mask_pair(None, cm)
-    assert after is not None and after["data"] == {"k": "v"}

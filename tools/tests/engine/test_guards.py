@@ -21,8 +21,9 @@ from konfig.engine.guards import (
     prune_guards,
     replace_allowed,
 )
-from konfig.engine.inventory import LABEL_PART_OF, Inventory, Member, ObjectRef, parse_id
+from konfig.engine.inventory import LABEL_PART_OF, Inventory, Member
 from konfig.engine.kube import ApiFailure, KubeApiError, KubeError
+from konfig.ids import ObjectRef, parse_id
 
 SET_ID = "applyset-ours-v1"
 OTHER = "applyset-theirs-v1"

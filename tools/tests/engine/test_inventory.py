@@ -39,18 +39,6 @@ def test_applyset_id_is_kubectls_formula() -> None:
     assert inv.applyset_id("konfig.a.b") != inv.applyset_id("konfig.a.c")
 
 
-def test_parse_id() -> None:
-    assert inv.parse_id("apps/v1:Deployment:ns:web") == inv.ObjectRef(
-        "apps/v1", "Deployment", "ns", "web"
-    )
-    assert inv.parse_id("v1:Namespace:ns") == inv.ObjectRef("v1", "Namespace", None, "ns")
-    assert inv.parse_id("apps/v1:Deployment:ns:web").group_kind == "Deployment.apps"
-    assert inv.parse_id("v1:Namespace:ns").group_kind == "Namespace"
-    for bad in ("web", "v1:Namespace", "a:b:c:d:e", "v1::x"):
-        with pytest.raises(InventoryError, match="malformed resource id"):
-            inv.parse_id(bad)
-
-
 def test_manifest_annotations_and_data() -> None:
     members = [
         Member("v1:Service:web:web", "u2"),
@@ -103,6 +91,13 @@ def test_parse_rejects_foreign_configmap_and_bad_members() -> None:
     m = inv.inventory_manifest("g/dev", [], commit="", spec_digest="", applied_at="")
     m["data"]["members"] = "{not json"
     with pytest.raises(InventoryError, match="not JSON"):
+        inv.parse_inventory(m)
+
+
+def test_parse_rejects_a_member_that_is_not_a_resource_id() -> None:
+    m = inv.inventory_manifest("g/dev", [], commit="", spec_digest="", applied_at="")
+    m["data"]["members"] = '[{"id": "a:b:c:d:e", "uid": ""}]'
+    with pytest.raises(InventoryError, match="malformed resource id 'a:b:c:d:e'"):
         inv.parse_inventory(m)
 
 

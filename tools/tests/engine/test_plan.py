@@ -30,10 +30,10 @@ from kubeutil import (
 )
 
 from konfig.engine import inventory as inv
-from konfig.engine.diff import MASK_AFTER, MASK_BEFORE
 from konfig.engine.kube import Kube, KubeTarget, connect
 from konfig.engine.plan import PlanError, StackPlan
 from konfig.engine.planner import plan_stack
+from konfig.masking import MASK_AFTER, MASK_BEFORE
 
 pytestmark = pytest.mark.cluster
 

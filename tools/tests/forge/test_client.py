@@ -8,7 +8,6 @@ from fixtures.github_server import FakeGitHub
 
 from konfig.errors import KonfigError, UsageError
 from konfig.forge.client import (
-    MAX_COMMENT_CHARS,
     Comment,
     GitHub,
     GitHubError,
@@ -16,6 +15,7 @@ from konfig.forge.client import (
     upsert_comment,
     with_marker,
 )
+from konfig.report.budget import COMMENT_LIMIT
 
 REPO = "acme/config"
 ME = "konfig-bot"
@@ -109,7 +109,7 @@ def test_integration_token_needs_author(github_server: FakeGitHub) -> None:
 
 def test_too_long_is_refused_before_any_request(github_server: FakeGitHub) -> None:
     with client(github_server) as gh, pytest.raises(KonfigError, match="at most 65536"):
-        upsert_comment(gh, REPO, 7, "x" * MAX_COMMENT_CHARS)
+        upsert_comment(gh, REPO, 7, "x" * COMMENT_LIMIT)
     assert github_server.requests == []
 
 
@@ -118,7 +118,7 @@ def test_fake_server_rejects_long_bodies_like_github(github_server: FakeGitHub) 
     github_server.tokens["t0k"] = ME
     answer = requests.post(
         f"{github_server.url}/repos/{REPO}/issues/7/comments",
-        json={"body": "y" * (MAX_COMMENT_CHARS + 1)},
+        json={"body": "y" * (COMMENT_LIMIT + 1)},
         headers={"Authorization": "token t0k"},
         timeout=10,
     )

@@ -1,0 +1,86 @@
+"""Reproducible installs: every third-party import is declared, every package pinned."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+LOCAL = {"konfig", "fixtures", "kubeutil", "gen_monorepo", "__future__"}
+RUNTIME = PYPROJECT["project"]["dependencies"]
+EVERYTHING = RUNTIME + PYPROJECT["project"]["optional-dependencies"]["dev"]
+
+
+def _name(requirement: str) -> str:
+    """A distribution's normalised name (PEP 503) from a requirement string."""
+    match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement.strip())
+    assert match, requirement
+    return re.sub(r"[-_.]+", "-", match.group(0)).lower()
+
+
+def _imports(paths: list[Path]) -> dict[str, str]:
+    """Top-level modules imported by ``paths`` (absolute imports), each with one file."""
+    found: dict[str, str] = {}
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                found.setdefault(name.split(".")[0], str(path.relative_to(ROOT)))
+    return found
+
+
+def _third_party(imports: dict[str, str]) -> dict[str, str]:
+    return {m: f for m, f in imports.items() if m not in sys.stdlib_module_names and m not in LOCAL}
+
+
+def test_every_import_of_the_package_is_a_declared_dependency() -> None:
+    declared = {_name(r) for r in RUNTIME}
+    owners = packages_distributions()
+    imports = _third_party(_imports(sorted((ROOT / "tools/konfig").rglob("*.py"))))
+    undeclared = {
+        module: where
+        for module, where in imports.items()
+        if not {_name(d) for d in owners.get(module, [module])} & declared
+    }
+    assert not undeclared, f"imported but not in [project].dependencies: {undeclared}"
+
+
+def test_every_import_of_tests_and_scripts_is_declared() -> None:
+    deps = (
+        PYPROJECT["project"]["dependencies"] + PYPROJECT["project"]["optional-dependencies"]["dev"]
+    )
+    declared = {_name(r) for r in deps}
+    owners = packages_distributions()
+    paths = [*sorted((ROOT / "tools/tests").rglob("*.py")), *sorted((ROOT / "hack").glob("*.py"))]
+    imports = _third_party(_imports(paths))
+    undeclared = {
+        module: where
+        for module, where in imports.items()
+        if not {_name(d) for d in owners.get(module, [module])} & declared
+    }
+    assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
+
+
+def test_every_declared_package_is_pinned_in_the_constraints() -> None:
+    pins: dict[str, str] = {}
+    for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, sep, version = line.partition("==")
+            assert sep and version, f"constraints.txt: not an exact pin: {line!r}"
+            pins[_name(name)] = version
+    deps = (
+        PYPROJECT["project"]["dependencies"] + PYPROJECT["project"]["optional-dependencies"]["dev"]
+    )
+    missing = sorted({_name(r) for r in deps} - set(pins))
+    assert not missing, f"declared in pyproject.toml but not pinned in constraints.txt: {missing}"
