@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -47,6 +48,18 @@ def secret(ns: str, name: str = "creds", **string_data: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": ns},
         "stringData": string_data,
     }
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def secret_with_data(data: dict[str, str], annotations: dict[str, str] | None = None) -> dict:
+    """A Secret (``ns/s``) with ``data`` as given (already base64), as plain data."""
+    meta: dict = {"name": "s", "namespace": "ns"}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": data}
 
 
 def deployment(ns: str, name: str = "web", image: str = "nginx:1.27.3") -> dict[str, Any]:

@@ -43,31 +43,25 @@ def _third_party(imports: dict[str, str]) -> dict[str, str]:
     return {m: f for m, f in imports.items() if m not in sys.stdlib_module_names and m not in LOCAL}
 
 
-def test_every_import_of_the_package_is_a_declared_dependency() -> None:
-    declared = {_name(r) for r in RUNTIME}
+def _undeclared(paths: list[Path], requirements: list[str]) -> dict[str, str]:
+    """Third-party modules imported by ``paths`` that no requirement provides."""
+    declared = {_name(r) for r in requirements}
     owners = packages_distributions()
-    imports = _third_party(_imports(sorted((ROOT / "tools/konfig").rglob("*.py"))))
-    undeclared = {
+    return {
         module: where
-        for module, where in imports.items()
+        for module, where in _third_party(_imports(paths)).items()
         if not {_name(d) for d in owners.get(module, [module])} & declared
     }
+
+
+def test_every_import_of_the_package_is_a_declared_dependency() -> None:
+    undeclared = _undeclared(sorted((ROOT / "tools/konfig").rglob("*.py")), RUNTIME)
     assert not undeclared, f"imported but not in [project].dependencies: {undeclared}"
 
 
 def test_every_import_of_tests_and_scripts_is_declared() -> None:
-    deps = (
-        PYPROJECT["project"]["dependencies"] + PYPROJECT["project"]["optional-dependencies"]["dev"]
-    )
-    declared = {_name(r) for r in deps}
-    owners = packages_distributions()
     paths = [*sorted((ROOT / "tools/tests").rglob("*.py")), *sorted((ROOT / "hack").glob("*.py"))]
-    imports = _third_party(_imports(paths))
-    undeclared = {
-        module: where
-        for module, where in imports.items()
-        if not {_name(d) for d in owners.get(module, [module])} & declared
-    }
+    undeclared = _undeclared(paths, EVERYTHING)
     assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
 
 

@@ -7,16 +7,13 @@ import pytest
 from konfig.ids import ObjectRef, ResourceIdError, parse_id, resource_id
 
 
-def _deploy(name: str, ns: str = "apps") -> dict[str, object]:
-    return {
+def test_resource_id_format() -> None:
+    web = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"namespace": ns, "name": name},
+        "metadata": {"namespace": "apps", "name": "web"},
     }
-
-
-def test_resource_id_format() -> None:
-    assert resource_id(_deploy("web")) == "apps/v1:Deployment:apps:web"
+    assert resource_id(web) == "apps/v1:Deployment:apps:web"
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}}
     assert resource_id(ns) == "v1:Namespace:apps"
 

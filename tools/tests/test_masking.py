@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import base64
 import json
+
+from kubeutil import b64, secret_with_data
 
 from konfig.masking import (
     LAST_APPLIED,
@@ -17,21 +18,10 @@ from konfig.masking import (
 )
 
 
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
-def secret(data: dict[str, str], annotations: dict[str, str] | None = None) -> dict:
-    meta: dict = {"name": "s", "namespace": "ns"}
-    if annotations:
-        meta["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": data}
-
-
 def test_secret_values_are_masked_with_before_and_after_when_changed() -> None:
     before, after = mask_pair(
-        secret({"same": _b64("s1"), "changed": _b64("old"), "gone": _b64("g")}),
-        secret({"same": _b64("s1"), "changed": _b64("new"), "added": _b64("a")}),
+        secret_with_data({"same": b64("s1"), "changed": b64("old"), "gone": b64("g")}),
+        secret_with_data({"same": b64("s1"), "changed": b64("new"), "added": b64("a")}),
     )
     assert before is not None and after is not None
     assert before["data"] == {"same": MASK, "changed": MASK_BEFORE, "gone": MASK}
@@ -39,7 +29,7 @@ def test_secret_values_are_masked_with_before_and_after_when_changed() -> None:
 
 
 def test_last_applied_and_serialized_annotations_are_masked_on_any_kind() -> None:
-    serialized = json.dumps({"apiVersion": "v1", "kind": "Secret", "data": {"p": _b64("zzzz")}})
+    serialized = json.dumps({"apiVersion": "v1", "kind": "Secret", "data": {"p": b64("zzzz")}})
     cm = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -58,14 +48,14 @@ def test_last_applied_and_serialized_annotations_are_masked_on_any_kind() -> Non
 
 
 def test_secret_values_and_scrub_cover_raw_and_encoded_forms() -> None:
-    obj = secret({"p": _b64("topsecret")})
+    obj = secret_with_data({"p": b64("topsecret")})
     obj["stringData"] = {"q": "othersecret"}
     values = secret_values(obj)
-    assert {"topsecret", _b64("topsecret"), "othersecret", _b64("othersecret")} <= values
-    text = f"server said: invalid value {_b64('topsecret')} and othersecret"
+    assert {"topsecret", b64("topsecret"), "othersecret", b64("othersecret")} <= values
+    text = f"server said: invalid value {b64('topsecret')} and othersecret"
     cleaned = scrub(text, values)
     assert "topsecret" not in cleaned and "othersecret" not in cleaned
-    assert _b64("topsecret") not in cleaned
+    assert b64("topsecret") not in cleaned
     assert cleaned.count(MASK) == 2
 
 

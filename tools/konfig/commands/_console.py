@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -65,3 +65,13 @@ def progress_bar(description: str, total: int, *, enabled: bool = True) -> Itera
 def compile_progress(*, enabled: bool) -> Callable[[int], AbstractContextManager[ProgressBar]]:
     """A progress bar for compiling that many stacks (see ``pipeline.compiling``)."""
     return lambda total: progress_bar("compiling", total, enabled=enabled)
+
+
+def echo_stacks(stacks: Iterable[tuple[str, Sequence[str]]], deleted: Iterable[str]) -> None:
+    """Stack paths with their reasons indented below, then the deleted stacks."""
+    for path, reasons in stacks:
+        click.echo(path)
+        for reason in reasons:
+            click.echo(f"  - {reason}")
+    for path in deleted:
+        click.echo(f"{path} (deleted)")

@@ -40,14 +40,17 @@ def append_github_output(path: Path, outputs: dict[str, str]) -> None:
         handle.write("".join(blocks))
 
 
-def stack_outputs(
-    stack_paths: Sequence[str], deleted_stacks: Sequence[str], projects: Sequence[str]
-) -> dict[str, str]:
-    """``stacks``, ``deleted-stacks``, ``projects`` (JSON arrays a workflow can use as a
-    matrix with ``fromJSON``) and ``has-changes``: what changed and pending output."""
-    return {
-        "stacks": json.dumps(list(stack_paths)),
-        "deleted-stacks": json.dumps(list(deleted_stacks)),
-        "projects": json.dumps(list(projects)),
-        "has-changes": "true" if stack_paths or deleted_stacks else "false",
-    }
+def write_stack_outputs(
+    path: Path, stack_paths: Sequence[str], deleted_stacks: Sequence[str], projects: Sequence[str]
+) -> None:
+    """Append ``stacks``, ``deleted-stacks``, ``projects`` (JSON arrays a workflow can use
+    as a matrix with ``fromJSON``) and ``has-changes``: what changed and pending output."""
+    append_github_output(
+        path,
+        {
+            "stacks": json.dumps(list(stack_paths)),
+            "deleted-stacks": json.dumps(list(deleted_stacks)),
+            "projects": json.dumps(list(projects)),
+            "has-changes": "true" if stack_paths or deleted_stacks else "false",
+        },
+    )

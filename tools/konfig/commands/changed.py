@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from konfig.commands._console import echo_json, info
-from konfig.commands._outputs import append_github_output, github_output_file, stack_outputs
+from konfig.commands._console import echo_json, echo_stacks, info
+from konfig.commands._outputs import github_output_file, write_stack_outputs
 from konfig.detect.changeset import ChangeSet, affected_stacks
 from konfig.errors import EXIT_OK
 from konfig.repo.layout import cache_dir, find_root
@@ -48,9 +48,8 @@ def command(
     output_file = github_output_file() if github_output else None
     changes = affected_stacks(root, base, head, cache=None if no_cache else cache_dir(root))
     if output_file is not None:
-        append_github_output(
-            output_file,
-            stack_outputs(changes.stack_paths, changes.deleted_stacks, changes.projects),
+        write_stack_outputs(
+            output_file, changes.stack_paths, changes.deleted_stacks, changes.projects
         )
     if as_json:
         echo_json(changes.to_json())
@@ -68,12 +67,7 @@ def _print_human(changes: ChangeSet) -> None:
     if not changes.stacks and not changes.deleted_stacks:
         click.echo("no stacks affected")
         return
-    for stack in changes.stacks:
-        click.echo(stack.path)
-        for reason in stack.reasons:
-            click.echo(f"  - {reason}")
-    for path in changes.deleted_stacks:
-        click.echo(f"{path} (deleted)")
+    echo_stacks(((s.path, s.reasons) for s in changes.stacks), changes.deleted_stacks)
     info(
         f"{len(changes.stacks)} stacks affected, {len(changes.deleted_stacks)} deleted, "
         f"in {len(changes.projects)} projects"

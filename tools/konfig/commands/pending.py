@@ -7,9 +7,9 @@ import os
 import click
 
 from konfig.commands._common import load_repository, report_problems
-from konfig.commands._console import echo_json, info
+from konfig.commands._console import echo_json, echo_stacks, info
 from konfig.commands._options import kube_options
-from konfig.commands._outputs import append_github_output, github_output_file, stack_outputs
+from konfig.commands._outputs import github_output_file, write_stack_outputs
 from konfig.detect.behind import pending_stacks
 from konfig.errors import EXIT_OK
 from konfig.pipeline.connections import Connections
@@ -56,19 +56,11 @@ def command(
         repo.root, head, [s.path for s in repo.stacks], found.by_stack, found.found.values()
     )
     if output_file is not None:
-        append_github_output(
-            output_file,
-            stack_outputs(result.stack_paths, result.deleted_stacks, result.projects),
-        )
+        write_stack_outputs(output_file, result.stack_paths, result.deleted_stacks, result.projects)
     if as_json:
         echo_json(result.to_json())
     else:
-        for s in result.stacks:
-            click.echo(s.path)
-            for reason in s.reasons:
-                click.echo(f"  - {reason}")
-        for path in result.deleted_stacks:
-            click.echo(f"{path} (deleted)")
+        echo_stacks(((s.path, s.reasons) for s in result.stacks), result.deleted_stacks)
         for path in result.foreign:
             info(f"ignored: inventory of {path}, not applied from this repository's history")
         info(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import base64
 import json
+
+from kubeutil import b64, secret_with_data
 
 from konfig.engine.diff import FieldChange, compare, field_changes, normalize
 from konfig.masking import (
@@ -11,10 +12,6 @@ from konfig.masking import (
     MASK_AFTER,
     MASK_BEFORE,
 )
-
-
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
 
 
 def deployment(image: str = "nginx:1", replicas: int = 1) -> dict:
@@ -66,12 +63,12 @@ def test_normalize_folds_secret_string_data_into_data() -> None:
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": "s"},
-        "data": {"a": _b64("x")},
+        "data": {"a": b64("x")},
         "stringData": {"b": "plain"},
     }
     out = normalize(secret)
     assert out is not None
-    assert out["data"] == {"a": _b64("x"), "b": _b64("plain")}
+    assert out["data"] == {"a": b64("x"), "b": b64("plain")}
     assert "stringData" not in out
 
 
@@ -110,29 +107,22 @@ def test_create_and_delete_list_every_field() -> None:
     assert FieldChange("data.k", "v", None) in deleted.fields
 
 
-def secret(data: dict[str, str], annotations: dict[str, str] | None = None) -> dict:
-    meta: dict = {"name": "s", "namespace": "ns"}
-    if annotations:
-        meta["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": data}
-
-
 def test_secret_diff_shows_key_changed_but_no_value() -> None:
     result = compare(
-        secret({"password": _b64("hunter2-old")}),
-        secret({"password": _b64("hunter2-new")}),
+        secret_with_data({"password": b64("hunter2-old")}),
+        secret_with_data({"password": b64("hunter2-new")}),
         name="v1:Secret:ns:s",
     )
     assert result.fields == (FieldChange("data.password", MASK_BEFORE, MASK_AFTER),)
-    for needle in ("hunter2", _b64("hunter2-old"), _b64("hunter2-new")):
+    for needle in ("hunter2", b64("hunter2-old"), b64("hunter2-new")):
         assert needle not in result.diff
         assert needle not in json.dumps([f.to_dict() for f in result.fields])
 
 
 def test_string_data_is_masked_after_folding() -> None:
-    obj = secret({})
+    obj = secret_with_data({})
     obj["stringData"] = {"token": "canary-value"}
     result = compare(None, obj, name="x")
     assert "canary-value" not in result.diff
-    assert _b64("canary-value") not in result.diff
+    assert b64("canary-value") not in result.diff
     assert FieldChange("data.token", None, MASK) in result.fields
