@@ -5,15 +5,26 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test unit demo bench bench-changed bench-cache cluster-build cluster-up cluster-down sops-build clean
+.PHONY: venv lint test unit demo bench bench-changed bench-cache cluster-build cluster-up cluster-down sops-build constraints clean
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every package (konfig's and the tools'): installs are reproducible
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+## constraints: re-pin constraints.txt from a fresh .venv after changing pyproject.toml
+constraints:
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	{ sed -n '/^#/p' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	@touch $(STAMP)
 
 ## lint: ruff (lint + format check) and mypy (strict)
 lint: venv
