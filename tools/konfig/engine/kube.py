@@ -208,8 +208,8 @@ class Kube:
     def namespaced_kinds(self) -> list[tuple[str, str]]:
         """(apiVersion, kind) of every listable namespaced resource, preferred versions.
 
-        Used before a Namespace is pruned (apply.py). A group whose discovery fails (an
-        unavailable aggregated API) is left out.
+        Used before a Namespace is pruned (the namespace-in-use guard, guards.py). A
+        group whose discovery fails (an unavailable aggregated API) is left out.
         """
         lists: list[tuple[str, Any]] = [
             ("v1", self._request("get", "/api/v1", what="discover the core API"))
