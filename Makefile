@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test unit demo bench bench-changed bench-cache cluster-build cluster-up cluster-down sops-build constraints clean
+.PHONY: venv lint test unit demo bench bench-changed bench-cache cluster-build cluster-up cluster-down sops-build tofu-build tofu-up tofu-down constraints clean
 
 # constraints.txt pins every package (konfig's and the tools'): installs are reproducible
 $(STAMP): pyproject.toml constraints.txt
@@ -32,15 +32,15 @@ lint: venv
 	$(BIN)/ruff format --check tools hack
 	$(BIN)/mypy
 
-## test: lint, every test (the local Kubernetes control plane and the sops CLI are built and started as needed), then konfig test and konfig check on the example stacks
-test: lint cluster-build sops-build
+## test: lint, every test (the local Kubernetes control plane, the sops CLI, OpenTofu and PostgreSQL are built and started as needed), then konfig test and konfig check on the example stacks
+test: lint cluster-build sops-build tofu-build
 	$(BIN)/python -m pytest
 	$(BIN)/konfig test --all
 	$(BIN)/konfig check --all
 
-## unit: tests that need no cluster
+## unit: tests that need no cluster and no OpenTofu/PostgreSQL
 unit: venv
-	$(BIN)/python -m pytest -m "not cluster"
+	$(BIN)/python -m pytest -m "not cluster and not tofu"
 
 ## demo: the whole loop on the example stacks
 demo: venv
@@ -71,6 +71,16 @@ cluster-up:
 
 cluster-down:
 	hack/cluster down
+
+## tofu-build: build OpenTofu and the PostgreSQL provider, lay out the provider mirror (cached in .cache/tofu)
+tofu-build:
+	hack/tofu build
+
+tofu-up:
+	hack/tofu up
+
+tofu-down:
+	hack/tofu down
 
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache

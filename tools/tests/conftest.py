@@ -1,6 +1,7 @@
 pytest_plugins = [
     "fixtures.repos",
     "fixtures.cluster",
+    "fixtures.tofu",
     "fixtures.monorepo",
     "fixtures.github_server",
 ]
