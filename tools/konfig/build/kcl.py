@@ -136,6 +136,17 @@ def _argument_value(value: Any) -> str:
     return json.dumps(value)
 
 
+# kcl-lib expands every entry file as a glob pattern (Rust's glob crate), so a stack
+# directory named ``st*r?`` would also compile its sibling ``stArX``. Brackets make each
+# metacharacter literal (what glob::Pattern::escape does).
+_GLOB_META = re.compile(r"([*?\[\]])")
+
+
+def literal_path(path: str) -> str:
+    """``path`` as a glob pattern that matches exactly that path."""
+    return _GLOB_META.sub(r"[\1]", path)
+
+
 def run(
     files: Sequence[str],
     *,
@@ -149,7 +160,7 @@ def run(
     Raises :class:`KclError` with parsed diagnostics when KCL rejects the program.
     """
     args = kcl_api.ExecProgramArgs(
-        k_filename_list=list(files),
+        k_filename_list=[literal_path(f) for f in files],
         work_dir=str(work_dir),
         args=[kcl_api.Argument(name=k, value=_argument_value(v)) for k, v in options],
         path_selector=list(select),

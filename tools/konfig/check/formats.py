@@ -7,12 +7,21 @@ import json
 from collections.abc import Sequence
 
 from konfig.check.findings import Finding, Severity
+from konfig.repo.names import display
 
 FORMATS = ("text", "json", "github")
 
 
 def as_text(findings: Sequence[Finding]) -> str:
-    return "".join(f"{f}\n" for f in findings)
+    """One finding a line; control and invisible characters of file names and messages
+    (which come from the repository) are shown as escapes, never sent to the terminal."""
+    out: list[str] = []
+    for f in findings:
+        where = display(f.location())
+        message = display(f.message, keep_newlines=True)
+        text = f"{where}: {f.severity}: {message}" if where else message
+        out.append(f"{text} [{f.rule}]\n")
+    return "".join(out)
 
 
 def as_json(findings: Sequence[Finding]) -> str:

@@ -11,6 +11,9 @@
   case-insensitively: they would clash on case-insensitive file systems);
 - ``structure/appops-unexpected``: only project directories and a few well-known files
   sit at the top of ``appops/``;
+- ``structure/unsafe-name``: a project or stack name with glob or shell metacharacters,
+  whitespace, control or invisible (bidi override) characters, or equal to a sibling's
+  after Unicode normalisation (see :mod:`konfig.repo.names`);
 - ``policy/disable-without-reason``: a policy switched off in stack.yaml without a reason.
 
 A stack switches a policy off in its stack.yaml, for all its resources or for some::
@@ -41,6 +44,7 @@ from konfig.repo.layout import (
     Stack,
     is_within,
 )
+from konfig.repo.names import display, name_problems, normalisation_clashes
 from konfig.repo.yamlio import load_yaml_text
 
 # Value types per key: a type, a nested table (a mapping with known keys), or
@@ -65,6 +69,7 @@ def check_structure(repo: Repository) -> list[Finding]:
     findings = [Finding(f"structure/{p.rule}", p.message, p.file, p.line) for p in repo.problems]
     findings.extend(_appops_top(repo))
     findings.extend(_projects(repo))
+    findings.extend(_unsafe_names(repo))
     for stack in repo.stacks:
         findings.extend(check_stack(repo, stack))
     return findings
@@ -139,6 +144,47 @@ def _projects(repo: Repository) -> list[Finding]:
             )
         else:
             seen[name.lower()] = rel
+    return findings
+
+
+def _unsafe_names(repo: Repository) -> list[Finding]:
+    """Project and stack names that a shell, a glob or a terminal reads differently."""
+    # (kind, name, the file that declares it, the siblings it is compared with)
+    entries: list[tuple[str, str, str, str]] = [
+        ("project", Path(p.path).name, f"{p.path}/{PROJECT_FILE}", APPOPS) for p in repo.projects
+    ]
+    entries += [
+        ("stack", Path(s.path).name, f"{s.path}/{STACK_FILE}", str(Path(s.path).parent))
+        for s in repo.stacks
+    ]
+    siblings: dict[str, list[str]] = {}
+    for _kind, name, _file, parent in entries:
+        siblings.setdefault(parent, []).append(name)
+    clashes = {parent: normalisation_clashes(names) for parent, names in siblings.items()}
+    findings: list[Finding] = []
+    for kind, name, file, parent in entries:
+        reasons = name_problems(name)
+        others = clashes[parent].get(name, [])
+        if others:
+            reasons.append(
+                "equal to "
+                + ", ".join(f"'{display(o)}'" for o in others)
+                + " after Unicode normalisation (NFKC): two directories that look the same"
+            )
+        if not reasons:
+            continue
+        _data, lines = _read(repo, file)
+        findings.append(
+            Finding(
+                "structure/unsafe-name",
+                f"unsafe {kind} name '{display(name)}': {'; '.join(reasons)}; rename the "
+                f"directory (and `name:` in {Path(file).name}) using letters, digits, "
+                "'-', '_' and '.'",
+                file,
+                lines.get(("name",), 1),
+                stack=str(Path(file).parent) if kind == "stack" else None,
+            )
+        )
     return findings
 
 

@@ -12,6 +12,8 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from konfig.repo.names import display
+
 err_console = Console(stderr=True, highlight=False)
 
 
@@ -20,15 +22,15 @@ def echo_json(data: Any) -> None:
 
 
 def error(message: str) -> None:
-    click.secho(f"error: {message}", fg="red", err=True)
+    click.secho(f"error: {display(message, keep_newlines=True)}", fg="red", err=True)
 
 
 def warn(message: str) -> None:
-    click.secho(f"warning: {message}", fg="yellow", err=True)
+    click.secho(f"warning: {display(message, keep_newlines=True)}", fg="yellow", err=True)
 
 
 def info(message: str) -> None:
-    click.echo(message, err=True)
+    click.echo(display(message, keep_newlines=True), err=True)
 
 
 class ProgressBar:
