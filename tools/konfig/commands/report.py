@@ -14,7 +14,13 @@ from konfig.errors import EXIT_OK, UsageError
 from konfig.repo.files import atomic_write_text
 from konfig.report import pull_request as reportlib
 from konfig.report.applied import build_apply, render_apply
-from konfig.report.budget import COMMENT_LIMIT, DEFAULT_BUDGET, SUMMARY_LIMIT_BYTES, utf8_bytes
+from konfig.report.budget import (
+    COMMENT_LIMIT,
+    DEFAULT_BUDGET,
+    SUMMARY_LIMIT_BYTES,
+    chars,
+    utf8_bytes,
+)
 from konfig.report.inputs import ReportInputError
 
 FC = TypeVar("FC", bound=Callable[..., Any])
@@ -196,7 +202,7 @@ def command(
     _emit(comment.text, out)
     if comment.truncated:
         info(
-            f"report truncated to {len(comment.text)} characters (budget {budget}): "
+            f"report truncated to {chars(comment.text)} characters (budget {budget}): "
             f"{len(comment.omitted)} stack diffs left out, {len(comment.cut)} cut"
         )
     if full_out is not None:
@@ -233,7 +239,7 @@ def _emit(text: str, out: Path | None) -> None:
         click.echo(text, nl=False)
     else:
         atomic_write_text(out, text)
-        info(f"wrote {out} ({len(text)} characters)")
+        info(f"wrote {out} ({chars(text)} characters)")
 
 
 def _append_summary(report: reportlib.Report, path: Path, title: str) -> None:

@@ -16,6 +16,7 @@ this module never reads the environment.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import threading
 import uuid
@@ -285,7 +286,7 @@ class Kube:
                 "patch",
                 path,
                 what=what,
-                body=json.dumps(dict(manifest)),
+                body=apply_body(manifest),
                 content_type="application/apply-patch+yaml",
                 **params,
             )
@@ -406,6 +407,24 @@ class Kube:
                 field_name = f"{cause.field}: " if cause.field else ""
                 message += f"\n  {field_name}{cause.message}"
         return KubeApiError(message, failure, hint=hint)
+
+
+# What YAML does not take as it is: C1 controls and DEL (not printable), NEL and the
+# Unicode line and paragraph separators (YAML 1.1 line breaks, which a double-quoted
+# scalar folds), a BOM, non-characters and lone surrogates.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
+
+
+def apply_body(manifest: Mapping[str, Any]) -> bytes:
+    """The body of a server-side apply (``application/apply-patch+yaml``), as UTF-8.
+
+    JSON is YAML, but the API server's YAML parser rejects the surrogate-pair escapes
+    (``\\ud83d\\ude00``) that ``json.dumps`` writes for characters beyond the Basic
+    Multilingual Plane (emoji): the text goes as UTF-8, and only what YAML cannot hold
+    literally is escaped (as ``\\uXXXX``, which YAML reads back as the same character).
+    """
+    text = json.dumps(dict(manifest), ensure_ascii=False, separators=(",", ":"))
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
 
 
 def _reason(exc: BaseException) -> str:

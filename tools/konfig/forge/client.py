@@ -21,7 +21,7 @@ from github import Auth, Github, GithubException
 from urllib3.util import Retry
 
 from konfig.errors import KonfigError, UsageError
-from konfig.report.budget import COMMENT_LIMIT
+from konfig.report.budget import COMMENT_LIMIT, chars
 
 _T = TypeVar("_T")
 
@@ -261,10 +261,11 @@ def _comment(item: Any) -> Comment:
 
 
 def _check_length(body: str) -> None:
-    if len(body) > COMMENT_LIMIT:
+    length = chars(body)  # as GitHub counts: UTF-16 code units
+    if length > COMMENT_LIMIT:
         raise KonfigError(
-            f"the comment body has {len(body)} characters; GitHub accepts at most "
-            f"{COMMENT_LIMIT} (it would answer HTTP 422)",
+            f"the comment body has {length} characters (counted as GitHub does, an emoji "
+            f"as two); GitHub accepts at most {COMMENT_LIMIT} (it would answer HTTP 422)",
             hint="render it with `konfig report --budget 60000`, which keeps it under the limit",
         )
 

@@ -2,7 +2,13 @@
 
 GitHub rejects a comment body over :data:`COMMENT_LIMIT` characters (HTTP 422) and a
 step summary over :data:`SUMMARY_LIMIT_BYTES`; reports are rendered under a budget
-counted by a :data:`Measure` (characters for comments, UTF-8 bytes for summaries).
+counted by a :data:`Measure` (:func:`chars` for comments, UTF-8 bytes for summaries).
+
+GitHub counts a comment's characters in UTF-16 code units, as JavaScript strings do: a
+character beyond the Basic Multilingual Plane (an emoji, 😀) counts twice, so 40,000
+emoji are 80,000 characters to GitHub although Python's ``len`` says 40,000.
+:func:`chars` counts the same way (never less than ``len``, so it is safe for forges
+that count code points, such as Gitea).
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ Measure = Callable[[str], int]
 
 
 def chars(text: str) -> int:
-    return len(text)
+    """The length of ``text`` as GitHub counts it: UTF-16 code units."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def utf8_bytes(text: str) -> int:

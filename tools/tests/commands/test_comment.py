@@ -103,3 +103,20 @@ def test_bad_repo_and_missing_file(
         "comment", "--repo", REPO, "--pr", "1", "--body-file", str(tmp_path / "absent.md")
     )
     assert missing.code == 2 and "no such file" in missing.err
+
+
+def test_an_emoji_body_is_counted_as_github_counts_it(
+    github_server: FakeGitHub,
+    konfig: KonfigRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """40,000 emoji are 40,000 code points but 80,000 UTF-16 units: GitHub refuses them."""
+    github_server.tokens["tok"] = "konfig-bot"
+    monkeypatch.setenv("GITHUB_TOKEN", "tok")
+    big = tmp_path / "emoji.md"
+    big.write_text("\U0001f600" * 40_000, encoding="utf-8")
+    result = konfig(*args(github_server, big))
+    assert result.code == 1
+    assert "80024 characters" in result.err and "an emoji as two" in result.err
+    assert github_server.requests == []

@@ -190,3 +190,26 @@ def test_rejected_credentials_name_the_user_and_how_to_fix(
     text = str(info.value)
     assert "rejected the credentials of user 'admin' of context 'admin'" in text
     assert f"renew the credentials of user 'admin' in {broken}" in text
+
+
+# --- the server-side apply body (non-BMP characters, issue 19 item 5) ------------------
+
+
+def test_apply_body_sends_emoji_as_utf8_not_as_escapes() -> None:
+    from konfig.engine.kube import apply_body
+
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "x", "annotations": {"note": "deploy \U0001f680"}},
+        "data": {"message": "ok \U0001f600 \u00e9", "ctl": "a\x85b\u2028c\x07d"},
+    }
+    body = apply_body(manifest)
+    text = body.decode("utf-8")
+    assert "\U0001f600" in text and "\U0001f680" in text and "\u00e9" in text
+    assert "\\ud83d" not in text and "\\U0001" not in text
+    # what YAML would fold or refuse is escaped, and reads back as the same value
+    assert "\\u0085" in text and "\\u2028" in text and "\\u0007" in text
+    assert "\x85" not in text and "\u2028" not in text
+    assert json.loads(body) == manifest
+    assert yaml.safe_load(body) == manifest  # the apply-patch+yaml reading of it
