@@ -1,0 +1,566 @@
+"""Grouping identical changes across stacks: one entry per distinct change.
+
+When a base model changes, the same field change lands in hundreds of stacks. This
+module turns the per-stack changes of a preview into *groups*: each distinct change
+once, with the stacks (and objects) it occurs in, and marks what does not fit.
+
+Normalisation. Each object change is described without the parts that differ from
+stack to stack only because the stacks differ: the object's namespace, the project
+and the stack name are replaced by placeholders (``{namespace}``, ``{project}``,
+``{stack}``) wherever they appear as a whole token (between characters that are not
+letters or digits) in the object's name, in field paths and in string values. So
+``spec.template.spec.containers[name=shop].image`` in project ``shop`` and
+``...containers[name=cart].image`` in project ``cart`` are the same path.
+
+What a distinct change is, per object class (action, apiVersion, kind, normalised
+name):
+
+* ``update`` / ``replace``: each changed field (path, before → after) is a line; the
+  lines that occur in exactly the same objects form one group (two fields changed
+  together in 300 Deployments are one group of two lines);
+* ``create``: the created objects whose normalised content is equal form one group;
+* ``delete``: all deletes of the class form one group (what is deleted needs no
+  field-by-field comparison).
+
+Roles. Groups that change the same fields of the same object class (for creates: the
+same class) form a *family*; its largest group is the primary:
+
+* ``shared``: a primary in two stacks or more;
+* ``variant``: another group of a family whose primary is shared: the same fields
+  change, but to or from other values (an override in some stacks);
+* ``single``: a change in one stack only that is not a variant (an object created
+  or deleted only there, a field changed only there);
+* ``varied``: a family of more than ``max_variants`` groups none of which covers
+  half of its stacks (the values are genuinely per stack): shown as one group whose
+  fields list how many different values there are.
+
+The *exceptions* are the stacks that need a look of their own: failed stacks and
+the stacks of every variant and single group.
+
+Pure functions on plain data: no printing, no environment, no I/O. Inputs must be
+masked already (the report's masking module does that when it reads the preview).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+CHANGING = ("create", "update", "replace", "delete")
+PLACEHOLDERS = ("namespace", "project", "stack")
+# Review order of actions: what removes things first, additions last.
+ACTION_RANK = {"delete": 0, "replace": 1, "update": 2, "create": 3}
+MAX_VARIANTS = 5
+Role = Literal["shared", "variant", "single", "varied"]
+
+# Inside this module placeholders are written with control characters, so a value
+# that literally contains "{project}" can never be mistaken for one.
+_OPEN, _CLOSE = "\x00", "\x01"
+_MARKER = re.compile(f"{_OPEN}([a-z]+){_CLOSE}")
+
+
+def _marker(name: str) -> str:
+    return f"{_OPEN}{name}{_CLOSE}"
+
+
+# -- inputs ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Field:
+    """One changed leaf field: ``before``/``after`` are ``None`` when absent."""
+
+    path: str
+    before: Any
+    after: Any
+
+
+@dataclass(frozen=True)
+class ObjectChange:
+    """One object's change in one stack (masked), as the preview reports it."""
+
+    api_version: str
+    kind: str
+    namespace: str | None
+    name: str
+    action: str
+    fields: tuple[Field, ...] = ()
+    diff: str = ""
+
+    @property
+    def id(self) -> str:
+        ns = f"{self.namespace}:" if self.namespace else ""
+        return f"{self.api_version}:{self.kind}:{ns}{self.name}"
+
+
+@dataclass(frozen=True)
+class StackChanges:
+    """What one stack changes; ``failed`` when it could not be compiled or planned."""
+
+    path: str
+    changes: tuple[ObjectChange, ...] = ()
+    production: bool = False
+    failed: bool = False
+
+    @property
+    def project(self) -> str:
+        parts = PurePosixPath(self.path).parts
+        return parts[1] if len(parts) > 1 else ""
+
+    @property
+    def stack(self) -> str:
+        parts = PurePosixPath(self.path).parts
+        return "/".join(parts[2:])
+
+
+# -- outputs --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One object of one stack that a group covers."""
+
+    stack: str
+    id: str
+    tokens: tuple[tuple[str, str], ...]  # placeholder -> this object's value
+    diff: str = ""
+
+
+@dataclass(frozen=True)
+class VariedField:
+    """A field whose values differ from stack to stack (a ``varied`` group)."""
+
+    path: str
+    befores: tuple[Any, ...]  # the distinct values, at most a few (see ``before_count``)
+    before_count: int
+    afters: tuple[Any, ...]
+    after_count: int
+
+
+@dataclass(frozen=True)
+class Group:
+    """One distinct change and where it occurs.
+
+    ``name``, ``fields[].path`` and string values are templates: a placeholder that
+    has the same value in every occurrence is written out, the others stay as
+    ``{namespace}``, ``{project}`` or ``{stack}`` (listed in ``placeholders``).
+    """
+
+    id: str
+    role: Role
+    action: str
+    api_version: str
+    kind: str
+    name: str
+    fields: tuple[Field, ...]
+    occurrences: tuple[Occurrence, ...]
+    stacks: tuple[str, ...]  # sorted by path
+    production: tuple[str, ...]  # the production-like ones among ``stacks``
+    placeholders: tuple[str, ...] = ()
+    varies: tuple[VariedField, ...] = ()
+    variant_of: str | None = None
+
+    @property
+    def objects(self) -> int:
+        return len(self.occurrences)
+
+    @property
+    def sample(self) -> Occurrence:
+        """The occurrence to show a diff of: a production one first."""
+        prod = set(self.production)
+        return min(self.occurrences, key=lambda o: (o.stack not in prod, o.stack, o.id))
+
+    @property
+    def exceptional(self) -> bool:
+        return self.role in ("variant", "single")
+
+
+@dataclass(frozen=True)
+class StackException:
+    """A stack that needs a look of its own: it failed, or its change differs."""
+
+    stack: str
+    production: bool
+    failed: bool
+    groups: tuple[str, ...]  # ids of its variant and single groups
+
+
+@dataclass(frozen=True)
+class Grouping:
+    groups: tuple[Group, ...]  # in review order (see :func:`review_key`)
+    exceptions: tuple[StackException, ...]  # in review order
+    changed: tuple[str, ...]  # stacks with at least one change, sorted
+    failed: tuple[str, ...]
+    unchanged: tuple[str, ...]  # planned, nothing to change
+    production: frozenset[str] = field(default_factory=frozenset)
+
+    def group(self, group_id: str) -> Group:
+        for g in self.groups:
+            if g.id == group_id:
+                return g
+        raise KeyError(group_id)
+
+    @property
+    def shared(self) -> tuple[Group, ...]:
+        return tuple(g for g in self.groups if not g.exceptional)
+
+
+# -- normalisation --------------------------------------------------------------
+
+
+def tokens_of(stack: StackChanges, change: ObjectChange) -> dict[str, str]:
+    """The stack-specific values of one object change, by placeholder name."""
+    values = {"namespace": change.namespace or "", "project": stack.project, "stack": stack.stack}
+    return {k: v for k, v in values.items() if _usable(v)}
+
+
+def _usable(value: str) -> bool:
+    # Short or numeric tokens would match too much ("1", "a").
+    return len(value) >= 2 and not value.isdigit()
+
+
+@lru_cache(maxsize=4096)
+def _pattern(pairs: tuple[tuple[str, str], ...]) -> tuple[re.Pattern[str], dict[str, str]] | None:
+    if not pairs:
+        return None
+    lookup: dict[str, str] = {}
+    for name, value in pairs:  # in PLACEHOLDERS order: the first name of a value wins
+        lookup.setdefault(value, name)
+    alternatives = "|".join(re.escape(v) for v in sorted(lookup, key=lambda v: (-len(v), v)))
+    return re.compile(f"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])"), lookup
+
+
+class Normaliser:
+    """Replaces one object's stack-specific tokens by placeholders."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self.pairs = tuple((k, tokens[k]) for k in PLACEHOLDERS if k in tokens)
+        self._compiled = _pattern(self.pairs)
+
+    def text(self, value: str) -> str:
+        if self._compiled is None:
+            return value
+        pattern, lookup = self._compiled
+        return pattern.sub(lambda m: _marker(lookup[m.group(0)]), value)
+
+    def value(self, value: Any) -> Any:
+        return self.text(value) if isinstance(value, str) else value
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable form of a field value (values are JSON: dicts and lists only empty)."""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def _thaw(value: Any, original: Any) -> Any:
+    return original if isinstance(original, (dict, list)) else value
+
+
+_DIFF_HEADER = re.compile(r"^(---|\+\+\+|@@)")
+
+
+def _diff_body(diff: str, norm: Normaliser) -> str:
+    return "".join(
+        norm.text(line) for line in diff.splitlines(keepends=True) if not _DIFF_HEADER.match(line)
+    )
+
+
+# -- grouping -------------------------------------------------------------------
+
+_ClassKey = tuple[str, str, str, str]  # action, apiVersion, kind, normalised name
+
+
+@dataclass
+class _Item:
+    """One object change, normalised."""
+
+    occurrence: Occurrence
+    lines: tuple[Field, ...]  # normalised, values frozen
+    originals: dict[tuple[str, int], Any]  # (path, 0 before / 1 after) -> unfrozen value
+    body: str  # normalised diff body, for changes that carry no field list
+
+
+@dataclass
+class _Entry:
+    cls: _ClassKey
+    lines: tuple[Field, ...]
+    items: list[_Item]
+    key: tuple[Any, ...]
+
+    @property
+    def stacks(self) -> set[str]:
+        return {i.occurrence.stack for i in self.items}
+
+
+def group_changes(stacks: Iterable[StackChanges], *, max_variants: int = MAX_VARIANTS) -> Grouping:
+    """Group the changes of ``stacks`` (see the module docstring)."""
+    stacks = list(stacks)
+    production = frozenset(s.path for s in stacks if s.production)
+    classes: dict[_ClassKey, list[_Item]] = {}
+    for s in stacks:
+        for c in s.changes:
+            if c.action not in CHANGING:
+                continue
+            tokens = tokens_of(s, c)
+            norm = Normaliser(tokens)
+            cls = (c.action, c.api_version, c.kind, norm.text(c.name))
+            originals: dict[tuple[str, int], Any] = {}
+            lines = []
+            if c.action != "delete":
+                for f in c.fields:
+                    path = norm.text(f.path)
+                    lines.append(
+                        Field(path, _freeze(norm.value(f.before)), _freeze(norm.value(f.after)))
+                    )
+                    originals[(path, 0)] = f.before
+                    originals[(path, 1)] = f.after
+            occurrence = Occurrence(s.path, c.id, tuple(sorted(tokens.items())), c.diff)
+            body = _diff_body(c.diff, norm) if not lines and c.action != "delete" else ""
+            classes.setdefault(cls, []).append(_Item(occurrence, tuple(lines), originals, body))
+
+    families: dict[tuple[Any, ...], list[_Entry]] = {}
+    for cls, items in classes.items():
+        for entry in _entries(cls, items):
+            families.setdefault(_family(entry), []).append(entry)
+
+    groups: list[Group] = []
+    for entries in families.values():
+        groups.extend(_roles(entries, production, max_variants))
+
+    changed = sorted({s.path for s in stacks if any(c.action in CHANGING for c in s.changes)})
+    failed = sorted(s.path for s in stacks if s.failed)
+    unchanged = sorted(s.path for s in stacks if not s.failed and s.path not in set(changed))
+    ordered = sorted(groups, key=review_key)
+
+    per_stack: dict[str, list[str]] = {}
+    for g in ordered:
+        if g.exceptional:
+            for path in g.stacks:
+                per_stack.setdefault(path, []).append(g.id)
+    for path in failed:
+        per_stack.setdefault(path, [])
+    by_id = {g.id: g for g in ordered}
+    exceptions = [
+        StackException(path, path in production, path in set(failed), tuple(ids))
+        for path, ids in per_stack.items()
+    ]
+    exceptions.sort(key=lambda e: _exception_key(e, by_id))
+    return Grouping(
+        groups=tuple(ordered),
+        exceptions=tuple(exceptions),
+        changed=tuple(changed),
+        failed=tuple(failed),
+        unchanged=tuple(unchanged),
+        production=production,
+    )
+
+
+def _entries(cls: _ClassKey, items: list[_Item]) -> list[_Entry]:
+    action = cls[0]
+    if action == "delete":
+        return [_Entry(cls, (), items, (cls,))]
+    if action == "create":
+        by_content: dict[tuple[Any, ...], list[_Item]] = {}
+        for item in items:
+            by_content.setdefault((item.lines, item.body), []).append(item)
+        return [_Entry(cls, k[0], v, (cls, *k)) for k, v in by_content.items()]
+    # update / replace: the lines that occur in exactly the same objects go together.
+    where: dict[Field, list[_Item]] = {}
+    bodies: dict[str, list[_Item]] = {}
+    for item in items:
+        if not item.lines:  # no field list (an older producer): compare the diffs
+            bodies.setdefault(item.body, []).append(item)
+        for line in item.lines:
+            where.setdefault(line, []).append(item)
+    together: dict[tuple[int, ...], tuple[list[Field], list[_Item]]] = {}
+    for line, holders in where.items():
+        key = tuple(sorted(id(h) for h in holders))
+        together.setdefault(key, ([], holders))[0].append(line)
+    entries = [
+        _Entry(cls, tuple(lines), holders, (cls, *lines)) for lines, holders in together.values()
+    ]
+    entries.extend(_Entry(cls, (), v, (cls, "diff", b)) for b, v in bodies.items())
+    return entries
+
+
+def _family(entry: _Entry) -> tuple[Any, ...]:
+    if entry.cls[0] in ("update", "replace"):
+        return (entry.cls, tuple(line.path for line in entry.lines), bool(entry.lines))
+    return (entry.cls,)
+
+
+def _digest(key: Any) -> str:
+    return hashlib.sha1(repr(key).encode()).hexdigest()[:10]
+
+
+def _roles(entries: list[_Entry], production: frozenset[str], max_variants: int) -> list[Group]:
+    entries.sort(key=lambda e: (-len(e.stacks), -len(e.items), _digest(e.key)))
+    primary = entries[0]
+    total = set().union(*(e.stacks for e in entries))
+    if len(entries) > max_variants and 2 * len(primary.stacks) < len(total):
+        return [_varied(entries, production)]
+    if len(primary.stacks) < 2:
+        return [_group(e, "single", production) for e in entries]
+    head = _group(primary, "shared", production)
+    rest = [_group(e, "variant", production, variant_of=head.id) for e in entries[1:]]
+    return [head, *rest]
+
+
+def _group(
+    entry: _Entry, role: Role, production: frozenset[str], *, variant_of: str | None = None
+) -> Group:
+    occurrences = tuple(sorted((i.occurrence for i in entry.items), key=lambda o: (o.stack, o.id)))
+    uniform = _uniform(occurrences)
+    action, api_version, kind, name = entry.cls
+    originals = entry.items[0].originals
+    fields = tuple(
+        Field(
+            _display(line.path, uniform),
+            _display_value(_thaw(line.before, originals.get((line.path, 0))), uniform),
+            _display_value(_thaw(line.after, originals.get((line.path, 1))), uniform),
+        )
+        for line in entry.lines
+    )
+    stacks = tuple(sorted({o.stack for o in occurrences}))
+    shown = [name, *(f.path for f in entry.lines)]
+    shown += [v for f in entry.lines for v in (f.before, f.after) if isinstance(v, str)]
+    left = sorted({m for text in shown for m in _MARKER.findall(text)} - set(uniform))
+    return Group(
+        id=_digest(entry.key),
+        role=role,
+        action=action,
+        api_version=api_version,
+        kind=kind,
+        name=_display(name, uniform),
+        fields=fields,
+        occurrences=occurrences,
+        stacks=stacks,
+        production=tuple(s for s in stacks if s in production),
+        placeholders=tuple(p for p in PLACEHOLDERS if p in left),
+        variant_of=variant_of,
+    )
+
+
+def _varied(entries: list[_Entry], production: frozenset[str]) -> Group:
+    items = [i for e in entries for i in e.items]
+    cls = entries[0].cls
+    merged = _Entry(cls, (), items, (cls, "varied"))
+    base = _group(merged, "varied", production)
+    uniform = _uniform(base.occurrences)
+    values: dict[str, tuple[dict[Any, Any], dict[Any, Any]]] = {}
+    for item in items:
+        for line in item.lines:
+            before, after = values.setdefault(line.path, ({}, {}))
+            before.setdefault(line.before, item.originals.get((line.path, 0)))
+            after.setdefault(line.after, item.originals.get((line.path, 1)))
+    varies = tuple(
+        VariedField(
+            _display(path, uniform),
+            tuple(_display_value(_thaw(k, v), uniform) for k, v in list(before.items())[:3]),
+            len(before),
+            tuple(_display_value(_thaw(k, v), uniform) for k, v in list(after.items())[:3]),
+            len(after),
+        )
+        for path, (before, after) in values.items()
+    )
+    left = set(base.placeholders)
+    for vf in varies:
+        left |= set(_MARKER.findall(vf.path))
+    return Group(
+        id=base.id,
+        role="varied",
+        action=base.action,
+        api_version=base.api_version,
+        kind=base.kind,
+        name=base.name,
+        fields=(),
+        occurrences=base.occurrences,
+        stacks=base.stacks,
+        production=base.production,
+        placeholders=tuple(p for p in PLACEHOLDERS if p in left),
+        varies=varies,
+    )
+
+
+def _uniform(occurrences: Sequence[Occurrence]) -> dict[str, str]:
+    """Placeholders with the same value in every occurrence: those are written out."""
+    seen: dict[str, set[str]] = {}
+    for o in occurrences:
+        for name, value in o.tokens:
+            seen.setdefault(name, set()).add(value)
+    everywhere = set(PLACEHOLDERS)
+    for o in occurrences:
+        everywhere &= {name for name, _ in o.tokens}
+    return {n: next(iter(v)) for n, v in seen.items() if len(v) == 1 and n in everywhere}
+
+
+def _display(text: str, uniform: Mapping[str, str]) -> str:
+    return _MARKER.sub(lambda m: uniform.get(m.group(1), "{" + m.group(1) + "}"), text)
+
+
+def _display_value(value: Any, uniform: Mapping[str, str]) -> Any:
+    return _display(value, uniform) if isinstance(value, str) else value
+
+
+# -- review order ---------------------------------------------------------------
+
+
+def review_key(group: Group) -> tuple[Any, ...]:
+    """Deletes and replaces before updates before creates; production first;
+    exceptions before shared changes; bigger before smaller."""
+    return (
+        ACTION_RANK.get(group.action, 9),
+        0 if group.production else 1,
+        0 if group.exceptional else 1,
+        -len(group.stacks),
+        group.kind,
+        group.name,
+        group.id,
+    )
+
+
+def _exception_key(e: StackException, groups: Mapping[str, Group]) -> tuple[Any, ...]:
+    rank = min((ACTION_RANK.get(groups[g].action, 9) for g in e.groups), default=9)
+    return (0 if e.failed else 1, rank, 0 if e.production else 1, e.stack)
+
+
+# -- reading the preview JSON ---------------------------------------------------
+
+
+def stacks_from_preview(
+    doc: Mapping[str, Any], *, production: Iterable[str] = ()
+) -> list[StackChanges]:
+    """The stacks of one ``konfig preview --format json`` document (already masked)."""
+    prod = set(production)
+    out = []
+    for s in doc.get("stacks") or []:
+        changes = tuple(
+            ObjectChange(
+                api_version=str(c.get("apiVersion", "")),
+                kind=str(c.get("kind", "")),
+                namespace=c.get("namespace") or None,
+                name=str(c.get("name", "")),
+                action=str(c.get("action", "")),
+                fields=tuple(
+                    Field(str(f.get("path", "")), f.get("before"), f.get("after"))
+                    for f in c.get("fields") or []
+                    if isinstance(f, Mapping)
+                ),
+                diff=str(c.get("diff") or ""),
+            )
+            for c in s.get("changes") or []
+            if isinstance(c, Mapping) and c.get("action") in CHANGING
+        )
+        path = str(s.get("path", ""))
+        out.append(
+            StackChanges(path, changes, production=path in prod, failed=s.get("status") == "error")
+        )
+    return out
