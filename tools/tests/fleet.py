@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from konfig.diff import compare
+from konfig.engine.diff import compare
 
 ENVS = ("dev", "staging", "prod")
 ZERO = {"create": 0, "update": 0, "replace": 0, "delete": 0, "unchanged": 0}
@@ -91,7 +91,7 @@ def change(live: Obj | None, planned: Obj | None, *, unmasked: bool = False) -> 
     assert obj is not None
     ident = object_id(obj)
     if unmasked:
-        from konfig.diff import field_changes, unified_diff  # no masking on purpose
+        from konfig.engine.diff import field_changes, unified_diff  # no masking on purpose
 
         fields = field_changes(live, planned)
         diff = unified_diff(live, planned, name=ident)

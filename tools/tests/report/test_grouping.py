@@ -15,8 +15,8 @@ from fleet import (
     set_image,
 )
 
-from konfig import grouping
-from konfig.grouping import Field, ObjectChange, StackChanges, group_changes
+from konfig.report import grouping
+from konfig.report.grouping import Field, ObjectChange, StackChanges, group_changes
 
 IMAGE = "spec.template.spec.containers[name=main].image"
 

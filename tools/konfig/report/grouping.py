@@ -49,7 +49,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import PurePosixPath
 from typing import Any, Literal
 
 CHANGING = ("create", "update", "replace", "delete")
@@ -110,13 +109,13 @@ class StackChanges:
 
     @property
     def project(self) -> str:
-        parts = PurePosixPath(self.path).parts
+        parts = self.path.split("/", 2)
         return parts[1] if len(parts) > 1 else ""
 
     @property
     def stack(self) -> str:
-        parts = PurePosixPath(self.path).parts
-        return "/".join(parts[2:])
+        parts = self.path.split("/", 2)
+        return parts[2] if len(parts) > 2 else ""
 
 
 # -- outputs --------------------------------------------------------------------
@@ -165,6 +164,9 @@ class Group:
     placeholders: tuple[str, ...] = ()
     varies: tuple[VariedField, ...] = ()
     variant_of: str | None = None
+    field_objects: tuple[int, ...] = ()  # per field, when the fields' object counts differ
+    reference: tuple[Field | None, ...] = ()  # variants: per field, the same field's change
+    # in the group this one is a variant of (None: that group does not change it)
 
     @property
     def objects(self) -> int:
@@ -241,16 +243,32 @@ class Normaliser:
 
     def __init__(self, tokens: Mapping[str, str]) -> None:
         self.pairs = tuple((k, tokens[k]) for k in PLACEHOLDERS if k in tokens)
-        self._compiled = _pattern(self.pairs)
 
-    def text(self, value: str) -> str:
-        if self._compiled is None:
+    def text(self, value: str, skip: frozenset[str] = frozenset()) -> str:
+        pairs = self.pairs if not skip else tuple(p for p in self.pairs if p[0] not in skip)
+        compiled = _pattern(pairs)
+        if compiled is None:
             return value
-        pattern, lookup = self._compiled
+        pattern, lookup = compiled
         return pattern.sub(lambda m: _marker(lookup[m.group(0)]), value)
 
-    def value(self, value: Any) -> Any:
-        return self.text(value) if isinstance(value, str) else value
+
+class _Literals:
+    """Which placeholders must not be applied to a string, because the same string
+    occurs in stacks where that placeholder has different values: then it is a
+    literal, not derived from the stack (``konfig.dev/lib2`` is no ``{stack}`` in the
+    ``dev`` stacks when the ``prod`` stacks have it too)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[Any, ...], dict[str, set[str]]] = {}
+
+    def add(self, key: tuple[Any, ...], tokens: Mapping[str, str]) -> None:
+        values = self.seen.setdefault(key, {})
+        for name, value in tokens.items():
+            values.setdefault(name, set()).add(value)
+
+    def skip(self, key: tuple[Any, ...]) -> frozenset[str]:
+        return frozenset(n for n, v in self.seen.get(key, {}).items() if len(v) > 1)
 
 
 def _freeze(value: Any) -> Any:
@@ -265,12 +283,6 @@ def _thaw(value: Any, original: Any) -> Any:
 
 
 _DIFF_HEADER = re.compile(r"^(---|\+\+\+|@@)")
-
-
-def _diff_body(diff: str, norm: Normaliser) -> str:
-    return "".join(
-        norm.text(line) for line in diff.splitlines(keepends=True) if not _DIFF_HEADER.match(line)
-    )
 
 
 # -- grouping -------------------------------------------------------------------
@@ -294,52 +306,91 @@ class _Entry:
     lines: tuple[Field, ...]
     items: list[_Item]
     key: tuple[Any, ...]
+    role: Role = "single"
+    head: _Entry | None = None  # the entry this one is a variant of
+    objects: tuple[int, ...] = ()  # per line, how many objects have it (merged entries)
 
     @property
     def stacks(self) -> set[str]:
         return {i.occurrence.stack for i in self.items}
+
+    @property
+    def paths(self) -> dict[str, Field]:
+        return {line.path: line for line in self.lines}
+
+
+def _normalise(stacks: Sequence[StackChanges]) -> dict[_ClassKey, list[_Item]]:
+    work = []
+    literals = _Literals()
+    for s in stacks:
+        for c in s.changes:
+            if c.action not in CHANGING:
+                continue
+            tokens = tokens_of(s, c)
+            kind = (c.action, c.api_version, c.kind)
+            literals.add(("name", *kind, c.name), tokens)
+            fields = c.fields if c.action != "delete" else ()
+            for f in fields:
+                literals.add(("path", *kind, f.path), tokens)
+                for side, v in ((0, f.before), (1, f.after)):
+                    if isinstance(v, str):
+                        literals.add(("value", *kind, f.path, side, v), tokens)
+            work.append((s, c, tokens, kind, fields))
+
+    classes: dict[_ClassKey, list[_Item]] = {}
+    for s, c, tokens, kind, fields in work:
+        norm = Normaliser(tokens)
+        cls = (*kind, norm.text(c.name, literals.skip(("name", *kind, c.name))))
+        originals: dict[tuple[str, int], Any] = {}
+        lines = []
+        for f in fields:
+            path = norm.text(f.path, literals.skip(("path", *kind, f.path)))
+            sides = []
+            for side, v in ((0, f.before), (1, f.after)):
+                if isinstance(v, str):
+                    v = norm.text(v, literals.skip(("value", *kind, f.path, side, v)))
+                sides.append(_freeze(v))
+            lines.append(Field(path, sides[0], sides[1]))
+            originals[(path, 0)] = f.before
+            originals[(path, 1)] = f.after
+        occurrence = Occurrence(s.path, c.id, tuple(sorted(tokens.items())), c.diff)
+        body = ""
+        if not lines and c.action != "delete":
+            body = "".join(
+                norm.text(line)
+                for line in c.diff.splitlines(keepends=True)
+                if not _DIFF_HEADER.match(line)
+            )
+        classes.setdefault(cls, []).append(_Item(occurrence, tuple(lines), originals, body))
+    return classes
 
 
 def group_changes(stacks: Iterable[StackChanges], *, max_variants: int = MAX_VARIANTS) -> Grouping:
     """Group the changes of ``stacks`` (see the module docstring)."""
     stacks = list(stacks)
     production = frozenset(s.path for s in stacks if s.production)
-    classes: dict[_ClassKey, list[_Item]] = {}
-    for s in stacks:
-        for c in s.changes:
-            if c.action not in CHANGING:
-                continue
-            tokens = tokens_of(s, c)
-            norm = Normaliser(tokens)
-            cls = (c.action, c.api_version, c.kind, norm.text(c.name))
-            originals: dict[tuple[str, int], Any] = {}
-            lines = []
-            if c.action != "delete":
-                for f in c.fields:
-                    path = norm.text(f.path)
-                    lines.append(
-                        Field(path, _freeze(norm.value(f.before)), _freeze(norm.value(f.after)))
-                    )
-                    originals[(path, 0)] = f.before
-                    originals[(path, 1)] = f.after
-            occurrence = Occurrence(s.path, c.id, tuple(sorted(tokens.items())), c.diff)
-            body = _diff_body(c.diff, norm) if not lines and c.action != "delete" else ""
-            classes.setdefault(cls, []).append(_Item(occurrence, tuple(lines), originals, body))
-
-    families: dict[tuple[Any, ...], list[_Entry]] = {}
-    for cls, items in classes.items():
-        for entry in _entries(cls, items):
-            families.setdefault(_family(entry), []).append(entry)
-
-    groups: list[Group] = []
-    for entries in families.values():
-        groups.extend(_roles(entries, production, max_variants))
-
-    changed = sorted({s.path for s in stacks if any(c.action in CHANGING for c in s.changes)})
     failed = sorted(s.path for s in stacks if s.failed)
-    unchanged = sorted(s.path for s in stacks if not s.failed and s.path not in set(changed))
+
+    entries: list[_Entry] = []
+    for cls, items in _normalise(stacks).items():
+        found = _entries(cls, items)
+        families: dict[tuple[Any, ...], list[_Entry]] = {}
+        for entry in found:
+            families.setdefault(_family(entry), []).append(entry)
+        for family in families.values():
+            entries.extend(_collapse(family, max_variants))
+    _assign_roles(entries)
+    exceptional = {s for e in entries if e.role in ("variant", "single") for s in e.stacks}
+    entries = _merge(entries, exceptional | set(failed))
+
+    groups = [_group(e, production) for e in entries]
     ordered = sorted(groups, key=review_key)
 
+    changed = sorted({s.path for s in stacks if any(c.action in CHANGING for c in s.changes)})
+    changed_set, failed_set = set(changed), set(failed)
+    unchanged = sorted(
+        s.path for s in stacks if s.path not in failed_set and s.path not in changed_set
+    )
     per_stack: dict[str, list[str]] = {}
     for g in ordered:
         if g.exceptional:
@@ -349,7 +400,7 @@ def group_changes(stacks: Iterable[StackChanges], *, max_variants: int = MAX_VAR
         per_stack.setdefault(path, [])
     by_id = {g.id: g for g in ordered}
     exceptions = [
-        StackException(path, path in production, path in set(failed), tuple(ids))
+        StackException(path, path in production, path in failed_set, tuple(ids))
         for path, ids in per_stack.items()
     ]
     exceptions.sort(key=lambda e: _exception_key(e, by_id))
@@ -384,58 +435,139 @@ def _entries(cls: _ClassKey, items: list[_Item]) -> list[_Entry]:
     for line, holders in where.items():
         key = tuple(sorted(id(h) for h in holders))
         together.setdefault(key, ([], holders))[0].append(line)
-    entries = [
+    out = [
         _Entry(cls, tuple(lines), holders, (cls, *lines)) for lines, holders in together.values()
     ]
-    entries.extend(_Entry(cls, (), v, (cls, "diff", b)) for b, v in bodies.items())
-    return entries
+    out.extend(_Entry(cls, (), v, (cls, "diff", b)) for b, v in bodies.items())
+    return out
 
 
 def _family(entry: _Entry) -> tuple[Any, ...]:
+    """Entries that are alternatives of one another: the same fields changed."""
     if entry.cls[0] in ("update", "replace"):
-        return (entry.cls, tuple(line.path for line in entry.lines), bool(entry.lines))
-    return (entry.cls,)
+        return (tuple(line.path for line in entry.lines), bool(entry.lines))
+    return ()
 
 
 def _digest(key: Any) -> str:
     return hashlib.sha1(repr(key).encode()).hexdigest()[:10]
 
 
-def _roles(entries: list[_Entry], production: frozenset[str], max_variants: int) -> list[Group]:
-    entries.sort(key=lambda e: (-len(e.stacks), -len(e.items), _digest(e.key)))
-    primary = entries[0]
-    total = set().union(*(e.stacks for e in entries))
-    if len(entries) > max_variants and 2 * len(primary.stacks) < len(total):
-        return [_varied(entries, production)]
-    if len(primary.stacks) < 2:
-        return [_group(e, "single", production) for e in entries]
-    head = _group(primary, "shared", production)
-    rest = [_group(e, "variant", production, variant_of=head.id) for e in entries[1:]]
-    return [head, *rest]
+def _size(entry: _Entry) -> tuple[int, int, str]:
+    return (-len(entry.stacks), -len(entry.items), _digest(entry.key))
 
 
-def _group(
-    entry: _Entry, role: Role, production: frozenset[str], *, variant_of: str | None = None
-) -> Group:
+def _collapse(family: list[_Entry], max_variants: int) -> list[_Entry]:
+    """A family of many alternatives none of which dominates: one ``varied`` entry."""
+    family.sort(key=_size)
+    total = set().union(*(e.stacks for e in family))
+    if len(family) <= max_variants or 2 * len(family[0].stacks) >= len(total):
+        return family
+    cls = family[0].cls
+    items = [i for e in family for i in e.items]
+    lines = tuple(line for e in family for line in e.lines)
+    return [
+        _Entry(cls, lines, items, (cls, "varied", *(ln.path for ln in family[0].lines)), "varied")
+    ]
+
+
+def _assign_roles(entries: list[_Entry]) -> None:
+    """Shared (two stacks or more), variant (another value of a bigger entry's field)
+    or single; ``varied`` entries keep their role."""
+    by_class: dict[_ClassKey, list[_Entry]] = {}
+    for e in entries:
+        by_class.setdefault(e.cls, []).append(e)
+    for same in by_class.values():
+        same.sort(key=_size)
+        for i, e in enumerate(same):
+            if e.role == "varied":
+                continue
+            mine = e.paths
+            head = next(
+                (
+                    bigger
+                    for bigger in same[:i]
+                    if bigger.role == "shared"
+                    and len(bigger.stacks) > len(e.stacks)
+                    and _conflicts(e, mine, bigger)
+                ),
+                None,
+            )
+            if head is not None:
+                e.role, e.head = "variant", head
+            else:
+                e.role = "shared" if len(e.stacks) >= 2 else "single"
+
+
+def _conflicts(entry: _Entry, mine: Mapping[str, Field], bigger: _Entry) -> bool:
+    """The same field, another value (two changes without a field list: their diffs)."""
+    if not entry.lines and not bigger.lines:
+        return entry.cls[0] in ("update", "replace")
+    theirs = bigger.paths
+    common = mine.keys() & theirs.keys()
+    return any(mine[p] != theirs[p] for p in common)
+
+
+def _merge(entries: list[_Entry], exceptional: set[str]) -> list[_Entry]:
+    """Shared entries of one class that occur in the same stacks, but for the
+    exceptions, are one change (fields changed together, one of them also elsewhere)."""
+    out: list[_Entry] = []
+    merged: dict[tuple[Any, ...], _Entry] = {}
+    renamed: dict[int, _Entry] = {}
+    for e in entries:
+        if e.role != "shared" or e.cls[0] not in ("update", "replace") or not e.lines:
+            out.append(e)
+            continue
+        core = frozenset(e.stacks - exceptional)
+        key = (e.cls, core) if core else (e.cls, "alone", id(e))
+        into = merged.get(key)
+        counts = tuple(len(e.items) for _ in e.lines)
+        if into is None:
+            into = _Entry(e.cls, e.lines, list(e.items), e.key, "shared", None, counts)
+            merged[key] = into
+            out.append(into)
+        else:
+            seen = {id(i) for i in into.items}
+            into.items.extend(i for i in e.items if id(i) not in seen)
+            into.lines += e.lines
+            into.objects += counts
+            into.key = (*into.key, *e.lines)
+        renamed[id(e)] = into
+    for e in out:
+        if e.head is not None:
+            e.head = renamed.get(id(e.head), e.head)
+    return out
+
+
+def _group(entry: _Entry, production: frozenset[str]) -> Group:
     occurrences = tuple(sorted((i.occurrence for i in entry.items), key=lambda o: (o.stack, o.id)))
     uniform = _uniform(occurrences)
     action, api_version, kind, name = entry.cls
-    originals = entry.items[0].originals
-    fields = tuple(
-        Field(
-            _display(line.path, uniform),
-            _display_value(_thaw(line.before, originals.get((line.path, 0))), uniform),
-            _display_value(_thaw(line.after, originals.get((line.path, 1))), uniform),
-        )
-        for line in entry.lines
-    )
     stacks = tuple(sorted({o.stack for o in occurrences}))
-    shown = [name, *(f.path for f in entry.lines)]
-    shown += [v for f in entry.lines for v in (f.before, f.after) if isinstance(v, str)]
-    left = sorted({m for text in shown for m in _MARKER.findall(text)} - set(uniform))
+    shown = [name]
+    varies: tuple[VariedField, ...] = ()
+    fields: tuple[Field, ...] = ()
+    if entry.role == "varied":
+        varies = _varies(entry, uniform)
+        shown += [v.path for v in varies]
+    else:
+        fields = tuple(_display_field(line, entry, uniform) for line in entry.lines)
+        shown += [line.path for line in entry.lines]
+        shown += [v for ln in entry.lines for v in (ln.before, ln.after) if isinstance(v, str)]
+    left = {m for text in shown for m in _MARKER.findall(text)} - set(uniform)
+    objects = entry.objects if entry.objects and len(set(entry.objects)) > 1 else ()
+    reference: tuple[Field | None, ...] = ()
+    if entry.head is not None:
+        head = entry.head
+        theirs = head.paths
+        head_uniform = _uniform([i.occurrence for i in head.items])
+        reference = tuple(
+            _display_field(theirs[line.path], head, head_uniform) if line.path in theirs else None
+            for line in entry.lines
+        )
     return Group(
         id=_digest(entry.key),
-        role=role,
+        role=entry.role,
         action=action,
         api_version=api_version,
         kind=kind,
@@ -445,23 +577,34 @@ def _group(
         stacks=stacks,
         production=tuple(s for s in stacks if s in production),
         placeholders=tuple(p for p in PLACEHOLDERS if p in left),
-        variant_of=variant_of,
+        varies=varies,
+        variant_of=_digest(entry.head.key) if entry.head is not None else None,
+        field_objects=objects,
+        reference=reference,
     )
 
 
-def _varied(entries: list[_Entry], production: frozenset[str]) -> Group:
-    items = [i for e in entries for i in e.items]
-    cls = entries[0].cls
-    merged = _Entry(cls, (), items, (cls, "varied"))
-    base = _group(merged, "varied", production)
-    uniform = _uniform(base.occurrences)
+def _display_field(line: Field, entry: _Entry, uniform: Mapping[str, str]) -> Field:
+    originals: dict[tuple[str, int], Any] = {}
+    for item in entry.items:
+        if (line.path, 0) in item.originals:
+            originals = item.originals
+            break
+    return Field(
+        _display(line.path, uniform),
+        _display_value(_thaw(line.before, originals.get((line.path, 0))), uniform),
+        _display_value(_thaw(line.after, originals.get((line.path, 1))), uniform),
+    )
+
+
+def _varies(entry: _Entry, uniform: Mapping[str, str]) -> tuple[VariedField, ...]:
     values: dict[str, tuple[dict[Any, Any], dict[Any, Any]]] = {}
-    for item in items:
+    for item in entry.items:
         for line in item.lines:
             before, after = values.setdefault(line.path, ({}, {}))
             before.setdefault(line.before, item.originals.get((line.path, 0)))
             after.setdefault(line.after, item.originals.get((line.path, 1)))
-    varies = tuple(
+    return tuple(
         VariedField(
             _display(path, uniform),
             tuple(_display_value(_thaw(k, v), uniform) for k, v in list(before.items())[:3]),
@@ -470,23 +613,6 @@ def _varied(entries: list[_Entry], production: frozenset[str]) -> Group:
             len(after),
         )
         for path, (before, after) in values.items()
-    )
-    left = set(base.placeholders)
-    for vf in varies:
-        left |= set(_MARKER.findall(vf.path))
-    return Group(
-        id=base.id,
-        role="varied",
-        action=base.action,
-        api_version=base.api_version,
-        kind=base.kind,
-        name=base.name,
-        fields=(),
-        occurrences=base.occurrences,
-        stacks=base.stacks,
-        production=base.production,
-        placeholders=tuple(p for p in PLACEHOLDERS if p in left),
-        varies=varies,
     )
 
 
