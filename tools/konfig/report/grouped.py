@@ -25,24 +25,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from konfig.report.grouping import (
-    ACTION_RANK,
-    Group,
-    Grouping,
-    StackException,
-)
-from konfig.report.pull_request import (
-    ChangeItem,
-    Measure,
-    Rendered,
-    Report,
-    StackReport,
-    _env,
-    chars,
-    mask_secret_diff,
-)
+from konfig.masking import mask_secret_diff
+from konfig.report.budget import Measure, chars
+from konfig.report.grouping import ACTION_RANK, Group, Grouping, StackException
+from konfig.report.markdown import environment
+
+if TYPE_CHECKING:  # pull_request renders through this module: types only
+    from konfig.report.pull_request import ChangeItem, Report, StackReport
 
 SCHEMA_VERSION = 1
 KIND = "KonfigReport"
@@ -270,6 +261,13 @@ def _lines(g: Group, *, reference: str | None) -> list[str]:
 # -- rendering --------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Shortened:
+    text: str
+    truncated: bool
+    omitted: tuple[str, ...]  # exceptions not shown (named in the footer)
+
+
 def render_grouped(
     report: Report,
     grouping: Grouping,
@@ -278,10 +276,10 @@ def render_grouped(
     measure: Measure = chars,
     title: str = "Konfig preview",
     tail: str = "",
-) -> Rendered:
+) -> Shortened:
     """The grouped comment within ``budget``; ``tail`` (e.g. per-stack detail for the
     job summary) is appended when it fits."""
-    env = _env()
+    env = environment()
     env.filters["inline"] = inline
     env.filters["value"] = value
     env.globals["plural"] = plural
@@ -374,7 +372,7 @@ def render_grouped(
     truncated = bool(omitted) or not lists or len(shown) < len(rows)
     if tail and measure(text) + measure(tail) <= budget:
         text = body + tail + foot(omitted, not lists)
-    return Rendered(text, truncated, tuple(omitted), ())
+    return Shortened(text, truncated, tuple(omitted))
 
 
 # -- JSON -------------------------------------------------------------------------

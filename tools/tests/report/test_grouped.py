@@ -1,0 +1,285 @@
+"""Golden and budget tests of the grouped PR comment (many stacks, one change).
+
+The preview JSON comes from ``fleet`` (each change computed by the real
+comparison); goldens live in ``golden/grouped-*.md``. Rewrite them after an
+intended change with ``KONFIG_UPDATE_GOLDEN=1`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from fleet import (
+    Fleet,
+    add_label,
+    change,
+    configmap,
+    deployment,
+    secret,
+    set_image,
+)
+
+from konfig.report import pull_request as reportlib
+
+GOLDEN = Path(__file__).parent / "golden"
+SCHEMA = Path(__file__).parents[3] / "docs" / "report.schema.json"
+SHA = "0123456789abcdef0123456789abcdef01234567"
+RUN = "https://github.example/acme/config/actions/runs/42"
+NEW = "nginx:1.27.4"
+COMPILE_ERROR = (
+    "expected int, got str(two)\n"
+    "  --> appops/app002/prod/main.k:6:5\n"
+    "   |\n"
+    ' 6 |     replicas = "two"\n'
+    "   |     ^ expected int, got str(two)"
+)
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / f"{name}.md"
+    if os.environ.get("KONFIG_UPDATE_GOLDEN") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert path.is_file(), f"{path} missing: run with KONFIG_UPDATE_GOLDEN=1 and review it"
+    assert text == path.read_text(encoding="utf-8"), f"{path} differs (KONFIG_UPDATE_GOLDEN=1)"
+
+
+def inputs(fleet: Fleet, *, compile_errors: dict[str, str] | None = None) -> reportlib.Inputs:
+    compiled = [
+        {"path": p, "ok": False, "error": {"message": m, "file": f"{p}/main.k", "line": 6}}
+        for p, m in (compile_errors or {}).items()
+    ]
+    return reportlib.Inputs(
+        previews=[fleet.preview()],
+        changed=fleet.changed(),
+        compile=[compiled] if compiled else [],
+    )
+
+
+def render(
+    fleet: Fleet, budget: int = reportlib.DEFAULT_BUDGET, **kwargs: Any
+) -> reportlib.Rendered:
+    report = reportlib.build(inputs(fleet, **kwargs), sha=SHA, run_url=RUN)
+    return reportlib.render(report, budget=budget)
+
+
+def older(project: str, env: str) -> list[dict[str, Any]]:
+    """A stack that was behind: its image moves from 1.26.0, not 1.27.3."""
+    live = deployment(project, env, image="nginx:1.26.0")
+    planned = copy.deepcopy(live)
+    set_image(NEW)(planned)
+    return [change(live, planned)]
+
+
+def drops_legacy(project: str, env: str) -> list[dict[str, Any]]:
+    """The common change plus a ConfigMap that only this stack deletes."""
+    gone = configmap(project, env, "legacy", {"mode": "old"})
+    return [*Fleet(0, edits=[set_image(NEW)]).standard(project, env), change(gone, None)]
+
+
+def compile_failure(path: str) -> dict[str, Any]:
+    return {"message": f"compile failed: {COMPILE_ERROR}", "file": f"{path}/main.k", "line": 6}
+
+
+def exceptions_fleet(projects: int = 100, extra: dict[str, Any] | None = None) -> Fleet:
+    broken = "appops/app002/prod"
+    return Fleet(
+        projects,
+        edits=[set_image(NEW)],
+        special={
+            "appops/app007/dev": older,
+            "appops/app010/staging": drops_legacy,
+            broken: compile_failure(broken),
+            **(extra or {}),
+        },
+    )
+
+
+def test_one_change_in_300_stacks() -> None:
+    result = render(Fleet(100, edits=[set_image(NEW)]))
+    text = result.text
+    assert not result.truncated
+    assert (
+        "- `spec.template.spec.containers[name=main].image`: `nginx:1.27.3` → `nginx:1.27.4` "
+        "in 300 Deployments across 300 stacks" in text
+    )
+    assert text.count("<details>") == 1  # the folded stack list, nothing per stack
+    assert "<details><summary>The 300 stacks (every changed stack): 100 production-like" in text
+    assert "- production-like: `prod` of 100 projects: `app000, app001," in text
+    assert "### Exceptions" not in text
+    assert len(text) < 6_000
+    check_golden("grouped-one-change", text)
+
+
+def test_300_stacks_with_three_exceptions() -> None:
+    fleet = exceptions_fleet()
+    result = render(fleet, compile_errors={"appops/app002/prod": COMPILE_ERROR})
+    text = result.text
+    assert not result.truncated
+    assert "in 298 Deployments across 298 stacks" in text
+    head = text.split("### Changes across stacks")[0]
+    rows = [line for line in head.splitlines() if line.startswith("| ") and "`" in line]
+    # What to look at first: the failure, then the delete, then the rest.
+    assert rows[0].startswith("| ❌ | **compile error** | `appops/app002/prod` (production-like)")
+    assert rows[1].startswith("| 🗑️ | delete ConfigMap `legacy` only here")
+    assert any("differs from change 1" in r and "`appops/app007/dev`" in r for r in rows)
+    exceptions = text.split("### Exceptions")[1]
+    order = [m for m in re.findall(r"<summary><code>([^<]+)</code>", exceptions)]
+    assert order == ["appops/app002/prod", "appops/app010/staging", "appops/app007/dev"]
+    assert "`appops/app002/prod/main.k:6`: expected int, got str(two)" in exceptions
+    assert (
+        "`spec.template.spec.containers[name=main].image`: `nginx:1.26.0` → `nginx:1.27.4` "
+        "(change 1: `nginx:1.27.3` → `nginx:1.27.4`)" in exceptions
+    )
+    assert "-  mode: old" in exceptions  # the delete's diff
+    assert exceptions.count("expected int, got str(two)\n  -->") == 1
+    check_golden("grouped-exceptions", text)
+
+
+def test_two_unrelated_changes() -> None:
+    paths = Fleet(40).paths()
+    image, label = set(paths[:80]), set(paths[60:])
+
+    def both(project: str, env: str) -> list[dict[str, Any]]:
+        live = deployment(project, env)
+        planned = copy.deepcopy(live)
+        if f"appops/{project}/{env}" in image:
+            set_image(NEW)(planned)
+        if f"appops/{project}/{env}" in label:
+            add_label("cost-center", "cc-42")(planned)
+        return [change(live, planned)]
+
+    result = render(Fleet(40, special=dict.fromkeys(paths, both)))
+    text = result.text
+    assert not result.truncated
+    assert "**2** distinct changes across stacks, **0** stacks with exceptions" in text
+    assert "in 80 Deployments across 80 stacks" in text
+    assert "- `metadata.labels.cost-center`: (absent) → `cc-42`" in text
+    assert "in 60 Deployments across 60 stacks." in text
+    check_golden("grouped-two-changes", text)
+
+
+def test_a_single_stack_pr_looks_as_before() -> None:
+    """One stack: the per-stack layout, byte for byte what it always rendered."""
+    fleet = Fleet(1, envs=("dev",), edits=[set_image(NEW)])
+    report = reportlib.build(inputs(fleet), sha=SHA, run_url=RUN)
+    auto = reportlib.render(report)
+    assert auto.text == reportlib.render(report, layout="stacks").text
+    assert "Identical changes are shown once" not in auto.text
+    assert "| `appops/app000/dev` | imports base/pkg/models/frontend | 📝 changes |" in auto.text
+
+
+def test_a_few_stacks_keep_the_per_stack_layout() -> None:
+    report = reportlib.build(inputs(Fleet(3, edits=[set_image(NEW)])), sha=SHA)
+    assert "Identical changes are shown once" not in reportlib.render(report).text
+    grouped = reportlib.render(report, layout="grouped").text
+    assert "in 9 Deployments across 9 stacks" in grouped
+
+
+def test_2000_stacks_and_5_exceptions_fit_well_under_the_limit() -> None:
+    extra = {
+        "appops/app020/qa": older,
+        "appops/app021/prod": drops_legacy,
+    }
+    fleet = exceptions_fleet(500, extra)
+    fleet.envs = ("dev", "staging", "prod", "qa")
+    result = render(fleet, compile_errors={"appops/app002/prod": COMPILE_ERROR})
+    text = result.text
+    assert len(fleet.paths()) == 2000
+    assert not result.truncated and result.omitted == ()
+    assert len(text) < 30_000, len(text)
+    assert "Shortened" not in text
+    for path in ("appops/app002/prod", "appops/app007/dev", "appops/app010/staging",
+                 "appops/app020/qa", "appops/app021/prod"):  # fmt: skip
+        assert f"<summary><code>{path}</code>" in text
+    assert "in 1995 Deployments across 1995 stacks" in text
+
+
+def test_summary_has_the_groups_and_every_stack() -> None:
+    report = reportlib.build(inputs(exceptions_fleet(20)), sha=SHA, run_url=RUN)
+    full = reportlib.render_full(report, budget=reportlib.SUMMARY_LIMIT_BYTES - 1024)
+    assert "### Changes across stacks" in full.text
+    assert "### Every stack" in full.text
+    for path in exceptions_fleet(20).paths():
+        assert f"| `{path}` |" in full.text
+        if path != "appops/app002/prod":
+            assert f"<summary><code>{path}</code>" in full.text
+    assert full.text.count("+          image: nginx:1.27.4") >= 59
+
+
+def test_a_tight_budget_drops_lists_then_diffs_and_says_so() -> None:
+    fleet = exceptions_fleet(100)
+    report = reportlib.build(inputs(fleet), sha=SHA, run_url=RUN)
+    roomy = reportlib.render(report, budget=60_000)
+    assert not roomy.truncated
+    tight = reportlib.render(report, budget=4_000)
+    assert len(tight.text) <= 4_000
+    assert tight.truncated
+    assert "Shortened to stay under GitHub's 65,536-character comment limit" in tight.text
+    assert "- `spec.template.spec.containers[name=main].image`: `nginx:1.27.3`" in tight.text
+    assert "The list of stacks is in the job summary" in tight.text or "Every changed" in tight.text
+    for path in ("appops/app002/prod", "appops/app007/dev", "appops/app010/staging"):
+        assert path in tight.text  # shown, or named in the footer
+
+
+CANARY = "c2VjcmV0LWNhbmFyeS12YWx1ZQ=="  # base64 of the plain canary below
+CANARY_PLAIN = "secret-canary-value"
+
+
+def test_grouped_secret_changes_never_show_a_value() -> None:
+    """300 stacks rotate one Secret key; the producer forgot to mask (a faulty input)."""
+    paths = Fleet(100).paths()
+
+    def rotate(project: str, env: str) -> list[dict[str, Any]]:
+        live = secret(project, env, "db", {"password": "b2xk", "user": CANARY})
+        planned = secret(project, env, "db", {"password": CANARY, "user": CANARY})
+        new = secret(project, env, "api", {"token": CANARY, "plain": CANARY_PLAIN})
+        return [
+            change(live, planned, unmasked=True),
+            change(None, new, unmasked=True),
+        ]
+
+    fleet = Fleet(100, special=dict.fromkeys(paths, rotate))
+    doc = fleet.preview()
+    assert CANARY in json.dumps(doc)  # the input really carries it
+    report = reportlib.build(reportlib.Inputs(previews=[doc]), sha=SHA, run_url=RUN)
+    comment = reportlib.render(report).text
+    full = reportlib.render_full(report, budget=reportlib.SUMMARY_LIMIT_BYTES - 1024).text
+    data = json.dumps(reportlib.to_json(report))
+    assert "Identical changes are shown once" in comment
+    for text in (comment, full, data):
+        assert CANARY not in text and CANARY_PLAIN not in text
+        assert "c2VjcmV0" not in text
+    assert "- `data.password`: `*** (before)` → `*** (after)` in 300 Secrets across 300 stacks" in (
+        comment
+    )
+
+
+def test_json_matches_its_schema_and_names_the_groups() -> None:
+    fleet = exceptions_fleet(30)
+    report = reportlib.build(
+        inputs(fleet, compile_errors={"appops/app002/prod": COMPILE_ERROR}), sha=SHA
+    )
+    data = reportlib.to_json(report)
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(data)
+    assert data["layout"] == "grouped" and data["status"] == "failed"
+    shared = [g for g in data["groups"] if g["role"] == "shared"]
+    assert len(shared) == 1 and shared[0]["number"] == 1 and len(shared[0]["stacks"]) == 88
+    assert shared[0]["fields"] == [
+        {"path": "spec.template.spec.containers[name=main].image",
+         "before": "nginx:1.27.3", "after": NEW}
+    ]  # fmt: skip
+    assert [e["stack"] for e in data["exceptions"]] == [
+        "appops/app002/prod",
+        "appops/app010/staging",
+        "appops/app007/dev",
+    ]
+    variant = next(g for g in data["groups"] if g["role"] == "variant")
+    assert variant["variantOf"] == shared[0]["id"]
+    prod = {s["path"]: s["production"] for s in data["stacks"]}
+    assert prod["appops/app002/prod"] is True and prod["appops/app002/dev"] is False
