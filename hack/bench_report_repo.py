@@ -93,9 +93,10 @@ def make_pr(root: Path) -> dict[str, str]:
         if (d / "stack.yaml").is_file()
     ]
     differs, drops, broken = stacks[5], stacks[40], stacks[80]
-    edit(differs / "main.k", "app: frontend.Server {", 'app: frontend.Server {\n    resources = "medium"')
-    edit(drops / "main.k", "app: frontend.Server {", "app: frontend.Server {\n    ports = []")
-    edit(broken / "main.k", "app: frontend.Server {", 'app: frontend.Server {\n    replicas = "two"')
+    head = "app: frontend.Server {"
+    edit(differs / "main.k", head, head + '\n    resources = "medium"')
+    edit(drops / "main.k", head, head + "\n    ports = []")
+    edit(broken / "main.k", head, head + '\n    replicas = "two"')
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "base: higher default limits; lib2 v2; three stacks")
     rel = {k: v.relative_to(root).as_posix() for k, v in

@@ -7,7 +7,8 @@ like) is replaced by a mask before anything is diffed or rendered (kubectl
 reviewer still sees that a key changed (:func:`mask_pair`). Free text (a server
 message, a rendered report) is scrubbed of every known secret value, raw and encoded
 (:func:`secret_values`, :func:`scrub`); a Secret's YAML diff from an input file is
-masked line by line (:func:`mask_secret_diff`). Pure functions on plain data.
+masked line by line (:func:`mask_secret_diff`), a field change of a change list by
+:func:`mask_field`. Pure functions on plain data.
 """
 
 from __future__ import annotations
@@ -148,6 +149,35 @@ def scrub(text: str, secrets: set[str]) -> str:
         if value in text:
             text = text.replace(value, MASK)
     return text
+
+
+_ANNOTATION = re.compile(r'^metadata\.annotations(?:\.([A-Za-z0-9_-]+)|\[("(?:[^"\\]|\\.)*")\])$')
+
+
+def mask_field(api_version: str, kind: str, path: str, before: Any, after: Any) -> tuple[Any, Any]:
+    """``before``/``after`` of one changed field (``docs/preview-json.md`` paths), masked
+    as :func:`mask_pair` masks the objects: a Secret's ``data``/``stringData`` values and
+    annotations that hold a serialised object. Absent (``None``) stays absent.
+
+    Defence in depth for field lists read from a file: a faulty or older producer must
+    not make the report show a Secret value.
+    """
+    secret = kind == "Secret" and api_version == "v1"
+    sections = ("data.", "data[", "stringData.", "stringData[")
+    sensitive = secret and (path in ("data", "stringData") or path.startswith(sections))
+    if not sensitive:
+        match = _ANNOTATION.match(path)
+        if match is None:
+            return before, after
+        key = match.group(1) or json.loads(match.group(2))
+        values = [v for v in (before, after) if v is not None]
+        if not annotation_is_sensitive(str(key), values):
+            return before, after
+    changed = before is not None and after is not None and before != after
+    return (
+        None if before is None else (MASK_BEFORE if changed else MASK),
+        None if after is None else (MASK_AFTER if changed else MASK),
+    )
 
 
 def mask_secret_diff(diff: str) -> str:

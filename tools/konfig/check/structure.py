@@ -57,6 +57,7 @@ STACK_KEYS: Table = {
     "name": str,
     "description": str,
     "kubernetes": {"context": str, "kubeconfig": str},
+    "production": bool,  # production-like: listed first in the PR comment (docs/report.md)
     "policies": {"disable": list},
     "apply": dict,  # validated by `konfig apply` (e.g. replaceOnImmutable)
 }

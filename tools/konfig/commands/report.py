@@ -1,4 +1,5 @@
-"""``konfig report``: the pull-request report (comment body and job summary) as markdown."""
+"""``konfig report``: the pull-request report (comment body and job summary) as markdown,
+or as JSON with ``--json`` (docs/report.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from konfig.report.budget import (
     DEFAULT_BUDGET,
     SUMMARY_LIMIT_BYTES,
     chars,
-    utf8_bytes,
 )
 from konfig.report.inputs import ReportInputError
 
@@ -107,6 +107,21 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
     help="Append the full report (up to GitHub's 1 MiB step-summary limit) to FILE; "
     "in a workflow pass $GITHUB_STEP_SUMMARY.",
 )
+@click.option(
+    "--layout",
+    type=click.Choice(["auto", "stacks", "grouped"]),
+    default="auto",
+    show_default=True,
+    help="stacks: a section per stack; grouped: each distinct change once, then the "
+    "exceptions; auto: grouped when many stacks change (docs/report.md).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Write the report as JSON (stacks, distinct changes, exceptions) instead of the "
+    "comment: the schema is docs/report.schema.json.",
+)
 def command(
     preview: Sequence[Path],
     changed: Path | None,
@@ -125,13 +140,18 @@ def command(
     out: Path | None,
     full_out: Path | None,
     summary_file: Path | None,
+    layout: reportlib.Layout,
+    as_json: bool,
 ) -> int:
     """Render the markdown report of a pull request from the stages' JSON.
 
-    The comment body stays under --budget characters: heading and summary table
-    first, then whole per-stack sections (failures, then changes), then compact
-    sections without diffs; a section is cut inside only as a last resort, and the
-    footer says what was left out. The full report goes to --summary-file.
+    The comment body stays under --budget characters. With a few stacks: heading and
+    summary table first, then whole per-stack sections (failures, then changes), then
+    compact sections without diffs; a section is cut inside only as a last resort.
+    With many stacks (--layout grouped): each distinct change once with the stacks it
+    occurs in, then the exceptions (failed stacks, stacks whose change differs). The
+    footer says what was left out. The full report, with every stack's diff, goes to
+    --summary-file and --full-out.
     """
     if placeholder:
         _emit(reportlib.render_placeholder(sha, run_url), out)
@@ -198,23 +218,26 @@ def command(
     except ReportInputError as exc:
         raise UsageError(str(exc), hint="pass the JSON the named konfig command printed") from exc
 
-    comment = reportlib.render(report, budget=budget, title=title)
-    _emit(comment.text, out)
-    if comment.truncated:
-        info(
-            f"report truncated to {chars(comment.text)} characters (budget {budget}): "
-            f"{len(comment.omitted)} stack diffs left out, {len(comment.cut)} cut"
-        )
+    chosen = reportlib.choose_layout(report, layout, budget=budget)
+    if as_json:
+        text = json.dumps(reportlib.to_json(report, layout=chosen), indent=2) + "\n"
+        _emit(text, out)
+    else:
+        comment = reportlib.render(report, budget=budget, title=title, layout=chosen)
+        _emit(comment.text, out)
+        if comment.truncated:
+            left_out = "exceptions" if comment.layout == "grouped" else "stack diffs"
+            info(
+                f"report truncated to {chars(comment.text)} characters (budget {budget}): "
+                f"{len(comment.omitted)} {left_out} left out, {len(comment.cut)} cut"
+            )
     if full_out is not None:
-        full = reportlib.render(
-            report,
-            budget=SUMMARY_LIMIT_BYTES - 1024,
-            measure=utf8_bytes,
-            title=title,
+        full = reportlib.render_full(
+            report, budget=SUMMARY_LIMIT_BYTES - 1024, title=title, layout=chosen
         )
         atomic_write_text(full_out, full.text)
     if summary_file is not None:
-        _append_summary(report, summary_file, title)
+        _append_summary(report, summary_file, title, chosen)
     return EXIT_OK
 
 
@@ -242,13 +265,15 @@ def _emit(text: str, out: Path | None) -> None:
         info(f"wrote {out} ({chars(text)} characters)")
 
 
-def _append_summary(report: reportlib.Report, path: Path, title: str) -> None:
+def _append_summary(
+    report: reportlib.Report, path: Path, title: str, layout: reportlib.Layout
+) -> None:
     used = path.stat().st_size if path.exists() else 0
     room = SUMMARY_LIMIT_BYTES - used - 1024
     if room < 2_000:
         warn(f"{path}: the step summary is full ({used} bytes); the report is not added")
         return
-    full = reportlib.render(report, budget=room, measure=utf8_bytes, title=title)
+    full = reportlib.render_full(report, budget=room, title=title, layout=layout)
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(full.text if used == 0 else "\n" + full.text)
     info(f"appended the full report to {path}")

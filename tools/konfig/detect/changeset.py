@@ -26,12 +26,11 @@ base but not at head is a *deleted stack*. Paths match component by component.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import posixpath
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -51,7 +50,13 @@ from konfig.errors import ConfigError
 from konfig.fingerprint import source_digest
 from konfig.repo.files import atomic_write_text
 from konfig.repo.layout import APPOPS, KCL_MOD_VAR, KCL_YAML, MAIN, PROJECT_FILE, STACK_FILE
-from konfig.repo.settings import CONFIG_FILE, RepoConfig, repo_config_from_data
+from konfig.repo.settings import (
+    CONFIG_FILE,
+    RepoConfig,
+    is_production,
+    path_matches,
+    repo_config_from_data,
+)
 
 
 def within(path: str, parent: str) -> bool:
@@ -144,27 +149,8 @@ def build_graph(
 
 # --------------------------------------------------------------------------- triggers
 
-
-def matches_trigger(path: str, pattern: str) -> bool:
-    """Component-wise glob match; ``**`` spans any number of directories.
-
-    A pattern without glob characters also matches everything inside that directory.
-    """
-    pat = PurePosixPath(pattern.strip("/")).parts
-    parts = PurePosixPath(path).parts
-    if not any(ch in pattern for ch in "*?["):
-        return within(path, pattern.strip("/"))
-    return _match(parts, pat)
-
-
-def _match(parts: tuple[str, ...], pat: tuple[str, ...]) -> bool:
-    if not pat:
-        return not parts
-    if pat[0] == "**":
-        return any(_match(parts[i:], pat[1:]) for i in range(len(parts) + 1))
-    if not parts or not fnmatch.fnmatchcase(parts[0], pat[0]):
-        return False
-    return _match(parts[1:], pat[1:])
+# A repo-wide trigger is a settings path pattern (kept under this name for callers).
+matches_trigger = path_matches
 
 
 # --------------------------------------------------------------------------- change set
@@ -175,6 +161,7 @@ class AffectedStack:
     path: str
     project: str
     reasons: tuple[str, ...]
+    production: bool = False  # production-like (stack.yaml `production`, productionStacks)
 
 
 @dataclass(frozen=True)
@@ -198,7 +185,10 @@ class ChangeSet:
             "base": self.base,
             "head": self.head if self.head is not None else "worktree",
             "merge_base": self.merge_base,
-            "stacks": [{"path": s.path, "reasons": list(s.reasons)} for s in self.stacks],
+            "stacks": [
+                {"path": s.path, "reasons": list(s.reasons), "production": s.production}
+                for s in self.stacks
+            ],
             "deleted_stacks": list(self.deleted_stacks),
             "projects": list(self.projects),
         }
@@ -279,7 +269,10 @@ class _Memo:
                 files=tuple(gitrepo.FileChange(s, p) for s, p in data["files"]),
                 stacks=tuple(
                     AffectedStack(
-                        s["path"], "/".join(s["path"].split("/")[:2]), tuple(s["reasons"])
+                        s["path"],
+                        "/".join(s["path"].split("/")[:2]),
+                        tuple(s["reasons"]),
+                        bool(s["production"]),
                     )
                     for s in out["stacks"]
                 ),
@@ -373,9 +366,11 @@ def changes_from(
         if s in reasons.by_stack:
             reasons.by_stack[s].insert(0, f"new stack (not present at {merge[:12]})")
 
+    affected = sorted(reasons.by_stack)
+    production = _production(snapshot, affected, config)
     stacks = tuple(
-        AffectedStack(s, layout.stacks[s], tuple(reasons.by_stack[s]))
-        for s in sorted(reasons.by_stack)
+        AffectedStack(s, layout.stacks[s], tuple(reasons.by_stack[s]), s in production)
+        for s in affected
     )
     projects = sorted({s.project for s in stacks} | {"/".join(d.split("/")[:2]) for d in deleted})
     return ChangeSet(
@@ -387,6 +382,25 @@ def changes_from(
         deleted_stacks=tuple(deleted),
         projects=tuple(projects),
     )
+
+
+def _production(snapshot: Snapshot, stacks: list[str], config: RepoConfig) -> set[str]:
+    """The production-like ones among ``stacks`` (one batch read of their stack.yaml)."""
+    files = [f"{s}/{STACK_FILE}" for s in stacks if f"{s}/{STACK_FILE}" in snapshot.files]
+    texts = snapshot.read(files) if files else {}
+    found = set()
+    for stack in stacks:
+        raw = texts.get(f"{stack}/{STACK_FILE}", b"")
+        declared = None
+        if b"production" in raw:  # parse only the few stack.yaml files that say so
+            try:
+                data = yaml.load(raw, Loader=_Loader)
+            except yaml.YAMLError:
+                data = None  # reported by `konfig check`; here the patterns decide
+            declared = data.get("production") if isinstance(data, dict) else None
+        if is_production(stack, declared, config.production_stacks):
+            found.add(stack)
+    return found
 
 
 def _stack_diff(

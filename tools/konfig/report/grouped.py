@@ -157,7 +157,7 @@ def _rows(report: Report, grouping: Grouping, numbers: Mapping[str, int]) -> lis
             if g.variant_of and g.variant_of in numbers:
                 parts.append(f"{describe(g)} differs from change {numbers[g.variant_of]}")
             else:
-                parts.append(f"{describe(g)} only here")
+                parts.append(f"{describe(g)} {_only(g)}")
         failed = e.failed or (stack is not None and stack.failed)
         rank = min((ACTION_RANK[grouping.group(g).action] for g in e.groups), default=9)
         action = next(
@@ -182,6 +182,8 @@ def _rows(report: Report, grouping: Grouping, numbers: Mapping[str, int]) -> lis
         what = f"{describe(g)} (change {n})"
         if g.role == "varied":
             what += ", values differ per stack"
+        elif g.variant_of is not None and g.variant_of in numbers:
+            what += f", differs from change {numbers[g.variant_of]}"
         where = f"{len(g.stacks)} stacks"
         if g.production:
             where += f" ({len(g.production)} production-like)"
@@ -226,18 +228,31 @@ def _exceptions(
             what = (
                 f"{g.action} {g.kind} {inline(_concrete_name(mine[0].id))}" if mine else describe(g)
             )
-            others = "" if len(g.stacks) == 1 else f" (and {len(g.stacks) - 1} more stacks)"
+            others = "" if len(g.stacks) == 1 else f" (and in {_more(g)})"
             if g.variant_of and g.variant_of in numbers:
                 notes.append(f"{what} differs from change {numbers[g.variant_of]}{others}:")
                 notes.extend(_lines(g, reference=f"change {numbers[g.variant_of]}"))
             elif g.action in ("update", "replace") and g.fields:
-                notes.append(f"{what} only in this stack{others}:")
+                notes.append(f"{what} {_only(g, 'in this stack')}:")
                 notes.extend(_lines(g, reference=None))
             else:
-                notes.append(f"{what} only in this stack{others}")
+                notes.append(f"{what} {_only(g, 'in this stack')}")
+        also = [n for gid, n in numbers.items() if e.stack in grouping.group(gid).stacks]
+        if also:
+            listed = ", ".join(str(n) for n in sorted(also))
+            notes.append(f"and change{'s' if len(also) > 1 else ''} {listed}, as the others")
         changes = tuple(c for c in (stack.changes if stack else ()) if c.id in ids)
         views.append(ExceptionView(e, stack, tuple(notes), changes))
     return views
+
+
+def _more(g: Group) -> str:
+    n = len(g.stacks) - 1
+    return f"{n} more stack{'' if n == 1 else 's'}"
+
+
+def _only(g: Group, here: str = "here") -> str:
+    return f"only {here}" if len(g.stacks) == 1 else f"{here} and in {_more(g)} only"
 
 
 def _concrete_name(object_id: str) -> str:
@@ -275,10 +290,10 @@ def render_grouped(
     budget: int,
     measure: Measure = chars,
     title: str = "Konfig preview",
-    tail: str = "",
+    footer: bool = True,
 ) -> Shortened:
-    """The grouped comment within ``budget``; ``tail`` (e.g. per-stack detail for the
-    job summary) is appended when it fits."""
+    """The grouped comment within ``budget`` (``footer``: end it; the job summary
+    continues with every stack instead)."""
     env = environment()
     env.filters["inline"] = inline
     env.filters["value"] = value
@@ -333,9 +348,10 @@ def render_grouped(
             more_fields=max(0, len(g.fields) - FIELD_LIMIT),
             folds=fold(g.stacks, grouping.production) if lists else None,
             sample=sample,
-            diff=diff if g.action == "create" and lists else "",
+            diff=diff if lists and _sample_shown(g) else "",
             changed=len(grouping.changed),
             same_as=same_as,
+            head=numbers.get(g.variant_of) if g.variant_of else None,
         )
 
     def exc_text(view: ExceptionView, compact: bool) -> str:
@@ -368,11 +384,16 @@ def render_grouped(
     exc_head = "### Exceptions\n\n" if views else ""
     body = top + ("### Changes across stacks\n\n" if shared else "") + groups_text
     body += exc_head + "".join(sections)
-    text = body + foot(omitted, not lists)
     truncated = bool(omitted) or not lists or len(shown) < len(rows)
-    if tail and measure(text) + measure(tail) <= budget:
-        text = body + tail + foot(omitted, not lists)
+    text = body + foot(omitted, not lists) if footer else body
     return Shortened(text, truncated, tuple(omitted))
+
+
+def _sample_shown(g: Group) -> bool:
+    """A create shows one created object; a change without a field list its diff."""
+    if g.role == "varied":
+        return False
+    return g.action == "create" or (g.action in ("update", "replace") and not g.fields)
 
 
 # -- JSON -------------------------------------------------------------------------
@@ -439,6 +460,7 @@ def _group_json(g: Group, numbers: Mapping[str, int]) -> dict[str, Any]:
         "id": g.id,
         "number": numbers.get(g.id),
         "role": g.role,
+        "exceptional": g.exceptional,
         "variantOf": g.variant_of,
         "action": g.action,
         "apiVersion": g.api_version,

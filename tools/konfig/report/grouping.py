@@ -22,20 +22,21 @@ name):
 * ``delete``: all deletes of the class form one group (what is deleted needs no
   field-by-field comparison).
 
-Roles. Groups that change the same fields of the same object class (for creates: the
-same class) form a *family*; its largest group is the primary:
+Roles, per object class, from the biggest group down:
 
-* ``shared``: a primary in two stacks or more;
-* ``variant``: another group of a family whose primary is shared: the same fields
-  change, but to or from other values (an override in some stacks);
-* ``single``: a change in one stack only that is not a variant (an object created
-  or deleted only there, a field changed only there);
-* ``varied``: a family of more than ``max_variants`` groups none of which covers
-  half of its stacks (the values are genuinely per stack): shown as one group whose
-  fields list how many different values there are.
+* ``variant``: a group that changes a field a bigger shared group changes too, but to
+  or from another value (an override in some stacks): it *differs* from that group;
+* ``few``: any other change in only a few stacks (one, or at most :data:`FEW` and at
+  most a tenth of the changed stacks): an object created, deleted or changed only there;
+* ``shared``: every other group;
+* ``varied``: groups that change the same fields, more than ``max_variants`` of them
+  and none in half of their stacks (the values are genuinely per stack), become one
+  group whose fields tell how many different values there are.
 
-The *exceptions* are the stacks that need a look of their own: failed stacks and
-the stacks of every variant and single group.
+A ``few`` group, and a variant in only a few stacks, is *exceptional*: the
+*exceptions* are the stacks that need a look of their own, the failed stacks and the
+stacks of every exceptional group. Shared, varied and bigger variant groups are the
+*changes across stacks*.
 
 Pure functions on plain data: no printing, no environment, no I/O. Inputs must be
 masked already (the report's masking module does that when it reads the preview).
@@ -56,7 +57,8 @@ PLACEHOLDERS = ("namespace", "project", "stack")
 # Review order of actions: what removes things first, additions last.
 ACTION_RANK = {"delete": 0, "replace": 1, "update": 2, "create": 3}
 MAX_VARIANTS = 5
-Role = Literal["shared", "variant", "single", "varied"]
+Role = Literal["shared", "variant", "few", "varied"]
+FEW = 3  # at most this many stacks (and a tenth of the changed ones): an exception
 
 # Inside this module placeholders are written with control characters, so a value
 # that literally contains "{project}" can never be mistaken for one.
@@ -166,6 +168,7 @@ class Group:
     variant_of: str | None = None
     field_objects: tuple[int, ...] = ()  # per field, when the fields' object counts differ
     reference: tuple[Field | None, ...] = ()  # variants: per field, the same field's change
+    exceptional: bool = False  # shown as an exception of its stacks, not as a change
     # in the group this one is a variant of (None: that group does not change it)
 
     @property
@@ -178,10 +181,6 @@ class Group:
         prod = set(self.production)
         return min(self.occurrences, key=lambda o: (o.stack not in prod, o.stack, o.id))
 
-    @property
-    def exceptional(self) -> bool:
-        return self.role in ("variant", "single")
-
 
 @dataclass(frozen=True)
 class StackException:
@@ -190,7 +189,7 @@ class StackException:
     stack: str
     production: bool
     failed: bool
-    groups: tuple[str, ...]  # ids of its variant and single groups
+    groups: tuple[str, ...]  # ids of its exceptional groups
 
 
 @dataclass(frozen=True)
@@ -306,7 +305,8 @@ class _Entry:
     lines: tuple[Field, ...]
     items: list[_Item]
     key: tuple[Any, ...]
-    role: Role = "single"
+    role: Role = "few"
+    exceptional: bool = False
     head: _Entry | None = None  # the entry this one is a variant of
     objects: tuple[int, ...] = ()  # per line, how many objects have it (merged entries)
 
@@ -379,8 +379,9 @@ def group_changes(stacks: Iterable[StackChanges], *, max_variants: int = MAX_VAR
             families.setdefault(_family(entry), []).append(entry)
         for family in families.values():
             entries.extend(_collapse(family, max_variants))
-    _assign_roles(entries)
-    exceptional = {s for e in entries if e.role in ("variant", "single") for s in e.stacks}
+    changed_count = len({s.path for s in stacks if any(c.action in CHANGING for c in s.changes)})
+    _assign_roles(entries, changed_count)
+    exceptional = {s for e in entries if e.exceptional for s in e.stacks}
     entries = _merge(entries, exceptional | set(failed))
 
     groups = [_group(e, production) for e in entries]
@@ -471,15 +472,16 @@ def _collapse(family: list[_Entry], max_variants: int) -> list[_Entry]:
     ]
 
 
-def _assign_roles(entries: list[_Entry]) -> None:
-    """Shared (two stacks or more), variant (another value of a bigger entry's field)
-    or single; ``varied`` entries keep their role."""
+def _assign_roles(entries: list[_Entry], changed: int) -> None:
+    """Variant, few or shared (see the module docstring); ``varied`` entries stay."""
     by_class: dict[_ClassKey, list[_Entry]] = {}
     for e in entries:
         by_class.setdefault(e.cls, []).append(e)
     for same in by_class.values():
         same.sort(key=_size)
         for i, e in enumerate(same):
+            n = len(e.stacks)
+            few = n == 1 or (n <= FEW and n * 10 <= changed)
             if e.role == "varied":
                 continue
             mine = e.paths
@@ -488,15 +490,15 @@ def _assign_roles(entries: list[_Entry]) -> None:
                     bigger
                     for bigger in same[:i]
                     if bigger.role == "shared"
-                    and len(bigger.stacks) > len(e.stacks)
+                    and len(bigger.stacks) > n
                     and _conflicts(e, mine, bigger)
                 ),
                 None,
             )
             if head is not None:
-                e.role, e.head = "variant", head
+                e.role, e.head, e.exceptional = "variant", head, few
             else:
-                e.role = "shared" if len(e.stacks) >= 2 else "single"
+                e.role, e.exceptional = ("few", True) if few else ("shared", False)
 
 
 def _conflicts(entry: _Entry, mine: Mapping[str, Field], bigger: _Entry) -> bool:
@@ -523,7 +525,7 @@ def _merge(entries: list[_Entry], exceptional: set[str]) -> list[_Entry]:
         into = merged.get(key)
         counts = tuple(len(e.items) for _ in e.lines)
         if into is None:
-            into = _Entry(e.cls, e.lines, list(e.items), e.key, "shared", None, counts)
+            into = _Entry(e.cls, e.lines, list(e.items), e.key, role="shared", objects=counts)
             merged[key] = into
             out.append(into)
         else:
@@ -581,6 +583,7 @@ def _group(entry: _Entry, production: frozenset[str]) -> Group:
         variant_of=_digest(entry.head.key) if entry.head is not None else None,
         field_objects=objects,
         reference=reference,
+        exceptional=entry.exceptional,
     )
 
 

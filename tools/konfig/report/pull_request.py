@@ -21,12 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from konfig.engine.plan import ACTIONS, CHANGING
-from konfig.masking import mask_secret_diff
-from konfig.report.budget import DEFAULT_BUDGET, Measure, chars, cut_section
+from konfig.masking import mask_field, mask_secret_diff
+from konfig.repo.settings import DEFAULT_PRODUCTION_STACKS, is_production
+from konfig.report import grouped
+from konfig.report.budget import DEFAULT_BUDGET, Measure, chars, cut_section, utf8_bytes
+from konfig.report.grouping import Field, Grouping, ObjectChange, StackChanges, group_changes
 from konfig.report.inputs import ReportInputError, expect, line_number, nonempty, stack_path
 from konfig.report.markdown import environment
 from konfig.report.previews import KIND as PREVIEW_KIND
@@ -83,6 +87,8 @@ class ChangeItem:
     reason: str
     validated: bool
     diff: str
+    api_version: str = ""
+    fields: tuple[Field, ...] = ()  # masked
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,7 @@ class StackReport:
     counts: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(ACTIONS, 0))
     changes: tuple[ChangeItem, ...] = ()
     failures: tuple[Failure, ...] = ()
+    production: bool = False  # production-like (docs/report.md)
 
     @property
     def status(self) -> Status:
@@ -156,6 +163,24 @@ class Report:
     def totals(self) -> dict[str, int]:
         return {a: sum(s.counts.get(a, 0) for s in self.stacks) for a in ACTIONS}
 
+    @cached_property
+    def grouping(self) -> Grouping:
+        """The stacks' changes grouped across stacks (each distinct change once)."""
+        return group_changes(
+            StackChanges(
+                s.path,
+                tuple(
+                    ObjectChange(
+                        c.api_version, c.kind, c.namespace, c.name, c.action, c.fields, c.diff
+                    )
+                    for c in s.changes
+                ),
+                production=s.production,
+                failed=s.failed,
+            )
+            for s in self.stacks
+        )
+
 
 @dataclass(frozen=True)
 class Inputs:
@@ -172,8 +197,18 @@ class Inputs:
 # -- building ---------------------------------------------------------------------
 
 
-def build(inputs: Inputs, *, sha: str, run_url: str | None = None) -> Report:
-    """Merge the stage outputs into one :class:`Report` (pure; raises ReportInputError)."""
+def build(
+    inputs: Inputs,
+    *,
+    sha: str,
+    run_url: str | None = None,
+    production: tuple[str, ...] = DEFAULT_PRODUCTION_STACKS,
+) -> Report:
+    """Merge the stage outputs into one :class:`Report` (pure; raises ReportInputError).
+
+    A stack is production-like as ``konfig changed --json`` says; a stack it does not
+    describe (or an older change set) by the ``production`` path patterns.
+    """
     stacks: dict[str, dict[str, Any]] = {}
 
     def entry(path: str) -> dict[str, Any]:
@@ -223,6 +258,7 @@ def build(inputs: Inputs, *, sha: str, run_url: str | None = None) -> Report:
                 counts=data.get("counts", dict.fromkeys(ACTIONS, 0)),
                 changes=tuple(data.get("changes", ())),
                 failures=failures,
+                production=is_production(path, data.get("production"), production),
             )
         )
     return Report(
@@ -255,6 +291,8 @@ def _read_changed(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
     expect(isinstance(stacks, list), "changed: `stacks` must be a list")
     for item in stacks:
         e = entry(stack_path(item, "changed: a stack"))
+        if isinstance(item.get("production"), bool):
+            e["production"] = item["production"]
         for reason in item.get("reasons") or []:
             if str(reason) not in e["reasons"]:
                 e["reasons"].append(str(reason))
@@ -374,6 +412,7 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
             if not isinstance(c, Mapping) or c.get("action") == "unchanged":
                 continue
             kind = str(c.get("kind", ""))
+            api_version = str(c.get("apiVersion", ""))
             changes.append(
                 ChangeItem(
                     id=str(c.get("id", "")),
@@ -386,20 +425,38 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
                     diff=mask_secret_diff(str(c.get("diff") or ""))
                     if kind == "Secret"
                     else str(c.get("diff") or ""),
+                    api_version=api_version,
+                    fields=_fields(api_version, kind, c.get("fields")),
                 )
             )
         e["changes"] = sorted(changes, key=lambda c: c.id)
 
 
+def _fields(api_version: str, kind: str, raw: Any) -> tuple[Field, ...]:
+    out = []
+    for f in raw if isinstance(raw, list) else ():
+        if not isinstance(f, Mapping) or not isinstance(f.get("path"), str):
+            continue
+        before, after = mask_field(api_version, kind, f["path"], f.get("before"), f.get("after"))
+        out.append(Field(f["path"], before, after))
+    return tuple(out)
+
+
 # -- rendering --------------------------------------------------------------------
+
+
+Layout = Literal["auto", "stacks", "grouped"]
+# The grouped layout is chosen for more stacks than this with changes or failures.
+GROUP_AFTER = 10
 
 
 @dataclass(frozen=True)
 class Rendered:
     text: str
     truncated: bool
-    omitted: tuple[str, ...]  # stacks whose diffs are not in the text
+    omitted: tuple[str, ...]  # stacks whose diffs (grouped: exceptions) are not in the text
     cut: tuple[str, ...]  # stacks whose section was cut in the middle
+    layout: str = "stacks"  # stacks or grouped
 
 
 def render_placeholder(sha: str, run_url: str | None) -> str:
@@ -410,20 +467,90 @@ def render_placeholder(sha: str, run_url: str | None) -> str:
     )
 
 
+def choose_layout(
+    report: Report,
+    layout: Layout = "auto",
+    *,
+    budget: int = DEFAULT_BUDGET,
+    measure: Measure = chars,
+) -> Literal["stacks", "grouped"]:
+    """``auto``: grouped when at least two stacks change and more than
+    :data:`GROUP_AFTER` stacks change or fail, or the per-stack comment would not fit."""
+    if layout != "auto":
+        return layout
+    if sum(1 for s in report.stacks if s.changes) < 2:
+        return "stacks"
+    if sum(1 for s in report.stacks if s.changes or s.failures) > GROUP_AFTER:
+        return "grouped"
+    per_stack = _render_stacks(report, budget=budget, measure=measure, title="")
+    return "grouped" if per_stack.truncated else "stacks"
+
+
 def render(
     report: Report,
     *,
     budget: int = DEFAULT_BUDGET,
     measure: Measure = chars,
     title: str = "Konfig preview",
+    layout: Layout = "auto",
 ) -> Rendered:
-    """Render ``report`` as markdown no larger than ``budget`` (as counted by ``measure``)."""
+    """Render ``report`` as markdown no larger than ``budget`` (as counted by ``measure``):
+    one section per stack, or (many stacks) each distinct change once (docs/report.md)."""
+    if choose_layout(report, layout, budget=budget, measure=measure) == "grouped":
+        shown = grouped.render_grouped(
+            report, report.grouping, budget=budget, measure=measure, title=title
+        )
+        return Rendered(shown.text, shown.truncated, shown.omitted, (), "grouped")
+    return _render_stacks(report, budget=budget, measure=measure, title=title)
+
+
+def render_full(
+    report: Report,
+    *,
+    budget: int,
+    measure: Measure = utf8_bytes,
+    title: str = "Konfig preview",
+    layout: Layout = "auto",
+) -> Rendered:
+    """The job summary and the artifact: with the grouped layout, the grouped overview
+    and then every stack with its diff, within ``budget``."""
+    if choose_layout(report, layout) == "stacks":
+        return _render_stacks(report, budget=budget, measure=measure, title=title)
+    overview = grouped.render_grouped(
+        report, report.grouping, budget=budget // 2, measure=measure, title=title, footer=False
+    )
+    detail = _render_stacks(
+        report, budget=budget - measure(overview.text), measure=measure, title=title, detail=True
+    )
+    return Rendered(
+        overview.text + detail.text,
+        overview.truncated or detail.truncated,
+        detail.omitted,
+        detail.cut,
+        "grouped",
+    )
+
+
+def _render_stacks(
+    report: Report,
+    *,
+    budget: int,
+    measure: Measure,
+    title: str,
+    detail: bool = False,
+) -> Rendered:
+    """The per-stack layout (``detail``: the table and sections below a grouped overview)."""
     env = environment()
     stack_tpl = env.get_template("stack.md.j2")
 
     def head(rows: Sequence[StackReport], hidden: int) -> str:
         return env.get_template("heading.md.j2").render(
-            r=report, title=title, short=report.sha[:12], rows=rows, hidden_rows=hidden
+            r=report,
+            title=title,
+            short=report.sha[:12],
+            rows=rows,
+            hidden_rows=hidden,
+            detail=detail,
         )
 
     def foot(truncated: bool, omitted: Sequence[str], cut: Sequence[str]) -> str:
@@ -493,3 +620,8 @@ def _priority(stack: StackReport) -> tuple[int, str]:
 
 def _has_section(stack: StackReport) -> bool:
     return bool(stack.failures or stack.changes)
+
+
+def to_json(report: Report, *, layout: Layout = "auto") -> dict[str, Any]:
+    """``konfig report --json`` (schema: docs/report.schema.json)."""
+    return grouped.to_json(report, report.grouping, layout=choose_layout(report, layout))

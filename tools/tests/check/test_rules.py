@@ -188,6 +188,19 @@ def test_policy_disable_can_name_resources(repo_builder: RepoBuilder, konfig: Ko
     assert "structure/invalid-value" in rules(findings(konfig, repo_builder))
 
 
+def test_stack_yaml_production_must_be_a_boolean(
+    repo_builder: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    resources = app_resources("web", "shop-dev")
+    raw_stack(repo_builder, "shop", "dev", resources, stack_yaml="name: dev\nproduction: true\n")
+    assert findings(konfig, repo_builder) == []
+    raw_stack(repo_builder, "shop", "dev", resources, stack_yaml="name: dev\nproduction: yes-ish\n")
+    (finding,) = findings(konfig, repo_builder)
+    assert finding["rule"] == "structure/invalid-value"
+    assert finding["message"] == "`production` must be a boolean"
+    assert (finding["file"], finding["line"]) == ("appops/shop/dev/stack.yaml", 2)
+
+
 def test_a_policy_crash_is_reported_on_the_stack_that_causes_it(
     repo_builder: RepoBuilder, konfig: KonfigRunner
 ) -> None:

@@ -25,11 +25,41 @@ def test_json_output(repo: RepoBuilder, konfig: KonfigRunner) -> None:
     assert result.code == 0, result.err
     data = json.loads(result.out)
     assert data["stacks"] == [
-        {"path": "appops/shop/dev", "reasons": ["appops/shop/dev/main.k changed"]}
-    ]
+        {"path": "appops/shop/dev", "reasons": ["appops/shop/dev/main.k changed"],
+         "production": False}
+    ]  # fmt: skip
     assert data["deleted_stacks"] == ["appops/shop/prod"]
     assert data["projects"] == ["appops/shop"]
     assert len(data["base"]) == 40 and len(data["head"]) == 40
+
+
+def test_production_like_stacks(repo: RepoBuilder, konfig: KonfigRunner) -> None:
+    """stack.yaml's `production` decides; without it, the productionStacks patterns."""
+    repo.stack("shop", "eu-live", stack_yaml="name: eu-live\nproduction: true\n")
+    repo.stack("shop", "prod-canary", stack_yaml="name: prod-canary\nproduction: false\n")
+    repo.stack("shopfront", "prod-eu")
+    repo.write("kcl.mod", (repo.root / "kcl.mod").read_text() + "\n")  # every stack
+    git_commit(repo.root, "edit")
+    result = konfig("changed", "--base", "HEAD~1", "--json", cwd=repo.root)
+    assert result.code == 0, result.err
+    production = {s["path"]: s["production"] for s in json.loads(result.out)["stacks"]}
+    assert production == {
+        "appops/shop/dev": False,
+        "appops/shop/eu-live": True,  # stack.yaml says so
+        "appops/shop/prod": True,  # the default pattern appops/*/**/prod
+        "appops/shop/prod-canary": False,  # stack.yaml says no
+        "appops/shopfront/dev": False,
+        "appops/shopfront/prod-eu": True,  # appops/*/**/prod-*
+    }
+    repo.write("konfig.yaml", "productionStacks: [appops/shopfront/*]\n")
+    git_commit(repo.root, "only shopfront is production")
+    result = konfig("changed", "--base", "HEAD~1", "--json", cwd=repo.root)
+    production = {s["path"]: s["production"] for s in json.loads(result.out)["stacks"]}
+    assert [p for p, yes in sorted(production.items()) if yes] == [
+        "appops/shop/eu-live",
+        "appops/shopfront/dev",
+        "appops/shopfront/prod-eu",
+    ]
 
 
 def test_github_output_is_heredoc_json(

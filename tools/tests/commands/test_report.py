@@ -5,10 +5,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
+from fleet import Fleet, set_image
 from kubeutil import unique
 
 SHA = "abcdef0123456789abcdef0123456789abcdef01"
@@ -210,6 +212,37 @@ def test_real_preview_of_a_secret_never_leaks_into_report(
             assert canary not in text
             assert base64.b64encode(canary.encode()).decode() not in text
     assert "***" in body
+
+
+def test_many_stacks_are_grouped_and_json_lists_the_groups(
+    konfig: KonfigRunner, tmp_path: Path
+) -> None:
+    fleet = Fleet(20, edits=[set_image("nginx:1.27.4")])
+    preview = write(tmp_path / "r" / "preview.json", fleet.preview())
+    write(tmp_path / "r" / "changed.json", fleet.changed())
+    summary = tmp_path / "summary.md"
+    body = konfig(
+        "report", "--results", str(tmp_path / "r"), "--sha", SHA, "--summary-file", str(summary)
+    )
+    assert body.code == 0, body.err
+    assert "in 60 Deployments across 60 stacks" in body.out
+    assert "| `appops/app000/dev` |" not in body.out  # no per-stack table in the comment
+    full = summary.read_text(encoding="utf-8")
+    assert "### Changes across stacks" in full and "### Every stack" in full
+    assert "| `appops/app000/dev` | imports base/pkg/models/frontend | 📝 changes |" in full
+    stacks = konfig("report", "--preview", str(preview), "--sha", SHA, "--layout", "stacks")
+    assert "| `appops/app000/dev` |" in stacks.out and "Identical changes" not in stacks.out
+    data = konfig("report", "--results", str(tmp_path / "r"), "--sha", SHA, "--json")
+    assert data.code == 0, data.err
+    doc = json.loads(data.out)
+    schema = json.loads((Path(__file__).parents[3] / "docs/report.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(doc)
+    assert doc["layout"] == "grouped"
+    (group,) = doc["groups"]
+    assert (group["number"], group["kind"], len(group["stacks"])) == (1, "Deployment", 60)
+    assert len(group["productionStacks"]) == 20
+    bad = konfig("report", "--preview", str(preview), "--sha", SHA, "--layout", "nope")
+    assert bad.code == 2 and "--layout" in bad.err
 
 
 def test_apply_report_cli(konfig: KonfigRunner, tmp_path: Path) -> None:

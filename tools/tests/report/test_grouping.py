@@ -64,7 +64,7 @@ def test_a_placeholder_with_one_value_is_written_out() -> None:
     one = Fleet(1, envs=("prod",), edits=[add_label("tier", "app000-prod")])
     (g1,) = grouped(one).groups
     assert g1.name == "app000" and {f.after for f in g1.fields} == {"app000-prod"}
-    assert g1.role == "single"
+    assert g1.role == "few" and g1.exceptional
 
 
 def test_tokens_match_whole_words_only() -> None:
@@ -114,7 +114,9 @@ def test_exceptions_different_value_extra_delete_failure() -> None:
     assert variant.stacks == ("appops/app007/dev",)
     assert variant.fields == (Field(IMAGE, "nginx:1.26.0", "nginx:1.27.4"),)
     delete = next(g for g in result.groups if g.action == "delete")
-    assert delete.role == "single" and delete.stacks == ("appops/app010/staging",)
+    assert (
+        delete.role == "few" and delete.exceptional and delete.stacks == ("appops/app010/staging",)
+    )
     assert (delete.kind, delete.name) == ("ConfigMap", "legacy")
     # Review order: failures first, then the delete, then the differing update.
     assert [e.stack for e in result.exceptions] == [
