@@ -8,6 +8,7 @@ this module loads them on demand and maps exceptions to exit codes (0 ok, 1 find
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 import traceback
 from pathlib import Path
@@ -68,8 +69,19 @@ def cli(ctx: click.Context, root: Path | None) -> None:
     ctx.obj = {"root": root}
 
 
+def _quiet_libraries() -> None:
+    """Libraries log to the root logger (urllib3 retries, the kubernetes client); with no
+    handler there, Python prints those records raw on stderr (``ERROR:root:...`` once
+    something called ``logging.basicConfig``). konfig reports failures itself, so the
+    records go nowhere."""
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (tests call this directly)."""
+    _quiet_libraries()
     try:
         code = cli.main(args=argv, prog_name="konfig", standalone_mode=False)
     except click.exceptions.Abort:

@@ -40,8 +40,46 @@ def selection_options(verb: str) -> Callable[[_F], _F]:
 
 
 def kube_options(fn: _F) -> _F:
-    """``--kubeconfig`` and ``--context`` of apply, destroy and pending."""
+    """``--kubeconfig`` and ``--context`` of apply, destroy and pending, and the timeouts."""
+    fn = timeout_options(fn)
     fn = click.option("--context", default=None, help="Kubeconfig context for every stack.")(fn)
     return click.option(
         "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Kubeconfig."
+    )(fn)
+
+
+# Where timeout_options keeps its values for commands/_common.timeouts_of.
+TIMEOUTS_KEY = "konfig.timeouts"
+
+
+def _keep(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    ctx.meta.setdefault(TIMEOUTS_KEY, {})[param.name] = value
+    return value
+
+
+def timeout_options(fn: _F) -> _F:
+    """``--request-timeout`` and ``--credential-timeout`` (or their environment variables)
+    of every command that talks to a cluster; read them with ``_common.timeouts_of``."""
+    fn = click.option(
+        "--credential-timeout",
+        envvar="KONFIG_CREDENTIAL_TIMEOUT",
+        show_envvar=True,
+        type=click.FloatRange(min=0, min_open=True),
+        default=30.0,  # engine/credentials.py DEFAULT_TIMEOUT
+        show_default=True,
+        expose_value=False,
+        callback=_keep,
+        help="Seconds the kubeconfig user's exec credential plugin may take.",
+    )(fn)
+    return click.option(
+        "--request-timeout",
+        envvar="KONFIG_REQUEST_TIMEOUT",
+        show_envvar=True,
+        type=click.FloatRange(min=0, min_open=True),
+        default=60.0,  # engine/kube.py DEFAULT_REQUEST_TIMEOUT, the API server's own limit
+        show_default=True,
+        expose_value=False,
+        callback=_keep,
+        help="Seconds one Kubernetes API request may take before konfig gives up on the "
+        "server and says which one did not answer.",
     )(fn)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from konfig.commands._common import load_repository, report_problems
+from konfig.commands._common import load_repository, report_problems, timeouts_of
 from konfig.commands._options import kube_options
 from konfig.commands._results import (
     DEFAULT_LOCK_TIMEOUT,
@@ -146,7 +146,9 @@ def command(
         )
 
     env_kubeconfig = os.environ.get("KUBECONFIG")
-    with Connections(repo, kubeconfig, context, env_kubeconfig=env_kubeconfig) as conns:
+    with Connections(
+        repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
+    ) as conns:
         check_shared(selected, specs, conns)
         shown: dict[str, StackPlan] = {}
         if not yes or saved is not None:

@@ -12,7 +12,7 @@ import os
 
 import click
 
-from konfig.commands._common import load_repository, report_problems
+from konfig.commands._common import load_repository, report_problems, timeouts_of
 from konfig.commands._console import info
 from konfig.commands._options import kube_options
 from konfig.commands._results import (
@@ -90,7 +90,9 @@ def command(
     printer = Printer(quiet=as_json, prefix=True)
     options = ApplyOptions(concurrency=concurrency, timeout=timeout, wait=not no_wait)
     env_kubeconfig = os.environ.get("KUBECONFIG")
-    with Connections(repo, kubeconfig, context, env_kubeconfig=env_kubeconfig) as conns:
+    with Connections(
+        repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
+    ) as conns:
         plans = plan_destroys(conns, targets, note=None if as_json else info)
         if not as_json:
             show_plans([StackPreview(p.path, deleted=True, plan=p) for p in plans])

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from konfig.commands._common import load_repository, report_problems
+from konfig.commands._common import load_repository, report_problems, timeouts_of
 from konfig.commands._console import echo_json, echo_stacks, info
 from konfig.commands._options import kube_options
 from konfig.commands._outputs import github_output_file, write_stack_outputs
@@ -50,7 +50,9 @@ def command(
     if not as_json:
         report_problems(repo)
     env_kubeconfig = os.environ.get("KUBECONFIG")
-    with Connections(repo, kubeconfig, context, env_kubeconfig=env_kubeconfig) as conns:
+    with Connections(
+        repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
+    ) as conns:
         found = read_inventories(repo, conns)
     result = pending_stacks(
         repo.root, head, [s.path for s in repo.stacks], found.by_stack, found.found.values()

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import click
 
-from konfig.commands._common import load_repository, report_problems
+from konfig.commands._common import load_repository, report_problems, timeouts_of
 from konfig.commands._console import compile_progress, error, info
+from konfig.commands._options import timeout_options
 from konfig.engine.kube import MAX_WORKERS
 from konfig.engine.planner import DEFAULT_WORKERS
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
@@ -87,6 +88,7 @@ EXIT_CHANGES = 2
     default=None,
     help="Kubeconfig context for every stack (default: the stack's kubernetes.context).",
 )
+@timeout_options
 @click.option(
     "-j",
     "--jobs",
@@ -157,7 +159,9 @@ def command(
 
     quiet = fmt != "text" or out is not None
     env_kubeconfig = os.environ.get("KUBECONFIG")
-    with Connections(repo, kubeconfig, context, env_kubeconfig=env_kubeconfig) as conns:
+    with Connections(
+        repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
+    ) as conns:
         compiled = compile_stacks(
             repo, selected, jobs=jobs, state=state, meter=compile_progress(enabled=not quiet)
         )

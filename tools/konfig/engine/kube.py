@@ -22,24 +22,31 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TypeVar
 
 import urllib3
-from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
+from kubernetes.client import rest as kube_rest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConfigMerger
 from kubernetes.dynamic import DynamicClient, LazyDiscoverer
 from kubernetes.dynamic.exceptions import ResourceNotFoundError, ResourceNotUniqueError
 
+from konfig.engine import credentials
 from konfig.errors import KonfigError
 from konfig.ids import describe
 
 FIELD_MANAGER = "konfig"
 DEFAULT_KUBECONFIG = "~/.kube/config"
-# (connect, read) seconds: an unreachable server fails fast, a slow write still finishes.
-REQUEST_TIMEOUT = (5.0, 60.0)
+# kube-apiserver ends a request after 60 s itself (its --request-timeout): a server that
+# answers at all answers within that.
+DEFAULT_REQUEST_TIMEOUT = 60.0
+# A connection that is not even accepted within this is not coming.
+CONNECT_TIMEOUT = 10.0
 # Concurrent requests one Kube serves without opening throw-away connections.
 MAX_WORKERS = 32
 
@@ -52,6 +59,24 @@ class KubeTarget:
 
     kubeconfig: str | None = None
     context: str | None = None
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long konfig waits for the cluster before it names what did not answer.
+
+    ``request``: seconds for one API request, connecting included (a read that times out
+    is not retried: a server that took the request and went silent will not answer the
+    next one either); ``credential``: seconds for the kubeconfig user's ``exec``
+    credential plugin.
+    """
+
+    request: float = DEFAULT_REQUEST_TIMEOUT
+    credential: float = credentials.DEFAULT_TIMEOUT
+
+    @property
+    def urllib3(self) -> tuple[float, float]:
+        return (min(CONNECT_TIMEOUT, self.request), self.request)
 
 
 @dataclass(frozen=True)
@@ -101,6 +126,10 @@ def _says_immutable(message: str) -> bool:
 
 class KubeError(KonfigError):
     """The cluster cannot be reached, refused a request, or the kubeconfig is unusable."""
+
+
+class KubeTimeoutError(KubeError):
+    """The API server did not answer a request within the request timeout."""
 
 
 class KubeApiError(KubeError):
@@ -160,6 +189,7 @@ class Kube:
     context: str
     user: str
     kubeconfig: str
+    timeouts: Timeouts = field(default_factory=Timeouts)
     _mappings: dict[tuple[str, str], ResourceInfo] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -364,7 +394,7 @@ class Kube:
         params = {k: v for k, v in params.items() if v is not None}
         return self._call(
             lambda: self.dynamic.request(
-                method, path, serializer=_raw, _request_timeout=REQUEST_TIMEOUT, **params
+                method, path, serializer=_raw, _request_timeout=self.timeouts.urllib3, **params
             ),
             what=what,
         )
@@ -375,6 +405,15 @@ class Kube:
         except ApiException as exc:
             raise self._api_error(exc, what) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if _timed_out(exc):
+                raise KubeTimeoutError(
+                    f"the Kubernetes API server at {self.server} (context {self.context!r}) "
+                    f"did not answer within {self.timeouts.request:g}s when asked to {what}",
+                    hint="check it with `kubectl --kubeconfig "
+                    f"{self.kubeconfig} --context {self.context} --request-timeout "
+                    f"{self.timeouts.request:g}s get --raw /readyz`; if it is only slow, raise "
+                    "--request-timeout (or KONFIG_REQUEST_TIMEOUT)",
+                ) from None
             raise KubeError(
                 f"cannot reach the Kubernetes API server at {self.server} "
                 f"(context {self.context!r}) to {what}: {_reason(exc)}",
@@ -427,6 +466,18 @@ def apply_body(manifest: Mapping[str, Any]) -> bytes:
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
 
 
+def _timed_out(exc: BaseException) -> bool:
+    """A connect or read timeout, however urllib3 wraps it."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None or isinstance(seen, urllib3.exceptions.NewConnectionError):
+            return False  # (urllib3 derives "connection refused" from ConnectTimeoutError)
+        if isinstance(seen, (urllib3.exceptions.TimeoutError, TimeoutError)):
+            return True
+        seen = getattr(seen, "reason", None) or seen.__context__
+    return False
+
+
 def _reason(exc: BaseException) -> str:
     reason = getattr(exc, "reason", None)
     text = str(reason or exc)
@@ -464,23 +515,142 @@ def failure_from(status: int, reason: str, body: Any) -> ApiFailure:
     )
 
 
-def _context_user(kubeconfig: str, context: str | None) -> tuple[str, str]:
-    contexts, current = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
-        config_file=kubeconfig
-    )
-    name = context or (current or {}).get("name")
-    for ctx in contexts or []:
-        if ctx.get("name") == name:
-            return str(name), str((ctx.get("context") or {}).get("user", ""))
-    available = ", ".join(sorted(str(c.get("name")) for c in contexts or [])) or "none"
-    raise KubeError(
-        f"kubeconfig {kubeconfig} has no context {name!r} (it has: {available})",
-        hint="set kubernetes.context in the stack's stack.yaml or pass --context",
-    )
+class _Retry(urllib3.Retry):
+    """urllib3's retries (a refused connection, a dropped keep-alive connection), except
+    for a read that timed out: the server took the request and went silent, and asking
+    again only doubles the wait."""
+
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: TracebackType | None = None,
+    ) -> _Retry:
+        if isinstance(error, urllib3.exceptions.ReadTimeoutError):
+            raise error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
 
 
-def connect(target: KubeTarget) -> Kube:
+def _retries() -> _Retry:
+    return _Retry(total=3, connect=1, read=2, redirect=0, status=0, other=0)
+
+
+class _BoundedRest(kube_rest.RESTClientObject):
+    """The client's REST layer with a timeout on every request: the kubernetes client
+    sends the requests it makes itself (API discovery) without one."""
+
+    def __init__(self, configuration: Configuration, timeout: tuple[float, float]) -> None:
+        super().__init__(configuration)
+        self._default_timeout = timeout
+
+    def request(  # type: ignore[no-untyped-def]
+        self, method, url, headers=None, body=None, post_params=None, _request_timeout=None
+    ):
+        return super().request(  # type: ignore[no-untyped-call]
+            method,
+            url,
+            headers=headers,
+            body=body,
+            post_params=post_params,
+            _request_timeout=_request_timeout or self._default_timeout,
+        )
+
+
+def _plain(node: Any) -> Any:
+    """The value of a kubeconfig entry (the client wraps merged entries in ConfigNode)."""
+    return node.value if isinstance(node, ConfigNode) else node
+
+
+def _named(entries: Any, name: str) -> Any:
+    for entry in entries or []:
+        if isinstance(_plain(entry), Mapping) and _plain(entry).get("name") == name:
+            return entry
+    return None
+
+
+@dataclass
+class _Refresher:
+    """Runs the credential plugin again when the token it gave expires (thread-safe)."""
+
+    plugin: credentials.Plugin
+    credential: credentials.Credential
+    timeout: float
+    cwd: str | None
+    cluster: Mapping[str, Any] | None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, conf: Configuration) -> None:
+        with self.lock:
+            if not self.credential.expired(datetime.now(UTC)):
+                return
+            fresh = credentials.run(
+                self.plugin, timeout=self.timeout, cwd=self.cwd, cluster=self.cluster
+            )
+            if fresh.token:
+                self.credential = fresh
+                conf.api_key["BearerToken"] = f"Bearer {fresh.token}"
+
+
+def _configuration(
+    kubeconfig: str, context: str | None, timeouts: Timeouts
+) -> tuple[Configuration, str, str]:
+    """Load a kubeconfig context into a client Configuration: (configuration, context,
+    user). An ``exec`` credential plugin runs here, bounded by ``timeouts.credential``."""
+    try:
+        merged = KubeConfigMerger(kubeconfig).config  # type: ignore[no-untyped-call]
+    except (OSError, ValueError) as exc:  # unreadable, or not YAML
+        raise KubeError(f"cannot read kubeconfig {kubeconfig}: {exc}") from None
+    if merged is None or not isinstance(merged.value, Mapping):
+        raise KubeError(f"kubeconfig {kubeconfig} holds no configuration")
+    top = merged.value
+    name = context or top.get("current-context")
+    found = _named(top.get("contexts"), str(name)) if name else None
+    if found is None:
+        available = ", ".join(sorted(str(_plain(c).get("name")) for c in top.get("contexts") or []))
+        raise KubeError(
+            f"kubeconfig {kubeconfig} has no context {name!r} (it has: {available or 'none'})",
+            hint="set kubernetes.context in the stack's stack.yaml or pass --context",
+        )
+    ctx = _plain(found).get("context") or {}
+    user_name = str(ctx.get("user", ""))
+    user_entry = _named(top.get("users"), user_name) if user_name else None
+    refresher: _Refresher | None = None
+    if user_entry is not None:
+        user = _plain(user_entry).get("user") or {}
+        if isinstance(user, Mapping) and "exec" in user:
+            source = getattr(user_entry, "path", None) or kubeconfig.split(":")[0]
+            plugin = credentials.plugin_of(user_name, user["exec"], source)
+            cluster_entry = _named(top.get("clusters"), str(ctx.get("cluster", "")))
+            cluster = (_plain(cluster_entry) or {}).get("cluster") if cluster_entry else None
+            cwd = str(Path(source).parent)
+            credential = credentials.run(
+                plugin, timeout=timeouts.credential, cwd=cwd, cluster=cluster
+            )
+            _plain(user_entry)["user"] = credentials.user_entry(credential, user)
+            if credential.token and credential.expires is not None:
+                refresher = _Refresher(plugin, credential, timeouts.credential, cwd, cluster)
+    conf = Configuration()
+    # Room for the dry-run thread pool: one pooled connection per worker.
+    conf.connection_pool_maxsize = MAX_WORKERS
+    conf.retries = _retries()
+    try:
+        loader = KubeConfigLoader(  # type: ignore[no-untyped-call]
+            config_dict=merged, active_context=str(name), config_base_path=None
+        )
+        loader.load_and_set(conf)  # type: ignore[no-untyped-call]
+    except ConfigException as exc:
+        raise KubeError(f"cannot use kubeconfig {kubeconfig} (context {name!r}): {exc}") from None
+    if refresher is not None:
+        conf.refresh_api_key_hook = refresher  # type: ignore[assignment]
+    return conf, str(name), user_name
+
+
+def connect(target: KubeTarget, timeouts: Timeouts | None = None) -> Kube:
     """Load the target's kubeconfig context and check that the API server answers."""
+    timeouts = timeouts or Timeouts()
     kubeconfig = target.kubeconfig or DEFAULT_KUBECONFIG
     paths = [str(Path(p).expanduser()) for p in kubeconfig.split(":") if p]
     if not any(Path(p).is_file() for p in paths):
@@ -489,19 +659,11 @@ def connect(target: KubeTarget) -> Kube:
             hint="pass --kubeconfig, set kubernetes.kubeconfig in stack.yaml, or set KUBECONFIG",
         )
     kubeconfig = ":".join(paths)
-    try:
-        context, user = _context_user(kubeconfig, target.context)
-        conf = Configuration()
-        # Room for the dry-run thread pool: one pooled connection per worker.
-        conf.connection_pool_maxsize = MAX_WORKERS
-        api = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, context=context, persist_config=False, client_configuration=conf
-        )
-    except ConfigException as exc:
-        raise KubeError(
-            f"cannot use kubeconfig {kubeconfig} (context {target.context!r}): {exc}"
-        ) from None
-    server = str(api.configuration.host)
+    conf, context, user = _configuration(kubeconfig, target.context, timeouts)
+    api = ApiClient(configuration=conf)
+    api.rest_client.pool_manager.clear()
+    api.rest_client = _BoundedRest(conf, timeouts.urllib3)
+    server = str(conf.host)
     # Never read: nothing is written (see _InMemoryDiscoverer), so it never exists.
     no_cache = str(Path(tempfile.gettempdir()) / f"konfig-discovery-{uuid.uuid4().hex}.json")
     placeholder = Kube(
@@ -511,6 +673,7 @@ def connect(target: KubeTarget) -> Kube:
         context=context,
         user=user,
         kubeconfig=kubeconfig,
+        timeouts=timeouts,
     )
     try:
         dynamic = placeholder._call(

@@ -1,4 +1,5 @@
-"""Retries of Kubernetes API calls: backoff on 409/429/5xx, a clear stop when unreachable."""
+"""Retries of Kubernetes API calls: backoff on 409/429/5xx and dropped connections, a
+clear stop when the server is unreachable or does not answer within the request timeout."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from konfig.engine.kube import Kube, KubeApiError, KubeError
+from konfig.engine.kube import Kube, KubeApiError, KubeError, KubeTimeoutError
 from konfig.engine.stackrun import ApplyOptions
 from konfig.ids import ObjectRef
 
@@ -27,11 +28,12 @@ class Unreachable(Exception):
 def retryable(exc: KubeError) -> bool:
     if isinstance(exc, KubeApiError):
         return exc.failure.status in RETRYABLE_STATUS
-    return True  # unreachable, connection reset, timeout
+    return True  # unreachable, connection reset
 
 
 def retry(fn: Callable[[], _T], options: ApplyOptions) -> _T:
-    """Call ``fn``, retrying with exponential backoff on 409/429/5xx and timeouts."""
+    """Call ``fn``, retrying with exponential backoff on 409/429/5xx and dropped
+    connections; a request that timed out stops the stack at once (:class:`Unreachable`)."""
     delay = options.backoff
     for attempt in range(1, options.attempts + 1):
         try:
@@ -39,6 +41,10 @@ def retry(fn: Callable[[], _T], options: ApplyOptions) -> _T:
         except KubeApiError as exc:
             if not retryable(exc) or attempt == options.attempts:
                 raise
+        except KubeTimeoutError as exc:
+            # the server took the request and went silent for the whole request timeout:
+            # asking again would only wait as long again, so stop the stack at once
+            raise Unreachable(exc) from exc
         except KubeError as exc:
             if attempt == options.attempts:
                 raise Unreachable(exc) from exc

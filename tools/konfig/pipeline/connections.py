@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube, KubeTarget, Timeouts, connect
 from konfig.errors import KonfigError
 from konfig.repo.layout import Repository, Stack
 
@@ -20,7 +20,7 @@ class Connections:
     command line) else the stack's ``kubernetes.context``. A stack whose directory is
     gone has neither, so only the command line and ``$KUBECONFIG`` choose for it.
     A connection that failed fails again for every stack of that cluster, without
-    trying again.
+    trying again. ``timeouts`` bound every request and the credential plugin.
     """
 
     def __init__(
@@ -30,11 +30,13 @@ class Connections:
         context: str | None,
         *,
         env_kubeconfig: str | None = None,
+        timeouts: Timeouts | None = None,
     ) -> None:
         self.repo = repo
         self.kubeconfig = kubeconfig
         self.context = context
         self.env_kubeconfig = env_kubeconfig or None
+        self.timeouts = timeouts or Timeouts()
         self._open: dict[KubeTarget, Kube | KonfigError] = {}
         self._lock = threading.Lock()
 
@@ -52,7 +54,7 @@ class Connections:
         with self._lock:
             if target not in self._open:
                 try:
-                    self._open[target] = connect(target)
+                    self._open[target] = connect(target, self.timeouts)
                 except KonfigError as exc:
                     self._open[target] = exc
             found = self._open[target]

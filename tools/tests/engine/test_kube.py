@@ -213,3 +213,61 @@ def test_apply_body_sends_emoji_as_utf8_not_as_escapes() -> None:
     assert "\x85" not in text and "\u2028" not in text
     assert json.loads(body) == manifest
     assert yaml.safe_load(body) == manifest  # the apply-patch+yaml reading of it
+
+
+# --- exec credential plugins (issue 19 item 2): konfig runs them, bounded -------------
+
+
+def _exec_kubeconfig(cluster: Cluster, tmp_path: Path, script: str) -> tuple[Path, Path]:
+    """The cluster's kubeconfig with the admin user's token replaced by an exec plugin."""
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    plugin = tmp_path / "plugin"
+    calls = tmp_path / "calls"
+    for entry in config["users"]:
+        if entry["name"] == _user_of(config, "admin"):
+            token = entry["user"].pop("token")
+            plugin.write_text(
+                f'#!/bin/sh\necho called >> "{calls}"\n' + script.replace("@TOKEN", token),
+                encoding="utf-8",
+            )
+            plugin.chmod(0o755)
+            entry["user"]["exec"] = {
+                "apiVersion": "client.authentication.k8s.io/v1",
+                "command": str(plugin),
+                "interactiveMode": "Never",
+            }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path, calls
+
+
+def _user_of(config: dict, context: str) -> str:  # type: ignore[type-arg]
+    for entry in config["contexts"]:
+        if entry["name"] == context:
+            return str(entry["context"]["user"])
+    raise AssertionError(context)
+
+
+@pytest.mark.cluster
+def test_an_exec_credential_plugin_provides_the_token(cluster: Cluster, tmp_path: Path) -> None:
+    credential = (
+        '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",'
+        '"status":{"token":"@TOKEN","expirationTimestamp":"2099-01-01T00:00:00Z"}}'
+    )
+    path, calls = _exec_kubeconfig(cluster, tmp_path, f"echo '{credential}'\n")
+    with connect(KubeTarget(str(path), "admin")) as kube:
+        assert kube.get("v1", "Namespace", "default", None) is not None
+    assert calls.read_text().count("called") == 1
+
+
+@pytest.mark.cluster
+def test_an_expired_exec_credential_is_fetched_again(cluster: Cluster, tmp_path: Path) -> None:
+    # the first answer is already expired, so the first request runs the plugin again
+    credential = (
+        '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",'
+        '"status":{"token":"@TOKEN","expirationTimestamp":"2001-01-01T00:00:00Z"}}'
+    )
+    path, calls = _exec_kubeconfig(cluster, tmp_path, f"echo '{credential}'\n")
+    with connect(KubeTarget(str(path), "admin")) as kube:
+        assert kube.get("v1", "Namespace", "default", None) is not None
+    assert calls.read_text().count("called") >= 2
