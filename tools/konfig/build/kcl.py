@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import kcl_lib.api as kcl_api
+if TYPE_CHECKING:
+    import kcl_lib.api as kcl_api
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _LOCATION = re.compile(r"^\s*-->\s+(?P<file>.+?):(?P<line>\d+)(?::(?P<col>\d+))?\s*$")
@@ -70,14 +71,33 @@ class KclError(Exception):
 
 
 @cache
+def _lib() -> Any:
+    # kcl-lib takes a tenth of a second to load: only a process that runs KCL pays it
+    import kcl_lib.api as lib
+
+    return lib
+
+
+@cache
 def _api() -> kcl_api.API:
-    return kcl_api.API()
+    return _lib().API()
 
 
 @cache
 def version() -> str:
     """The KCL compiler version, e.g. ``0.13.2``."""
     return str(_api().get_version().version)
+
+
+@cache
+def library_version() -> str:
+    """The installed kcl-lib's version, from its package metadata (no need to load it)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("kcl-lib")
+    except metadata.PackageNotFoundError:
+        return version()
 
 
 def parse_diagnostics(raw: str, *, root: Path | None = None) -> list[Diagnostic]:
@@ -154,17 +174,24 @@ def run(
     options: Iterable[tuple[str, Any]] = (),
     root: Path | None = None,
     select: Sequence[str] = (),
+    packages: Mapping[str, str] | None = None,
 ) -> Any:
     """Compile ``files`` as one main package and return the output as Python data.
 
+    ``packages`` maps a first import name to a directory (KCL's external packages):
+    ``{"base": "/repo/base"}`` makes ``import base.pkg.x`` load ``/repo/base/pkg/x``.
     Raises :class:`KclError` with parsed diagnostics when KCL rejects the program.
     """
-    args = kcl_api.ExecProgramArgs(
+    args = _lib().ExecProgramArgs(
         k_filename_list=[literal_path(f) for f in files],
         work_dir=str(work_dir),
-        args=[kcl_api.Argument(name=k, value=_argument_value(v)) for k, v in options],
+        args=[_lib().Argument(name=k, value=_argument_value(v)) for k, v in options],
         path_selector=list(select),
         disable_yaml_result=True,
+        external_pkgs=[
+            _lib().ExternalPkg(pkg_name=name, pkg_path=path)
+            for name, path in sorted((packages or {}).items())
+        ],
     )
     try:
         result = _api().exec_program(args)
@@ -178,9 +205,33 @@ def run(
     return json.loads(result.json_result) if result.json_result else None
 
 
+# parse_source() gives kcl-lib this path, which does not exist: KCL then parses the text
+# alone instead of also loading every module it imports (a hundred times slower)
+_NOWHERE = "/nonexistent/konfig-parse-source.k"
+
+
+def parse_source(text: str) -> dict[str, Any]:
+    """The syntax tree of KCL source text (kcl-lib's JSON form, positions included:
+    lines 1-based, columns 0-based). Imports are not followed. Raises :class:`KclError`
+    for a syntax error."""
+    result = _api().parse_file(_lib().ParseFileArgs(path=_NOWHERE, source=text))
+    errors = [
+        Diagnostic(message=_ANSI.sub("", m.msg), line=m.pos.line or None, kind="SyntaxError")
+        for e in result.errors
+        if e.level == "error" and "CannotFindModule" not in e.code
+        for m in e.messages[:1]
+    ]
+    if errors:
+        raise KclError(errors, "\n".join(d.message for d in errors))
+    tree = json.loads(result.ast_json)
+    if not isinstance(tree, dict):
+        raise KclError([], "kcl-lib returned no syntax tree")
+    return tree
+
+
 def import_deps(file: Path) -> tuple[list[str], list[str]]:
     """The files a KCL file imports (resolved by KCL) and its parse errors."""
-    result = _api().parse_file(kcl_api.ParseFileArgs(path=str(file)))
+    result = _api().parse_file(_lib().ParseFileArgs(path=str(file)))
     errors = [_ANSI.sub("", m.msg) for e in result.errors for m in e.messages]
     return list(result.deps), errors
 
@@ -233,7 +284,7 @@ def test(package_dir: Path, *, root: Path | None = None) -> list[TestCase]:
     Raises :class:`KclError` when the package or its tests do not compile.
     """
     remove_stale_test_files(package_dir)
-    args = kcl_api.TestArgs(pkg_list=[str(package_dir.resolve())])
+    args = _lib().TestArgs(pkg_list=[str(package_dir.resolve())])
     try:
         result = _api().test(args)
     except Exception as exc:  # kcl-lib raises bare Exception for compile errors
@@ -253,5 +304,5 @@ def test(package_dir: Path, *, root: Path | None = None) -> list[TestCase]:
 
 def format_source(source: str) -> str:
     """KCL's canonical formatting of ``source`` (what ``kcl fmt`` writes)."""
-    result = _api().format_code(kcl_api.FormatCodeArgs(source=source))
+    result = _api().format_code(_lib().FormatCodeArgs(source=source))
     return bytes(result.formatted).decode("utf-8")
