@@ -7,6 +7,7 @@ so the same data always yields the same bytes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +50,28 @@ def relpath(path: Path, root: Path | None) -> str:
 _FastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+# Bounds for what a YAML document may become once loaded. PyYAML builds an alias as a
+# reference to the anchored value, so a "billion laughs" document loads in a millisecond,
+# but whatever walks the data afterwards (validation, JSON, canonical()) meets every
+# reference again: 9 levels of 9 aliases are 387 million strings. Aliases are fine;
+# what they add beyond the values written out is bounded, as are nesting and size.
+MAX_ALIAS_EXPANSION = 100_000
+MAX_DEPTH = 100
+MAX_FILE_BYTES = 8 << 20
+
+
 def load_yaml_text(text: str, *, file: str) -> Any:
+    """Parse YAML; ConfigError (file, line) for bad syntax or a document that expands
+    past the bounds above through aliases, refers to itself, or nests too deep."""
     try:
-        return yaml.load(text, Loader=_FastLoader)  # CSafeLoader: safe
+        data = yaml.load(text, Loader=_FastLoader)  # CSafeLoader: safe
     except yaml.YAMLError:
-        pass
+        data = _load_slowly(text, file)
+    _check_bounds(data, text, file)
+    return data
+
+
+def _load_slowly(text: str, file: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -65,14 +83,111 @@ def load_yaml_text(text: str, *, file: str) -> Any:
 
 def load_yaml_file(path: Path, *, root: Path | None = None) -> Any:
     try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ConfigError(
+                f"is larger than {MAX_FILE_BYTES >> 20} MiB; a configuration file is not",
+                file=relpath(path, root),
+            )
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror}", file=relpath(path, root)) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"is not UTF-8 text (byte {exc.start}: {exc.reason})", file=relpath(path, root)
+        ) from exc
+    # the relative name (a realpath per call) is only worked out for an error
     try:
-        return yaml.load(text, Loader=_FastLoader)  # CSafeLoader: safe
+        data = yaml.load(text, Loader=_FastLoader)  # CSafeLoader: safe
     except yaml.YAMLError:
-        # the relative name (a realpath per call) is only worked out for the error
         return load_yaml_text(text, file=relpath(path, root))
+    if isinstance(data, dict | list):
+        _check_bounds(data, text, lambda: relpath(path, root))
+    return data
+
+
+def _children(value: Any) -> Any:
+    return value.values() if isinstance(value, dict) else value
+
+
+def _measure(data: Any) -> tuple[int, int, int, bool]:
+    """(values after expanding aliases, values as written, nesting depth, refers to
+    itself), without expanding anything: each mapping and list is visited once."""
+    sizes: dict[int, tuple[int, int]] = {}  # id -> (expanded values, depth)
+    entered: set[int] = set()
+    written = 0
+    work: list[tuple[Any, bool]] = [(data, False)]
+    while work:
+        value, leaving = work.pop()
+        if not isinstance(value, dict | list):
+            continue
+        key = id(value)
+        if leaving:
+            expanded, depth = 1, 0
+            for child in _children(value):
+                if isinstance(child, dict | list):
+                    child_size, child_depth = sizes[id(child)]
+                    expanded += child_size
+                    depth = max(depth, child_depth)
+                else:
+                    expanded += 1
+            sizes[key] = (expanded, depth + 1)
+            entered.discard(key)
+            continue
+        if key in sizes:
+            continue
+        if key in entered:
+            return 0, 0, 0, True
+        entered.add(key)
+        work.append((value, True))
+        written += 1
+        for child in _children(value):
+            if isinstance(child, dict | list):
+                if id(child) in entered:
+                    return 0, 0, 0, True
+                work.append((child, False))
+            else:
+                written += 1
+    if not isinstance(data, dict | list):
+        return 1, 1, 0, False
+    expanded, depth = sizes[id(data)]
+    return expanded, written, depth, False
+
+
+def _first_alias_line(text: str) -> int | None:
+    try:
+        for event in yaml.parse(text, Loader=_FastLoader):
+            if isinstance(event, yaml.AliasEvent) and event.start_mark is not None:
+                return int(event.start_mark.line) + 1
+    except yaml.YAMLError:
+        return None
+    return None
+
+
+def _check_bounds(data: Any, text: str, file: str | Callable[[], str]) -> None:
+    if not isinstance(data, dict | list):
+        return
+    expanded, written, depth, cyclic = _measure(data)
+    if not cyclic and expanded - written <= MAX_ALIAS_EXPANSION and depth <= MAX_DEPTH:
+        return
+    if callable(file):
+        file = file()  # the relative name (a realpath) only for an error
+    if cyclic:
+        raise ConfigError(
+            "a YAML alias refers to a value that contains it (the data would be endless)",
+            file=file,
+            line=_first_alias_line(text),
+            hint="write the value out instead of the alias",
+        )
+    if expanded - written > MAX_ALIAS_EXPANSION:
+        raise ConfigError(
+            f"YAML aliases expand this document to {expanded:,} values from {written:,} "
+            f"written out (at most {MAX_ALIAS_EXPANSION:,} more are allowed)",
+            file=file,
+            line=_first_alias_line(text),
+            hint="use fewer nested aliases (&anchor / *alias) or write the values out",
+        )
+    if depth > MAX_DEPTH:
+        raise ConfigError(f"YAML nests deeper than {MAX_DEPTH} levels", file=file)
 
 
 def canonical(data: Any) -> Any:

@@ -1,0 +1,95 @@
+"""YAML reading is bounded: an alias bomb, a self-referring alias, deep nesting or a huge
+file is a ConfigError with the file (and line), in milliseconds and a few megabytes."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fixtures.repos import RepoBuilder
+
+from konfig.errors import ConfigError
+from konfig.repo import yamlio
+
+
+def laughs(levels: int = 9, width: int = 9) -> str:
+    """The "billion laughs": each level an alias list of the level below."""
+    lines = ["name: dev", "a0: &a0 [" + ", ".join(['"lol"'] * width) + "]"]
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_alias_bomb_is_refused_quickly_with_file_and_line() -> None:
+    started = time.perf_counter()
+    with pytest.raises(ConfigError) as raised:
+        yamlio.load_yaml_text(laughs(), file="appops/shop/dev/stack.yaml")
+    assert time.perf_counter() - started < 1.0
+    assert raised.value.file == "appops/shop/dev/stack.yaml"
+    assert raised.value.line == 3  # the first alias
+    assert "aliases expand this document to 4,412,961,507 values" in str(raised.value)
+
+
+def test_alias_that_contains_itself_is_refused() -> None:
+    with pytest.raises(ConfigError, match="refers to a value that contains it"):
+        yamlio.load_yaml_text("name: dev\nloop: &l [1, *l]\n", file="s.yaml")
+
+
+def test_ordinary_aliases_still_load() -> None:
+    text = "defaults: &d {replicas: 2, tier: web}\nprod: *d\nlist: &l [1, 2]\nagain: *l\n"
+    data = yamlio.load_yaml_text(text, file="s.yaml")
+    assert data["prod"] == {"replicas": 2, "tier": "web"} and data["again"] == [1, 2]
+    # a few levels of reuse stay well under the bound
+    assert (
+        yamlio.load_yaml_text(laughs(levels=3, width=9), file="s.yaml")["a3"][0][0][0][0] == "lol"
+    )
+
+
+def test_deep_nesting_is_refused() -> None:
+    with pytest.raises(ConfigError, match="nests deeper than 100 levels"):
+        yamlio.load_yaml_text("x: " + "[" * 150 + "]" * 150 + "\n", file="deep.yaml")
+
+
+def test_huge_or_binary_config_files_are_refused(tmp_path: Path) -> None:
+    big = tmp_path / "stack.yaml"
+    big.write_bytes(b"name: dev\n" + b"# padding\n" * (yamlio.MAX_FILE_BYTES // 10 + 1))
+    with pytest.raises(ConfigError, match="larger than 8 MiB"):
+        yamlio.load_yaml_file(big, root=tmp_path)
+    binary = tmp_path / "project.yaml"
+    binary.write_bytes(b"name: \xff\xfe\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        yamlio.load_yaml_file(binary, root=tmp_path)
+
+
+def _limited(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [(["check"], 1), (["list"], 1), (["compile", "--all", "--no-cache"], 0)],
+)
+def test_commands_stay_small_on_an_alias_bomb(
+    repo_builder: RepoBuilder, command: list[str], code: int
+) -> None:
+    """Before the bound, `konfig check` passed 3 GiB on this stack.yaml: here the command
+    runs with 1 GiB of address space and must answer with the file, never a traceback
+    (compile warns about the broken stack and compiles the other one)."""
+    repo_builder.stack("shop", "dev", stack_yaml=laughs())
+    repo_builder.stack("shop", "prod")
+    proc = subprocess.run(
+        [sys.executable, "-m", "konfig", *command],
+        cwd=repo_builder.root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: _limited(1 << 30),
+        check=False,
+    )
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "appops/shop/dev/stack.yaml:3" in proc.stdout + proc.stderr
