@@ -2,8 +2,8 @@
 
 A stack's cache key is a sha256 over:
 
-* the tool: konfig's version and the source of the modules that shape a Spec
-  (``compile``, ``spec``, ``kcl``, ``cache``), and the KCL compiler version;
+* the tool: konfig's version, a digest of every file of the installed konfig package,
+  and kcl-lib's version;
 * its options (``kcl.yaml`` / ``ci-test/settings.yaml`` ``kcl_options``) and its entry
   files in order (the render entry included);
 * the git blob id of every file it may read: the entry files, every file inside the
@@ -12,9 +12,9 @@ A stack's cache key is a sha256 over:
   each imported ``.k`` module file, and ``kcl.mod`` / ``kcl.mod.lock``.
 
 Entries live in ``.cache/konfig/compile/<key[:2]>/<key>.json`` (the Spec as JSON and
-its canonical YAML),
-written atomically. An entry that cannot be read or parsed is ignored (and rewritten
-after the stack compiles again). Only successful compiles are stored.
+its canonical YAML), written atomically. An entry that cannot be read or parsed is
+ignored (and rewritten after the stack compiles again). Only successful compiles are
+stored.
 """
 
 from __future__ import annotations
@@ -32,20 +32,23 @@ from typing import Any
 from konfig import __version__
 from konfig.detect.importgraph import KCL_SUFFIX, ImportCache, ImportGraph, module_of, scan_files
 from konfig.detect.snapshot import Snapshot, find_layout, worktree_snapshot
-from konfig.fingerprint import source_digest
+from konfig.fingerprint import package_digest
 from konfig.repo.files import atomic_write_text
 from konfig.spec import Spec, SpecError, load_spec
 
 COMPILE_DIR = "compile"
 ALWAYS = ("kcl.mod", "kcl.mod.lock")
-# relative to the package root (konfig/)
-_TOOL_MODULES = ("build/compiler.py", "spec.py", "build/kcl.py", "build/cache.py")
 
 
 @cache
 def tool_fingerprint() -> str:
-    """konfig's version plus a digest of the modules that decide what a Spec looks like."""
-    return source_digest(__version__, _TOOL_MODULES)
+    """konfig's version and a digest of every file of the installed konfig package.
+
+    Any module can change what a Spec looks like or how it is stored (the compiler, the
+    batch, the YAML writer, the cache itself, ...), so the digest covers the whole
+    package; kcl-lib's version goes into each key next to it.
+    """
+    return package_digest(__version__)
 
 
 @dataclass(frozen=True)

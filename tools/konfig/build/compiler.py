@@ -285,7 +285,7 @@ def compile_cached(
 
     index = DependencyIndex.build(repo.root, state)
     store = CompileCache(state)
-    kcl_version = kcl.version()
+    kcl_version = kcl.library_version()
     keys: dict[str, str] = {}
     results: dict[str, CompileResult] = {}
     misses: list[CompileInput] = []

@@ -47,7 +47,7 @@ from konfig.detect.importgraph import (
 )
 from konfig.detect.snapshot import Layout, Snapshot, find_layout, tree_snapshot, worktree_snapshot
 from konfig.errors import ConfigError
-from konfig.fingerprint import source_digest
+from konfig.fingerprint import package_digest
 from konfig.repo.files import atomic_write_text
 from konfig.repo.layout import APPOPS, KCL_MOD_VAR, KCL_YAML, MAIN, PROJECT_FILE, STACK_FILE
 from konfig.repo.settings import (
@@ -237,23 +237,16 @@ def affected_stacks(
 
 
 _MEMO_KEEP = 200
+
+
 # relative to the package root (konfig/)
-_FINGERPRINT_MODULES = (
-    "detect/changeset.py",
-    "detect/snapshot.py",
-    "detect/importgraph.py",
-    "detect/gitrepo.py",
-    "repo/settings.py",
-)
-
-
 class _Memo:
     """The change set of two commits, kept under ``<cache>/changed/<key>.json``."""
 
     def __init__(self, cache: Path, base: str, head: str, merge: str) -> None:
         seed = f"{__version__}\0{base}\0{head}\0{merge}"
         self.dir = cache / "changed"
-        self.key = source_digest(seed, _FINGERPRINT_MODULES)
+        self.key = package_digest(seed)  # every module of konfig, not a chosen few
         self.path = self.dir / f"{self.key}.json"
 
     def load(self) -> ChangeSet | None:

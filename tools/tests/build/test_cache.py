@@ -1,11 +1,16 @@
+import hashlib
 import json
 import os
 from pathlib import Path
 
+import pytest
 from fixtures.repos import KonfigRunner, RepoBuilder
 
+from konfig.build import cache as cache_module
+from konfig.build import kcl
 from konfig.build.cache import CompileCache, DependencyIndex
 from konfig.build.compiler import compile_cached, compile_input
+from konfig.fingerprint import files_digest, package_digest
 from konfig.repo.layout import discover
 from konfig.spec import load_spec
 
@@ -134,3 +139,47 @@ def test_prune_keeps_current_entries_and_drops_the_oldest(tmp_path: Path) -> Non
     assert left == [keys[0], keys[4], keys[5]]
     assert store.get(keys[0]) is not None
     assert store.prune(keep=[], limit=3) == 0
+
+
+def test_changing_any_file_of_the_package_changes_the_fingerprint(tmp_path: Path) -> None:
+    import shutil
+
+    import konfig
+
+    package = tmp_path / "konfig"
+    shutil.copytree(
+        Path(konfig.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    before = files_digest(package)
+    files = sorted(p for p in package.rglob("*") if p.is_file())
+    assert any(p.name == "yamlio.py" for p in files)  # the module the old list left out
+    seen = {before}
+    for path in files:
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n")
+        seen.add(files_digest(package))
+        path.write_bytes(original)
+    assert len(seen) == len(files) + 1  # every edit gave a digest of its own
+    assert files_digest(package) == before
+    (package / "new_module.py").write_text("x = 1\n", encoding="utf-8")
+    assert files_digest(package) != before
+    # and the compile cache keys on exactly that digest of the installed package
+    installed = files_digest(Path(konfig.__file__).parent)
+    assert cache_module.tool_fingerprint() == package_digest(konfig.__version__)
+    assert (
+        package_digest(konfig.__version__)
+        == hashlib.sha256(f"{konfig.__version__}\0{installed}".encode()).hexdigest()
+    )
+    assert package_digest("another version") != package_digest(konfig.__version__)
+
+
+def test_key_changes_with_the_tool_and_kcl_lib(
+    repo_builder: RepoBuilder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _repo(repo_builder).root
+    assert not any(c for c, _ in _compile(root).values())
+    assert all(c for c, _ in _compile(root).values())
+    monkeypatch.setattr(cache_module, "tool_fingerprint", lambda: "another konfig")
+    assert not any(c for c, _ in _compile(root).values())
+    monkeypatch.setattr(kcl, "library_version", lambda: "9.9.9")
+    assert not any(c for c, _ in _compile(root).values())
