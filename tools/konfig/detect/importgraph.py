@@ -66,13 +66,6 @@ _TOKENS = re.compile(
 StackNode = tuple[str, str]
 
 
-def _nx() -> Any:
-    # networkx takes a quarter of a second to import: only pay for it when a graph is built
-    import networkx
-
-    return networkx
-
-
 def is_kcl_source(path: str) -> bool:
     """A ``.k`` file KCL compiles as part of its package (tests are not)."""
     return path.endswith(KCL_SUFFIX) and not path.endswith(TEST_SUFFIX)
@@ -173,15 +166,46 @@ def scan_files(
     return {p: [(str(n), int(line)) for n, line in cache.entries[b]] for p, b in kcl_files.items()}
 
 
+Node = str | StackNode
+
+
 @dataclass
 class ImportGraph:
-    """Modules and stacks of one snapshot and who imports whom (a networkx DiGraph)."""
+    """Modules and stacks of one snapshot and who imports whom.
 
-    graph: Any  # nx.DiGraph
+    Edges are kept as plain successor and predecessor sets: the queries (what a module
+    imports transitively, which stacks import it) are reachability, and a graph library
+    would cost every command that compiles or detects changes its import time.
+    """
+
     imports: dict[str, list[tuple[str, int]]]  # raw import statements per .k file
     kcl_mod_dirs: frozenset[str]
     paths: list[str]
     _targets: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _succ: dict[Node, set[Node]] = field(default_factory=dict, repr=False)
+    _pred: dict[Node, set[Node]] = field(default_factory=dict, repr=False)
+
+    def _add_edges(self, edges: Iterable[tuple[Node, Node]]) -> None:
+        for source, target in edges:
+            self._succ.setdefault(source, set()).add(target)
+            self._succ.setdefault(target, set())
+            self._pred.setdefault(target, set()).add(source)
+            self._pred.setdefault(source, set())
+
+    def __contains__(self, node: Node) -> bool:
+        return node in self._succ
+
+    @staticmethod
+    def _reach(start: Node, edges: dict[Node, set[Node]]) -> set[Node]:
+        seen: set[Node] = set()
+        todo = list(edges.get(start, ()))
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen.add(node)
+                todo.extend(edges.get(node, ()))
+        seen.discard(start)
+        return seen
 
     @classmethod
     def build(
@@ -191,7 +215,7 @@ class ImportGraph:
     ) -> ImportGraph:
         listed = list(paths)
         mods = {module_of(p) for p in listed if p == KCL_MOD or p.endswith("/" + KCL_MOD)}
-        graph = cls(_nx().DiGraph(), imports, frozenset(mods), listed)
+        graph = cls(imports, frozenset(mods), listed)
         edges: list[tuple[str, str]] = []
         for path in imports:
             if not is_kcl_source(path):
@@ -199,7 +223,7 @@ class ImportGraph:
             sources = {module_of(path), path[: -len(KCL_SUFFIX)]}
             for target in graph.targets(path):
                 edges.extend((s, target) for s in sources if s != target)
-        graph.graph.add_edges_from(edges)
+        graph._add_edges(edges)
         return graph
 
     def module_root(self, path: str) -> str:
@@ -258,36 +282,29 @@ class ImportGraph:
 
     def add_stacks(self, entries: Mapping[str, Iterable[str]]) -> None:
         """Add stack nodes with edges to what their entry files import (in one batch)."""
-        nodes: list[StackNode] = []
-        edges: list[tuple[StackNode, str]] = []
+        edges: list[tuple[Node, Node]] = []
         for stack_path, files in entries.items():
             node: StackNode = ("stack", stack_path)
-            nodes.append(node)
+            self._succ.setdefault(node, set())
+            self._pred.setdefault(node, set())
             for entry in files:
                 edges.extend((node, target) for target in self.targets(entry))
-        self.graph.add_nodes_from(nodes)
-        self.graph.add_edges_from(edges)
+        self._add_edges(edges)
 
     def stack_closure(self, stack_path: str) -> set[str]:
         """Every module a stack imports, directly or transitively."""
         node: StackNode = ("stack", stack_path)
-        if node not in self.graph:
-            return set()
-        return {n for n in _nx().descendants(self.graph, node) if isinstance(n, str)}
+        return {n for n in self._reach(node, self._succ) if isinstance(n, str)}
 
     def descendants(self, module: str) -> set[str]:
         """Every module ``module`` imports, directly or transitively."""
-        if module not in self.graph:
-            return set()
-        return {n for n in _nx().descendants(self.graph, module) if isinstance(n, str)}
+        return {n for n in self._reach(module, self._succ) if isinstance(n, str)}
 
     def importing_stacks(self, module: str) -> set[str]:
         """Stacks whose entry files import ``module``, directly or transitively."""
-        if module not in self.graph:
-            return set()
         return {
             n[1]
-            for n in _nx().ancestors(self.graph, module)
+            for n in self._reach(module, self._pred)
             if isinstance(n, tuple) and n[0] == "stack"
         }
 
