@@ -11,16 +11,18 @@ Compiling many stacks runs in worker processes; a broken stack never stops the o
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from konfig.build import kcl
+from konfig.build.limits import Limits
+
+if TYPE_CHECKING:
+    from konfig.build.workers import Died
 from konfig.errors import ConfigError
 from konfig.repo.layout import KCL_MOD_VAR, KCL_YAML, MAIN, Repository, Stack
 from konfig.repo.yamlio import load_yaml_file
@@ -68,6 +70,10 @@ class CompileResult:
     inputs: CompileInput | None = field(default=None, compare=False)
     # the Spec's canonical YAML when already rendered (the compile cache keeps it)
     spec_yaml: str | None = field(default=None, compare=False, repr=False)
+    # how many stacks shared the KCL run that made this Spec (1: a run of its own)
+    batch: int = field(default=1, compare=False)
+    # why the stack was compiled alone although others compiled with it in a batch
+    alone: str | None = field(default=None, compare=False, repr=False)
 
     def yaml(self) -> str:
         """The Spec as canonical YAML (rendered once)."""
@@ -205,14 +211,134 @@ def _error_from_kcl(exc: kcl.KclError) -> CompileError:
 
 ProgressFn = Callable[[CompileResult], None]
 
-# Measured on the 2-core reference machine: a forkserver pool with kcl-lib imported in
-# each worker takes about 0.3 s before the first result (hack/bench_compile.py).
-POOL_STARTUP_SECONDS = 0.3
+
+@dataclass(frozen=True)
+class CompileSettings:
+    """How stacks compile: the bounds of each KCL run, and whether stacks share runs."""
+
+    limits: Limits = field(default_factory=Limits)
+    batch: bool = True
 
 
-def _init_worker() -> None:
-    # Keep worker processes from fighting over the machine's cores with nested pools.
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Stacks per KCL run. A batch holds every stack's values at once (about 2 MB each);
+# past a few dozen stacks the shared base is a small part of a batch's time anyway.
+BATCH_MAX = 32
+# A group is split further for idle workers only into parts of at least this many
+# stacks: each part parses the shared base again.
+BATCH_MIN_SPLIT = 16
+# CPU seconds a batch may use on top of the per-run limit, per stack in it
+BATCH_CPU_PER_STACK = 1.0
+
+
+def _tasks(inputs: Sequence[CompileInput], jobs: int, batch: bool) -> list[list[CompileInput]]:
+    """Work for the workers: stacks with the same options and render entry together."""
+    if not batch:
+        return [[item] for item in inputs]
+    groups: dict[tuple[Any, ...], list[CompileInput]] = {}
+    for item in inputs:
+        key = (item.root, item.options, item.files[-1] if item.files else None)
+        groups.setdefault(key, []).append(item)
+    tasks: list[list[CompileInput]] = []
+    for group in groups.values():
+        parts = -(-len(group) // BATCH_MAX)
+        size = -(-len(group) // parts)
+        tasks.extend(group[i : i + size] for i in range(0, len(group), size))
+    while len(tasks) < jobs:
+        largest = max(tasks, key=len, default=[])
+        if len(largest) < 2 * BATCH_MIN_SPLIT:
+            break
+        tasks.remove(largest)
+        half = len(largest) // 2
+        tasks.extend([largest[:half], largest[half:]])
+    return tasks
+
+
+def _run_task(items: Sequence[CompileInput]) -> list[CompileResult]:
+    """In a worker: compile one stack alone, or several in as few KCL runs as possible."""
+    from konfig.build import batch  # only worker processes compile
+
+    if len(items) == 1:
+        return [_rendered(compile_one(items[0]))]
+    first = items[0]
+    out = batch.compile_together(
+        Path(first.root), [(i.stack_path, i.files) for i in items], first.options
+    )
+    results: list[CompileResult] = []
+    for item in items:
+        if item.stack_path not in out.resources:
+            alone = out.alone.get(item.stack_path)
+            results.append(_rendered(replace(compile_one(item), alone=alone)))
+            continue
+        resources = out.resources[item.stack_path]
+        seconds = out.seconds.get(item.stack_path, 0.0)
+        try:
+            spec = spec_from_output({"resources": resources})
+        except SpecError as exc:
+            results.append(
+                CompileResult(
+                    item.stack_path,
+                    None,
+                    CompileError(f"invalid spec: {exc}"),
+                    seconds,
+                    inputs=item,
+                )
+            )
+            continue
+        results.append(
+            _rendered(
+                CompileResult(
+                    item.stack_path,
+                    spec,
+                    None,
+                    seconds,
+                    inputs=item,
+                    batch=out.size[item.stack_path],
+                )
+            )
+        )
+    return results
+
+
+def _rendered(result: CompileResult) -> CompileResult:
+    # the worker renders the canonical YAML: that work runs in parallel too
+    if result.spec is not None and result.spec_yaml is None:
+        return replace(result, spec_yaml=result.spec.to_yaml())
+    return result
+
+
+def _stack_file(item: CompileInput) -> str:
+    """The file to name when a stack as a whole fails: its own entry file."""
+    root = Path(item.root)
+    own = [f for f in item.files if Path(f).parent == root / item.stack_path]
+    chosen = own[-1] if own else (item.files[-2] if len(item.files) > 1 else item.files[0])
+    return _rel(chosen, root)
+
+
+def _runaway(item: CompileInput, died: Died, limits: Limits) -> CompileResult:
+    cpu = f"KONFIG_COMPILE_TIMEOUT sets the limit in CPU seconds (now {limits.cpu_seconds:g})"
+    hints = {
+        "memory": f"KONFIG_COMPILE_MEMORY sets the limit in MiB (now {limits.memory_mib})",
+        "cpu": cpu,
+        "time": cpu,
+    }
+    what = {
+        "memory": "look for a comprehension or a recursion that builds more values than meant",
+        "cpu": "look for a loop or a recursion that does not end",
+        "time": "look for a loop or a recursion that does not end, or a read that waits",
+        "stack": "look for a lambda that calls itself without a base case",
+    }
+    details = tuple(d for d in (what.get(died.limit or ""), hints.get(died.limit or "")) if d)
+    return CompileResult(
+        item.stack_path,
+        None,
+        CompileError(
+            f"KCL {died.reason}; the compile of this stack was stopped",
+            file=_stack_file(item),
+            details=details,
+        ),
+        0.0,
+        inputs=item,
+    )
 
 
 def compile_many(
@@ -220,48 +346,67 @@ def compile_many(
     *,
     jobs: int = 1,
     progress: ProgressFn | None = None,
-    pool_startup: float = POOL_STARTUP_SECONDS,
+    settings: CompileSettings | None = None,
+    limits: Limits | None = None,
 ) -> list[CompileResult]:
-    """Compile every input; with ``jobs > 1`` in worker processes. Results keep input order.
+    """Compile every input in worker processes under the settings' limits (``limits``
+    overrides them). Results keep input order.
 
-    ``pool_startup`` is the estimated cost of starting the workers: when the first stack
-    shows the rest would compile faster than that serially, no pool is started.
+    Stacks with the same options and render entry compile together in one KCL run
+    (:mod:`konfig.build.batch`) unless ``settings.batch`` is false. A
+    worker that dies (a stack ran out of memory, time or stack) costs no other stack
+    its result: the stacks of a lost batch are compiled again one by one, and the one
+    that ran away gets an error naming its file and the limit it hit.
     """
+    from konfig.build import workers  # a run with every Spec from the cache needs none
+
+    settings = settings or CompileSettings()
+    limits = limits or settings.limits
     results: dict[str, CompileResult] = {}
-    serial = jobs <= 1 or len(inputs) <= 1
-    if not serial:
-        # Starting worker processes costs a few hundred milliseconds; tiny stacks compile
-        # in milliseconds. Time the first stack and go parallel only when it pays off.
-        first = compile_one(inputs[0])
-        results[first.stack_path] = first
+
+    def record(result: CompileResult) -> None:
+        results[result.stack_path] = result
         if progress:
-            progress(first)
-        # parallel pays off when the time saved, t·(n-1)·(1 - 1/jobs), beats the start-up
-        remaining = first.seconds * (len(inputs) - 1)
-        serial = remaining * (1 - 1 / jobs) < pool_startup
-        inputs_left: Sequence[CompileInput] = inputs[1:]
-    else:
-        inputs_left = inputs
-    if serial:
-        for item in inputs_left:
-            result = compile_one(item)
-            results[item.stack_path] = result
-            if progress:
-                progress(result)
-    else:
-        ctx = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(
-            max_workers=min(jobs, len(inputs_left)), mp_context=ctx, initializer=_init_worker
-        ) as pool:
-            pending: set[Future[CompileResult]] = {pool.submit(compile_one, i) for i in inputs_left}
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    result = future.result()
-                    results[result.stack_path] = result
-                    if progress:
-                        progress(result)
+            progress(result)
+
+    tasks = _tasks(inputs, jobs, settings.batch)
+    try:
+        pool: workers.Pool[list[CompileInput]] = workers.Pool(min(jobs, len(tasks)), limits)
+    except OSError:
+        pool = None  # type: ignore[assignment]
+    if pool is None or not tasks:
+        for item in inputs:
+            record(_rendered(compile_one(item)))
+        return [results[i.stack_path] for i in inputs]
+    with pool:
+        for task in tasks:
+            pool.submit(_run_task, task, cpu_budget=_budget(limits, len(task)))
+        for task, outcome in pool.outcomes():
+            if isinstance(outcome, workers.Done):
+                for result in outcome.value:
+                    record(result)
+            elif len(task) > 1:
+                for item in task:  # a lost batch: every stack on its own
+                    pool.submit(_run_task, [item], cpu_budget=limits.cpu_seconds)
+            elif isinstance(outcome, workers.Died):
+                record(_runaway(task[0], outcome, limits))
+            else:
+                record(
+                    CompileResult(
+                        task[0].stack_path,
+                        None,
+                        CompileError(f"internal error while compiling: {outcome.message}"),
+                        0.0,
+                        inputs=task[0],
+                    )
+                )
     return [results[i.stack_path] for i in inputs]
+
+
+def _budget(limits: Limits, stacks: int) -> float:
+    if stacks <= 1:
+        return limits.cpu_seconds
+    return limits.cpu_seconds + BATCH_CPU_PER_STACK * stacks
 
 
 CACHE_GENERATIONS = 3
@@ -274,13 +419,14 @@ def compile_cached(
     state: Path | None,
     jobs: int = 1,
     progress: ProgressFn | None = None,
+    settings: CompileSettings | None = None,
 ) -> list[CompileResult]:
     """Like :func:`compile_many`, but reuse Specs from the compile cache under ``state``.
 
     ``state`` None disables the cache. See :mod:`konfig.build.cache` for what the key covers.
     """
     if state is None or not inputs:
-        return compile_many(inputs, jobs=jobs, progress=progress)
+        return compile_many(inputs, jobs=jobs, progress=progress, settings=settings)
     from konfig.build.cache import CompileCache, DependencyIndex  # keeps plain compiles lean
 
     index = DependencyIndex.build(repo.root, state)
@@ -310,9 +456,9 @@ def compile_cached(
         results[item.stack_path] = result
         if progress:
             progress(result)
-    for result in compile_many(misses, jobs=jobs, progress=progress):
+    for result in compile_many(misses, jobs=jobs, progress=progress, settings=settings):
         if result.spec is not None:
-            text = result.spec.to_yaml()
+            text = result.yaml()
             spec = result.spec
             result = replace(result, spec_yaml=text)
             try:

@@ -1,7 +1,9 @@
-"""Helpers shared by subcommands: locating the repository, reporting its problems."""
+"""Helpers shared by subcommands: locating the repository, reporting its problems, the
+compile settings from the environment."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -9,10 +11,16 @@ import click
 
 from konfig.commands._console import warn
 from konfig.commands._options import TIMEOUTS_KEY
+from konfig.errors import UsageError
 from konfig.repo.layout import Repository, discover, find_root
 
 if TYPE_CHECKING:
+    from konfig.build.compiler import CompileSettings
     from konfig.engine.kube import Timeouts
+
+COMPILE_TIMEOUT_ENV = "KONFIG_COMPILE_TIMEOUT"
+COMPILE_MEMORY_ENV = "KONFIG_COMPILE_MEMORY"
+COMPILE_BATCH_ENV = "KONFIG_COMPILE_BATCH"
 
 
 def load_repository(ctx: click.Context) -> Repository:
@@ -35,3 +43,33 @@ def timeouts_of(ctx: click.Context) -> Timeouts:
         request=float(given.get("request_timeout", Timeouts.request)),
         credential=float(given.get("credential_timeout", Timeouts.credential)),
     )
+
+
+def compile_settings() -> CompileSettings:
+    """Compile bounds from the environment: ``KONFIG_COMPILE_TIMEOUT`` (CPU seconds per
+    KCL run), ``KONFIG_COMPILE_MEMORY`` (MiB per worker process) and
+    ``KONFIG_COMPILE_BATCH=0`` (a KCL run per stack instead of batches)."""
+    from konfig.build.compiler import CompileSettings
+    from konfig.build.limits import Limits
+
+    defaults = Limits()
+    cpu = _number(COMPILE_TIMEOUT_ENV, defaults.cpu_seconds, minimum=1)
+    memory = _number(COMPILE_MEMORY_ENV, defaults.memory_mib, minimum=128)
+    batch = os.environ.get(COMPILE_BATCH_ENV, "1").strip().lower() not in ("0", "false", "no")
+    return CompileSettings(Limits(cpu_seconds=cpu, memory_mib=int(memory)), batch=batch)
+
+
+def _number(name: str, default: float, *, minimum: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value >= minimum:  # also catches nan
+        raise UsageError(
+            f"{name}={raw!r} is not a number of at least {minimum:g}",
+            hint=f"unset {name} for the default ({default:g})",
+        )
+    return value

@@ -14,7 +14,12 @@ from pathlib import Path
 
 import click
 
-from konfig.commands._common import load_repository, report_problems, timeouts_of
+from konfig.commands._common import (
+    compile_settings,
+    load_repository,
+    report_problems,
+    timeouts_of,
+)
 from konfig.commands._options import kube_options
 from konfig.commands._results import (
     DEFAULT_LOCK_TIMEOUT,
@@ -135,7 +140,7 @@ def command(
     if commit is None:
         commit = head_commit(repo.root)
     state = None if no_cache else cache_dir(repo.root)
-    specs = compile_specs(repo, selected, jobs=jobs, state=state)
+    specs = compile_specs(repo, selected, jobs=jobs, state=state, settings=compile_settings())
     for stack in selected:
         check_order(stack.path, specs[stack.path])  # cycles, unknown ids: before any write
     printer = Printer(quiet=as_json, prefix=True)

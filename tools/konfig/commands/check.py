@@ -9,7 +9,7 @@ import click
 from konfig.check import Severity, check
 from konfig.check.formats import FORMATS, render
 from konfig.check.policy import POLICY_ENTRY
-from konfig.commands._common import load_repository
+from konfig.commands._common import compile_settings, load_repository
 from konfig.commands._console import compile_progress, info
 from konfig.commands._options import selection_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
@@ -65,7 +65,11 @@ def command(
         scope = [*{s.project_path: None for s in selection.stacks}, *(selection.test_scope or ())]
 
     compiled = compile_stacks(
-        repo, selection.stacks, jobs=jobs, meter=compile_progress(enabled=fmt == "text")
+        repo,
+        selection.stacks,
+        jobs=jobs,
+        meter=compile_progress(enabled=fmt == "text"),
+        settings=compile_settings(),
     )
 
     findings = check(repo, compiled, scope=scope, policies=policies)

@@ -9,7 +9,7 @@ import click
 from konfig.build.compiler import (
     CompileResult,
 )
-from konfig.commands._common import load_repository, report_problems
+from konfig.commands._common import compile_settings, load_repository, report_problems
 from konfig.commands._console import compile_progress, echo_json, error, info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
@@ -86,6 +86,7 @@ def command(
         jobs=jobs,
         state=None if no_cache else state,
         meter=compile_progress(enabled=not as_json),
+        settings=compile_settings(),
     )
 
     for result in results:

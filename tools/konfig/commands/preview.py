@@ -13,7 +13,12 @@ from pathlib import Path
 
 import click
 
-from konfig.commands._common import load_repository, report_problems, timeouts_of
+from konfig.commands._common import (
+    compile_settings,
+    load_repository,
+    report_problems,
+    timeouts_of,
+)
 from konfig.commands._console import compile_progress, error, info
 from konfig.commands._options import timeout_options
 from konfig.engine.kube import MAX_WORKERS
@@ -163,7 +168,12 @@ def command(
         repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
     ) as conns:
         compiled = compile_stacks(
-            repo, selected, jobs=jobs, state=state, meter=compile_progress(enabled=not quiet)
+            repo,
+            selected,
+            jobs=jobs,
+            state=state,
+            meter=compile_progress(enabled=not quiet),
+            settings=compile_settings(),
         )
         results = preview_stacks(
             conns,

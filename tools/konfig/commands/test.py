@@ -14,7 +14,7 @@ from konfig.build.compiler import CompileResult
 from konfig.build.kcltests import UnitTestResult, discover_packages, run_packages
 from konfig.check.findings import Finding
 from konfig.check.formats import as_github
-from konfig.commands._common import load_repository, report_problems
+from konfig.commands._common import compile_settings, load_repository, report_problems
 from konfig.commands._console import compile_progress, echo_json, info
 from konfig.commands._options import selection_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
@@ -71,7 +71,11 @@ def command(
     )
 
     compiled = compile_stacks(
-        repo, selection.stacks, jobs=jobs, meter=compile_progress(enabled=not (as_json))
+        repo,
+        selection.stacks,
+        jobs=jobs,
+        meter=compile_progress(enabled=not (as_json)),
+        settings=compile_settings(),
     )
     goldens: list[golden.GoldenResult] = []
     updates: list[golden.UpdateResult] = []

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from konfig.build.compiler import CompileSettings
 from konfig.detect import gitrepo
 from konfig.engine import ordering
 from konfig.engine.applier import ApplyError, apply_stack, check_plan
@@ -39,10 +40,15 @@ def head_commit(root: Path) -> str:
 
 
 def compile_specs(
-    repo: Repository, stacks: Sequence[Stack], *, jobs: int | None, state: Path | None
+    repo: Repository,
+    stacks: Sequence[Stack],
+    *,
+    jobs: int | None,
+    state: Path | None,
+    settings: CompileSettings | None = None,
 ) -> dict[str, Spec]:
     """Every stack's Spec; any compile failure stops the apply before anything is written."""
-    results = compile_stacks(repo, stacks, jobs=jobs, state=state)
+    results = compile_stacks(repo, stacks, jobs=jobs, state=state, settings=settings)
     failed = [r for r in results if r.error is not None]
     if failed:
         lines = "\n".join(f"  {r.stack_path}: {r.error}" for r in failed)

@@ -10,6 +10,7 @@ from typing import Protocol
 from konfig.build.compiler import (
     CompileInput,
     CompileResult,
+    CompileSettings,
     compile_cached,
     default_jobs,
     stacks_inputs,
@@ -44,12 +45,14 @@ def compile_stacks(
     jobs: int | None = None,
     state: Path | None = None,
     meter: MeterFactory | None = None,
+    settings: CompileSettings | None = None,
 ) -> list[CompileResult]:
     """Compile ``stacks`` (in worker processes; ``jobs`` None: one per CPU), results in
     the stacks' order, failed ones included (bad settings fail before compiling).
 
     ``state`` is the cache directory (None: compile everything); ``meter`` counts the
-    stacks that actually compile.
+    stacks that actually compile; ``settings`` bound each KCL run (defaults: see
+    :class:`~konfig.build.compiler.CompileSettings`).
     """
     prepared = stacks_inputs(repo, stacks)
     inputs = [p for p in prepared if isinstance(p, CompileInput)]
@@ -61,6 +64,7 @@ def compile_stacks(
             state=state,
             jobs=jobs or default_jobs(),
             progress=lambda r: bar.advance(Path(r.stack_path).name),
+            settings=settings,
         )
     by_path = {r.stack_path: r for r in done} | early
     return [by_path[s.path] for s in stacks]

@@ -112,7 +112,7 @@ def test_parallel_equals_serial(repo_builder: RepoBuilder) -> None:
     repo = discover(repo_builder.root)
     inputs = [compile_input(repo, s) for s in repo.stacks]
     serial = compile_many(inputs, jobs=1)
-    parallel = compile_many(inputs, jobs=2, pool_startup=0.0)  # force worker processes
+    parallel = compile_many(inputs, jobs=2)
     assert [r.stack_path for r in parallel] == [i.stack_path for i in inputs]
     assert [r.spec for r in serial] == [r.spec for r in parallel]
     assert all(r.ok for r in parallel)
@@ -126,9 +126,7 @@ def test_parallel_reports_broken_stack(repo_builder: RepoBuilder) -> None:
     repo = discover(repo_builder.root)
     inputs = [compile_input(repo, s) for s in repo.stacks]
     seen: list[str] = []
-    results = compile_many(
-        inputs, jobs=2, pool_startup=0.0, progress=lambda r: seen.append(r.stack_path)
-    )
+    results = compile_many(inputs, jobs=2, progress=lambda r: seen.append(r.stack_path))
     assert [r.ok for r in results] == [True, False, True]
     assert results[1].error is not None and results[1].error.file == "appops/b/dev/main.k"
     assert sorted(seen) == [i.stack_path for i in inputs]
