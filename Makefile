@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test unit demo bench bench-changed bench-cache cluster-build cluster-up cluster-down sops-build tofu-build tofu-up tofu-down constraints clean
+.PHONY: venv lint test unit demo bench bench-changed bench-cache bench-batch bench-startup cluster-build cluster-up cluster-down sops-build tofu-build tofu-up tofu-down constraints clean
 
 # constraints.txt pins every package (konfig's and the tools'): installs are reproducible
 $(STAMP): pyproject.toml constraints.txt
@@ -57,6 +57,14 @@ bench-changed: venv
 ## bench-cache: compile cache cold vs warm, -j1 vs -j2, on a generated repository
 bench-cache: venv
 	$(BIN)/python hack/bench_compile_cache.py
+
+## bench-batch: cold compile of 1,000 generated stacks, batches vs a KCL process per stack
+bench-batch: venv
+	$(BIN)/python hack/bench_compile_batch.py
+
+## bench-startup: CPU seconds of konfig --version, list and --help, and what they import
+bench-startup: venv
+	$(BIN)/python hack/bench_startup.py
 
 ## cluster-build: build the local control plane from Go modules (cached in .cache/cluster)
 cluster-build:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
-import traceback
 from pathlib import Path
 
 import click
@@ -99,6 +98,8 @@ def run(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as exc:
         code = exc.exit_code
     except Exception:
+        import traceback
+
         error("unexpected error (this is a bug in konfig; please report it):")
         traceback.print_exc(file=sys.stderr)
         code = EXIT_UNEXPECTED

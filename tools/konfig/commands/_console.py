@@ -6,15 +6,14 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from konfig.repo.names import display
 
-err_console = Console(stderr=True, highlight=False)
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 def echo_json(data: Any) -> None:
@@ -50,13 +49,18 @@ def progress_bar(description: str, total: int, *, enabled: bool = True) -> Itera
     if not enabled or total <= 1 or not sys.stderr.isatty():
         yield ProgressBar(None, None)
         return
-    progress = Progress(
+    # rich takes a tenth of a second to import: only a progress bar on a terminal pays it
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as RichProgress
+
+    progress = RichProgress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TextColumn("{task.fields[status]}"),
-        console=err_console,
+        console=Console(stderr=True, highlight=False),
         transient=True,
     )
     with progress:

@@ -1,0 +1,71 @@
+"""Commands load only what they need: the heavy libraries (the Kubernetes client, GitPython,
+networkx, jinja2, kubernetes-validate, rich, kcl-lib) stay out of the commands that do
+not use them. Measured by the modules a real ``konfig`` process has loaded at exit;
+the CPU seconds this saves are measured by ``hack/bench_startup.py``, not here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fixtures.repos import TEMPLATE_ROOT, RepoBuilder
+
+HEAVY = ("kubernetes", "git", "networkx", "jinja2", "kubernetes_validate", "rich", "kcl_lib")
+
+# runs the konfig CLI, then prints the top-level modules it loaded (as JSON, on stderr)
+RUNNER = """\
+import atexit, json, sys
+atexit.register(lambda: print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})),
+                              file=sys.stderr))
+sys.argv = ["konfig", *sys.argv[1:]]
+from konfig.__main__ import main
+main()
+"""
+
+
+def loaded(args: list[str], cwd: Path) -> tuple[int, set[str], str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER, *args], cwd=cwd, capture_output=True, text=True
+    )
+    modules = set(json.loads(proc.stderr.strip().splitlines()[-1]))
+    return proc.returncode, modules, proc.stdout
+
+
+def test_version_is_answered_before_the_cli_loads() -> None:
+    code, modules, out = loaded(["--version"], TEMPLATE_ROOT)
+    assert code == 0
+    assert "click" not in modules and "yaml" not in modules
+    clicks = subprocess.run(
+        [sys.executable, "-c", "from konfig import cli; cli.run(['--version'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out == clicks.stdout == "konfig, version 0.1.0\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "allowed"),
+    [
+        (["list"], set()),
+        (["compile", "--help"], set()),
+        (["changed", "--help"], {"git"}),
+        (["preview", "--help"], {"kubernetes", "kubernetes_validate", "jinja2", "git"}),
+    ],
+)
+def test_commands_leave_out_what_they_do_not_use(args: list[str], allowed: set[str]) -> None:
+    code, modules, _ = loaded(args, TEMPLATE_ROOT)
+    assert code == 0
+    assert modules & set(HEAVY) <= allowed
+
+
+def test_compile_from_the_cache_loads_no_compiler(repo_builder: RepoBuilder) -> None:
+    repo_builder.stack("shop", "dev")
+    code, modules, _ = loaded(["compile", "--all"], repo_builder.root)  # fills the cache
+    assert code == 0 and "kcl_lib" not in modules  # workers load it, konfig does not
+    code, modules, out = loaded(["compile", "--all"], repo_builder.root)
+    assert code == 0 and "Deployment" in out
+    assert not modules & {"kcl_lib", "networkx", "rich", "kubernetes", "jinja2"}
