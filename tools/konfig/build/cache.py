@@ -33,7 +33,7 @@ from konfig import __version__
 from konfig.detect.importgraph import KCL_SUFFIX, ImportCache, ImportGraph, module_of, scan_files
 from konfig.detect.snapshot import Snapshot, find_layout, worktree_snapshot
 from konfig.fingerprint import package_digest
-from konfig.repo.files import atomic_write_text
+from konfig.repo.files import WriteError, WriteScope, atomic_write_text, remove
 from konfig.spec import Spec, SpecError, load_spec
 
 COMPILE_DIR = "compile"
@@ -211,14 +211,22 @@ class CompileCache:
             except OSError:
                 return 0.0
 
-        removed = 0
-        for path in sorted(stale, key=age)[: len(entries) - limit]:
-            path.unlink(missing_ok=True)
-            removed += 1
-        return removed
+        doomed = sorted(stale, key=age)[: len(entries) - limit]
+        try:
+            remove(doomed, scope=WriteScope.cache(self.dir))
+        except WriteError:
+            return 0  # a read-only cache only grows
+        return len(doomed)
 
     def put(self, key: str, stack_path: str, spec: Spec, text: str) -> None:
         """Store a Spec with its canonical YAML (rendering YAML costs more than compiling
         from cache, so it is kept too)."""
         payload = {"key": key, "stack": stack_path, "spec": spec.to_dict(), "yaml": text}
-        atomic_write_text(self._path(key), json.dumps(payload, separators=(",", ":")))
+        try:
+            atomic_write_text(
+                self._path(key),
+                json.dumps(payload, separators=(",", ":")),
+                scope=WriteScope.cache(self.dir),
+            )
+        except WriteError:
+            pass  # a cache that cannot be written only costs the next run a compile

@@ -20,7 +20,7 @@ from typing import Any
 
 from konfig.errors import ConfigError
 from konfig.ids import resource_id
-from konfig.repo.files import atomic_write_text
+from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.repo.yamlio import dump_yaml, load_yaml_text
 from konfig.spec import Spec
 
@@ -196,5 +196,5 @@ def update(root: Path, stack_path: str, compiled: Spec) -> UpdateResult:
     if old is not None:
         result = compare(stack_path, compiled, old)
         ids = tuple(d.id for d in result.diffs)
-    atomic_write_text(root / file, new)
+    atomic_write_text(root / file, new, scope=WriteScope.repository(root))
     return UpdateResult(stack_path, file, changed=True, created=old is None, ids=ids)

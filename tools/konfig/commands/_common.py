@@ -12,7 +12,8 @@ import click
 from konfig.commands._console import warn
 from konfig.commands._options import TIMEOUTS_KEY
 from konfig.errors import UsageError
-from konfig.repo.layout import Repository, discover, find_root
+from konfig.repo.files import usable_cache
+from konfig.repo.layout import Repository, cache_dir, discover, find_root
 
 if TYPE_CHECKING:
     from konfig.build.compiler import CompileSettings
@@ -73,3 +74,15 @@ def _number(name: str, default: float, *, minimum: float) -> float:
             hint=f"unset {name} for the default ({default:g})",
         )
     return value
+
+
+def cache_state(root: Path, *, enabled: bool = True) -> Path | None:
+    """konfig's cache folder for this command; None when disabled or unusable (a
+    read-only file system, a folder that leads out of the repository: warned, and the
+    command runs without it)."""
+    if not enabled:
+        return None
+    state, why = usable_cache(root, cache_dir(root))
+    if why is not None:
+        warn(why)
+    return state

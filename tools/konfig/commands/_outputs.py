@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from konfig.errors import UsageError
+from konfig.repo.files import WriteScope, append_text
 
 GITHUB_OUTPUT = "GITHUB_OUTPUT"
 
@@ -36,8 +37,7 @@ def append_github_output(path: Path, outputs: dict[str, str]) -> None:
         while delimiter in value:
             delimiter = f"KONFIG_EOF_{secrets.token_hex(8)}"
         blocks.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write("".join(blocks))
+    append_text(path, "".join(blocks), scope=WriteScope.named(path, "$GITHUB_OUTPUT"))
 
 
 def write_stack_outputs(

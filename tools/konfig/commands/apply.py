@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from konfig.commands._common import (
+    cache_state,
     compile_settings,
     load_repository,
     report_problems,
@@ -48,7 +49,7 @@ from konfig.pipeline.applying import (
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.selection import select_stacks
-from konfig.repo.layout import Stack, cache_dir
+from konfig.repo.layout import Stack
 from konfig.report.previews import StackPreview
 
 
@@ -139,7 +140,7 @@ def command(
     saved = load_saved_preview(plan_file) if plan_file else None
     if commit is None:
         commit = head_commit(repo.root)
-    state = None if no_cache else cache_dir(repo.root)
+    state = cache_state(repo.root, enabled=not no_cache)
     specs = compile_specs(repo, selected, jobs=jobs, state=state, settings=compile_settings())
     for stack in selected:
         check_order(stack.path, specs[stack.path])  # cycles, unknown ids: before any write

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
+from konfig.commands._common import cache_state
 from konfig.commands._console import echo_json, echo_stacks, info
 from konfig.commands._outputs import github_output_file, write_stack_outputs
 from konfig.detect.changeset import ChangeSet, affected_stacks
 from konfig.errors import EXIT_OK
-from konfig.repo.layout import cache_dir, find_root
+from konfig.repo.layout import find_root
 
 
 @click.command("changed")
@@ -46,7 +47,7 @@ def command(
     given = (ctx.obj or {}).get("root")
     root = find_root(Path(given) if given else None)
     output_file = github_output_file() if github_output else None
-    changes = affected_stacks(root, base, head, cache=None if no_cache else cache_dir(root))
+    changes = affected_stacks(root, base, head, cache=cache_state(root, enabled=not no_cache))
     if output_file is not None:
         write_stack_outputs(
             output_file, changes.stack_paths, changes.deleted_stacks, changes.projects

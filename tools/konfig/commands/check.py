@@ -9,7 +9,7 @@ import click
 from konfig.check import Severity, check
 from konfig.check.formats import FORMATS, render
 from konfig.check.policy import POLICY_ENTRY
-from konfig.commands._common import compile_settings, load_repository
+from konfig.commands._common import cache_state, compile_settings, load_repository
 from konfig.commands._console import compile_progress, info
 from konfig.commands._options import selection_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
@@ -56,7 +56,12 @@ def command(
         fmt = "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text"
     repo = load_repository(ctx)
     selection = select_for_command(
-        repo, stacks, all_stacks=all_stacks, from_files=from_files, changed_from=changed_from
+        repo,
+        stacks,
+        all_stacks=all_stacks,
+        from_files=from_files,
+        changed_from=changed_from,
+        cache=cache_state(repo.root) if (changed_from or from_files) else None,
     )
     if _affects_every_check(selection.changed_paths):
         selection = Selection(repo.stacks, None, everything=True)

@@ -9,13 +9,12 @@ import click
 from konfig.build.compiler import (
     CompileResult,
 )
-from konfig.commands._common import compile_settings, load_repository, report_problems
+from konfig.commands._common import cache_state, compile_settings, load_repository, report_problems
 from konfig.commands._console import compile_progress, echo_json, error, info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.selection import select_stacks, stacks_affected_since
-from konfig.repo.files import atomic_write_text
-from konfig.repo.layout import cache_dir
+from konfig.repo.files import WriteScope, atomic_write_text
 
 
 @click.command("compile")
@@ -66,11 +65,11 @@ def command(
     """
     repo = load_repository(ctx)
     report_problems(repo)
-    state = cache_dir(repo.root)
+    state = cache_state(repo.root, enabled=not no_cache)
     if changed_from is not None:
         if stacks or all_stacks:
             raise UsageError("give stacks, --all or --changed-from, not several")
-        selected, _ = stacks_affected_since(repo, changed_from, cache=None if no_cache else state)
+        selected, _ = stacks_affected_since(repo, changed_from, cache=state)
         if not selected:
             info(f"no stacks affected since {changed_from}")
             if as_json:
@@ -84,16 +83,17 @@ def command(
         repo,
         selected,
         jobs=jobs,
-        state=None if no_cache else state,
+        state=state,
         meter=compile_progress(enabled=not as_json),
         settings=compile_settings(),
     )
 
+    written = WriteScope.named(out, "--out", folder=True) if out is not None else None
     for result in results:
         if result.spec is None:
             continue
-        if out is not None:
-            atomic_write_text(out / result.stack_path / "spec.yaml", result.yaml())
+        if out is not None and written is not None:
+            atomic_write_text(out / result.stack_path / "spec.yaml", result.yaml(), scope=written)
         elif not as_json:
             if len(results) > 1:
                 click.echo(f"---\n# {result.stack_path}")

@@ -12,7 +12,8 @@ from konfig.build import kcl
 from konfig.commands._common import load_repository
 from konfig.commands._console import info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
-from konfig.repo.files import atomic_write_text
+from konfig.repo.files import WriteScope, atomic_write_text
+from konfig.repo.layout import find_root
 
 DEFAULT_DIRS = ("base", "appops")
 
@@ -31,6 +32,20 @@ def _kcl_files(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
+def _scope_of(ctx: click.Context, paths: Iterable[Path]) -> WriteScope:
+    """Inside a Konfig repository: the repository; elsewhere: the paths named."""
+    root_opt = (ctx.obj or {}).get("root") if ctx.obj else None
+    try:
+        return WriteScope.repository(find_root(Path(root_opt) if root_opt else None))
+    except UsageError:
+        named = list(paths)
+        scope = WriteScope.named(named[0], "the path", folder=named[0].is_dir())
+        for path in named[1:]:
+            more = WriteScope.named(path, "the path", folder=path.is_dir())
+            scope = WriteScope((*scope.places, *more.places))
+        return scope
+
+
 @click.command("fmt")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
@@ -43,9 +58,11 @@ def command(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> int:
     """Format KCL files (default: everything under base/ and appops/)."""
     if paths:
         files = _kcl_files(paths)
+        scope = _scope_of(ctx, paths)
     else:
         root = load_repository(ctx).root
         files = _kcl_files(root / d for d in DEFAULT_DIRS)
+        scope = WriteScope.repository(root)
     unformatted: list[Path] = []
     for path in files:
         source = path.read_text(encoding="utf-8")
@@ -56,7 +73,7 @@ def command(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> int:
         if check:
             click.echo(f"{path}: not formatted (run `konfig fmt {path}`)")
         else:
-            atomic_write_text(path, formatted)
+            atomic_write_text(path, formatted, scope=scope)
             click.echo(f"formatted {path}")
     if check and unformatted:
         info(f"{len(unformatted)} of {len(files)} KCL file(s) need formatting")

@@ -11,7 +11,7 @@ from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.gen import compare, generate
 from konfig.gen.docs import parse_models, render_markdown, undocumented
 from konfig.gen.openapi import kubernetes_definitions_path, load_definitions
-from konfig.repo.files import atomic_write_text
+from konfig.repo.files import WriteScope, atomic_write_text, remove
 from konfig.repo.layout import find_root
 from konfig.repo.settings import load_repo_config
 from konfig.repo.yamlio import load_yaml_file
@@ -107,10 +107,10 @@ def schemas(
             err=True,
         )
         return EXIT_FINDINGS
+    scope = WriteScope.repository(root)
     for p in (*state.missing, *state.changed):
-        atomic_write_text(out_dir / p, files[p])
-    for p in state.extra:
-        (out_dir / p).unlink()
+        atomic_write_text(out_dir / p, files[p], scope=scope)
+    remove([out_dir / p for p in state.extra], scope=scope)
     info(
         f"{rel.as_posix()}: {len(files)} files, {len(state.missing)} new, "
         f"{len(state.changed)} updated, {len(state.extra)} removed"
@@ -148,7 +148,7 @@ def docs(ctx: click.Context, check: bool) -> int:
             return EXIT_FINDINGS
         return EXIT_FINDINGS if problems else EXIT_OK
     if current != text:
-        atomic_write_text(target, text)
+        atomic_write_text(target, text, scope=WriteScope.repository(root))
         info(f"{DOCS_FILE}: written ({len(models)} models)")
     else:
         info(f"{DOCS_FILE}: up to date ({len(models)} models)")

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from konfig.commands._common import (
+    cache_state,
     compile_settings,
     load_repository,
     report_problems,
@@ -28,8 +29,7 @@ from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.previewing import preview_stacks
 from konfig.pipeline.selection import gone_stack, select_stacks, stacks_affected_since
-from konfig.repo.files import atomic_write_text
-from konfig.repo.layout import cache_dir
+from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.report.previews import Preview, render_json, render_markdown, render_text
 
 EXIT_CHANGES = 2
@@ -134,7 +134,7 @@ def command(
     """
     repo = load_repository(ctx)
     report_problems(repo)
-    state = None if no_cache else cache_dir(repo.root)
+    state = cache_state(repo.root, enabled=not no_cache)
     deleted_paths = list(deleted)
     if changed_from is not None:
         if stacks or all_stacks:
@@ -193,7 +193,7 @@ def command(
         color = out is None and sys.stdout.isatty()
         text = render_text(preview, color=color, diff=show_diff)
     if out is not None:
-        atomic_write_text(out, text)
+        atomic_write_text(out, text, scope=WriteScope.named(out, "--out"))
         info(f"wrote the preview to {out}")
     else:
         click.echo(text, nl=False)

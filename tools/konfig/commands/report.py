@@ -12,7 +12,7 @@ import click
 
 from konfig.commands._console import info, warn
 from konfig.errors import EXIT_OK, UsageError
-from konfig.repo.files import atomic_write_text
+from konfig.repo.files import WriteScope, append_text, atomic_write_text
 from konfig.report import pull_request as reportlib
 from konfig.report.applied import build_apply, render_apply
 from konfig.report.budget import (
@@ -235,7 +235,7 @@ def command(
         full = reportlib.render_full(
             report, budget=SUMMARY_LIMIT_BYTES - 1024, title=title, layout=chosen
         )
-        atomic_write_text(full_out, full.text)
+        atomic_write_text(full_out, full.text, scope=WriteScope.named(full_out, "--full-out"))
     if summary_file is not None:
         _append_summary(report, summary_file, title, chosen)
     return EXIT_OK
@@ -261,7 +261,7 @@ def _emit(text: str, out: Path | None) -> None:
     if out is None:
         click.echo(text, nl=False)
     else:
-        atomic_write_text(out, text)
+        atomic_write_text(out, text, scope=WriteScope.named(out, "--out"))
         info(f"wrote {out} ({chars(text)} characters)")
 
 
@@ -274,8 +274,11 @@ def _append_summary(
         warn(f"{path}: the step summary is full ({used} bytes); the report is not added")
         return
     full = reportlib.render_full(report, budget=room, title=title, layout=layout)
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(full.text if used == 0 else "\n" + full.text)
+    append_text(
+        path,
+        full.text if used == 0 else "\n" + full.text,
+        scope=WriteScope.named(path, "--summary-file"),
+    )
     info(f"appended the full report to {path}")
 
 
@@ -308,7 +311,10 @@ def _apply_report(
     if summary_file is not None:
         used = summary_file.stat().st_size if summary_file.exists() else 0
         text = render_apply(report, budget=SUMMARY_LIMIT_BYTES - used - 1024)
-        with open(summary_file, "a", encoding="utf-8") as handle:
-            handle.write(text if used == 0 else "\n" + text)
+        append_text(
+            summary_file,
+            text if used == 0 else "\n" + text,
+            scope=WriteScope.named(summary_file, "--summary-file"),
+        )
         info(f"appended the apply report to {summary_file}")
     return EXIT_OK

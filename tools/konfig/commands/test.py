@@ -14,13 +14,13 @@ from konfig.build.compiler import CompileResult
 from konfig.build.kcltests import UnitTestResult, discover_packages, run_packages
 from konfig.check.findings import Finding
 from konfig.check.formats import as_github
-from konfig.commands._common import compile_settings, load_repository, report_problems
+from konfig.commands._common import cache_state, compile_settings, load_repository, report_problems
 from konfig.commands._console import compile_progress, echo_json, info
 from konfig.commands._options import selection_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
 from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.selection import select_for_command
-from konfig.repo.files import atomic_write_text
+from konfig.repo.files import WriteScope, atomic_write_text
 
 
 @click.command("test")
@@ -67,7 +67,12 @@ def command(
     if not as_json:
         report_problems(repo)
     selection = select_for_command(
-        repo, stacks, all_stacks=all_stacks, from_files=from_files, changed_from=changed_from
+        repo,
+        stacks,
+        all_stacks=all_stacks,
+        from_files=from_files,
+        changed_from=changed_from,
+        cache=cache_state(repo.root) if (changed_from or from_files) else None,
     )
 
     compiled = compile_stacks(
@@ -99,7 +104,11 @@ def command(
         or any(not u.passed for u in unit_results)
     )
     if junit_file is not None:
-        atomic_write_text(junit_file, _junit(compiled, goldens, updates, unit_results))
+        atomic_write_text(
+            junit_file,
+            _junit(compiled, goldens, updates, unit_results),
+            scope=WriteScope.named(junit_file, "--junit"),
+        )
     if as_json:
         echo_json(_json(compiled, goldens, updates, unit_results, failed))
     else:

@@ -48,7 +48,7 @@ from konfig.detect.importgraph import (
 from konfig.detect.snapshot import Layout, Snapshot, find_layout, tree_snapshot, worktree_snapshot
 from konfig.errors import ConfigError
 from konfig.fingerprint import package_digest
-from konfig.repo.files import atomic_write_text
+from konfig.repo.files import WriteError, WriteScope, atomic_write_text, remove
 from konfig.repo.layout import APPOPS, KCL_MOD_VAR, KCL_YAML, MAIN, PROJECT_FILE, STACK_FILE
 from konfig.repo.settings import (
     CONFIG_FILE,
@@ -281,12 +281,12 @@ class _Memo:
             "changes": changes.to_json(),
             "files": [[c.status, c.path] for c in changes.files],
         }
+        scope = WriteScope.cache(self.dir.parent)
         try:
-            atomic_write_text(self.path, json.dumps(payload, separators=(",", ":")))
+            atomic_write_text(self.path, json.dumps(payload, separators=(",", ":")), scope=scope)
             entries = sorted(self.dir.glob("*.json"), key=lambda p: p.stat().st_mtime)
-            for old in entries[:-_MEMO_KEEP]:
-                old.unlink(missing_ok=True)
-        except OSError:
+            remove(entries[:-_MEMO_KEEP], scope=scope)
+        except (OSError, WriteError):
             pass  # a read-only cache only costs the next run the analysis
 
 

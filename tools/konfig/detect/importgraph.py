@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from konfig.repo.files import atomic_write_text
+from konfig.repo.files import WriteError, WriteScope, atomic_write_text
 
 KCL_SUFFIX = ".k"
 TEST_SUFFIX = "_test.k"
@@ -141,7 +141,10 @@ class ImportCache:
             if len(entries) > 2 * max(len(wanted), 1000):
                 entries = {k: v for k, v in entries.items() if k in wanted}
         payload = json.dumps({"scanner": SCANNER_VERSION, "blobs": entries}, separators=(",", ":"))
-        atomic_write_text(self.path, payload)
+        try:
+            atomic_write_text(self.path, payload, scope=WriteScope.cache(self.path.parent))
+        except WriteError:
+            return  # a cache that cannot be written only costs the next run the scan
         self.dirty = False
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from konfig.detect import gitrepo
 from konfig.detect.importgraph import module_of
-from konfig.repo.files import atomic_write_text
+from konfig.repo.files import WriteError, WriteScope, atomic_write_text
 from konfig.repo.layout import APPOPS, CACHE_DIR, PROJECT_FILE, STACK_FILE
 
 
@@ -118,7 +118,14 @@ def worktree_snapshot(root: Path, state: Path | None = None) -> Snapshot:
         else:
             changed = True
     if cache_file is not None and (changed or len(fresh) != len(known)):
-        atomic_write_text(cache_file, json.dumps(fresh, separators=(",", ":")))
+        try:
+            atomic_write_text(
+                cache_file,
+                json.dumps(fresh, separators=(",", ":")),
+                scope=WriteScope.cache(cache_file.parent),
+            )
+        except WriteError:
+            pass  # a cache that cannot be written only costs the next run the hashing
     return Snapshot(root, None, files)
 
 

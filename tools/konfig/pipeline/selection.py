@@ -32,7 +32,6 @@ from konfig.repo.layout import (
     STACK_FILE,
     Repository,
     Stack,
-    cache_dir,
     deleted_stack,
     is_within,
     resolve_stacks,
@@ -55,15 +54,17 @@ def select_for_command(
     all_stacks: bool,
     from_files: bool,
     changed_from: str | None = None,
+    cache: Path | None = None,
 ) -> Selection:
+    """``cache``: konfig's cache folder for the change analysis (None: none)."""
     if all_stacks and args:
         raise UsageError("give stacks or --all, not both")
     if changed_from is not None:
         if args or all_stacks or from_files:
             raise UsageError("give stacks, --all, --files or --changed-from, not several")
-        return stacks_changed_from_ref(repo, changed_from)
+        return stacks_changed_from_ref(repo, changed_from, cache=cache)
     if from_files:
-        return stacks_for_files(repo, args)
+        return stacks_for_files(repo, args, cache=cache)
     if all_stacks or not args:
         return Selection(repo.stacks, None, everything=True)
     stacks = resolve_stacks(repo, args)
@@ -96,7 +97,9 @@ def _is_trigger(repo: Repository, rel: str) -> bool:
     return False
 
 
-def stacks_for_files(repo: Repository, files: Sequence[str]) -> Selection:
+def stacks_for_files(
+    repo: Repository, files: Sequence[str], *, cache: Path | None = None
+) -> Selection:
     """The stacks and unit-test packages that changed ``files`` affect.
 
     Inside a git repository with a commit this is ``konfig changed``'s exact analysis
@@ -104,7 +107,7 @@ def stacks_for_files(repo: Repository, files: Sequence[str]) -> Selection:
     """
     rels = [r for r in (_relative(repo, f) for f in files) if r is not None]
     if git_is_usable(repo.root):
-        return _exact(repo, rels)
+        return _exact(repo, rels, cache)
     return simple_mapping(repo, rels)
 
 
@@ -120,13 +123,12 @@ def git_is_usable(root: Path) -> bool:
     return True
 
 
-def _exact(repo: Repository, rels: Sequence[str]) -> Selection:
+def _exact(repo: Repository, rels: Sequence[str], state: Path | None) -> Selection:
     from konfig.detect import gitrepo
     from konfig.detect.changeset import changes_from
     from konfig.detect.snapshot import worktree_snapshot
 
     head = gitrepo.rev_parse(repo.root, "HEAD")
-    state = cache_dir(repo.root)
     changes = [gitrepo.FileChange("M", rel) for rel in rels]
     change_set = changes_from(
         repo.root, head, None, head, changes, worktree_snapshot(repo.root, state), cache=state
@@ -175,11 +177,11 @@ def simple_mapping(repo: Repository, rels: Sequence[str]) -> Selection:
     return Selection(stacks, tuple(dict.fromkeys([*_scope(stacks), *scope])))
 
 
-def stacks_changed_from_ref(repo: Repository, ref: str) -> Selection:
+def stacks_changed_from_ref(repo: Repository, ref: str, *, cache: Path | None = None) -> Selection:
     """The stacks (and unit-test packages) the changes since ``ref`` affect."""
     from konfig.detect.changeset import affected_stacks  # git: only when asked for
 
-    changes = affected_stacks(repo.root, ref, None, cache=cache_dir(repo.root))
+    changes = affected_stacks(repo.root, ref, None, cache=cache)
     return _selection_of(repo, changes.stack_paths, [c.path for c in changes.files])
 
 

@@ -25,7 +25,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from konfig.repo.files import atomic_write_text
+from konfig.errors import UsageError
+from konfig.repo.files import WriteScope, atomic_write_text
+from konfig.repo.layout import find_root
 from konfig.secrets import sopsfile
 from konfig.secrets.errors import SecretsError
 from konfig.secrets.keys import Keyring
@@ -132,10 +134,19 @@ def _copy(node: Any) -> Any:
     return node
 
 
-def write_encrypted(path: Path, text: str) -> None:
-    """Write an encrypted file atomically (never half-written), keeping its mode."""
+def write_encrypted(path: Path, text: str, *, scope: WriteScope | None = None) -> None:
+    """Write an encrypted file atomically (never half-written), keeping its mode, inside
+    ``scope`` (default: the repository holding ``path``; outside any repository, its
+    folder)."""
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    atomic_write_text(path, text, mode=mode)
+    atomic_write_text(path, text, scope=scope or _repository_of(path), mode=mode)
+
+
+def _repository_of(path: Path) -> WriteScope:
+    try:
+        return WriteScope.repository(find_root(path.parent))
+    except UsageError:
+        return WriteScope.named(path.parent, "the folder", folder=True)
 
 
 def _tmp_base() -> str | None:
