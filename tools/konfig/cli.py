@@ -35,6 +35,7 @@ COMMANDS = {
     "pending": "konfig.commands.pending",
     "preview": "konfig.commands.preview",
     "report": "konfig.commands.report",
+    "secrets": "konfig.commands.secrets",
     "test": "konfig.commands.test",
 }
 

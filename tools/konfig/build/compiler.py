@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 from konfig.errors import ConfigError
 from konfig.repo.layout import KCL_MOD_VAR, KCL_YAML, MAIN, Repository, Stack
 from konfig.repo.yamlio import load_yaml_file
+from konfig.secrets.errors import SecretsError
+from konfig.secrets.refs import bind_spec
 from konfig.spec import Spec, SpecError, spec_from_output
 
 SETTINGS = "ci-test/settings.yaml"
@@ -180,6 +182,17 @@ def compile_one(inputs: CompileInput) -> CompileResult:
             time.perf_counter() - started,
             inputs=inputs,
         )
+    try:
+        # Secrets from encrypted files: a reference and the ciphertext's digest, no value.
+        spec = bind_spec(spec, root=root, stack_dir=inputs.stack_path)
+    except SecretsError as exc:
+        return CompileResult(
+            inputs.stack_path,
+            None,
+            CompileError(exc.message),
+            time.perf_counter() - started,
+            inputs=inputs,
+        )
     return CompileResult(
         inputs.stack_path, spec, None, time.perf_counter() - started, inputs=inputs
     )
@@ -273,15 +286,12 @@ def _run_task(items: Sequence[CompileInput]) -> list[CompileResult]:
         seconds = out.seconds.get(item.stack_path, 0.0)
         try:
             spec = spec_from_output({"resources": resources})
-        except SpecError as exc:
+            # Secrets from encrypted files: a reference and the ciphertext's digest.
+            spec = bind_spec(spec, root=Path(item.root), stack_dir=item.stack_path)
+        except (SpecError, SecretsError) as exc:
+            message = exc.message if isinstance(exc, SecretsError) else f"invalid spec: {exc}"
             results.append(
-                CompileResult(
-                    item.stack_path,
-                    None,
-                    CompileError(f"invalid spec: {exc}"),
-                    seconds,
-                    inputs=item,
-                )
+                CompileResult(item.stack_path, None, CompileError(message), seconds, inputs=item)
             )
             continue
         results.append(
@@ -487,7 +497,7 @@ def stacks_inputs(repo: Repository, stacks: Iterable[Stack]) -> list[CompileInpu
                 CompileResult(
                     stack.path,
                     None,
-                    CompileError(exc.message, file=exc.file, line=exc.line),
+                    CompileError(exc.message),
                     0.0,
                 )
             )

@@ -14,9 +14,11 @@ from konfig.check.kinds import scan_repository
 from konfig.check.locate import clear_cache
 from konfig.check.policy import PolicyJob, check_policies_many
 from konfig.check.schema import check_schema
+from konfig.check.secretrules import check_secret_files, check_secret_specs
 from konfig.check.specrules import check_spec
 from konfig.check.structure import check_structure, within_selection
 from konfig.repo.layout import STACK_FILE, Repository
+from konfig.secrets.keys import Keyring
 
 __all__ = ["Finding", "Severity", "check"]
 
@@ -27,11 +29,14 @@ def check(
     *,
     scope: Sequence[str] | None = None,
     policies: bool = True,
+    keyring: Keyring | None = None,
 ) -> list[Finding]:
-    """Every finding for the compiled stacks; structure findings limited to ``scope``
-    (directories; None: the whole repository)."""
+    """Every finding for the compiled stacks; structure and encrypted-file findings
+    limited to ``scope`` (directories; None: the whole repository). With a ``keyring``,
+    encrypted files it can open are decrypted and their MAC checked (in memory)."""
     clear_cache()
     findings = [f for f in check_structure(repo) if scope is None or within_selection(f, scope)]
+    findings.extend(check_secret_files(repo.root, scope, keyring))
     by_path = {s.path: s for s in repo.stacks}
     kinds = scan_repository(repo.root)
     for result in compiled:
@@ -54,6 +59,7 @@ def check(
             continue
         spec = result.spec
         findings.extend(check_spec(repo.root, stack, spec, kinds))
+        findings.extend(check_secret_specs(repo.root, stack, spec))
         findings.extend(check_schema(repo.root, stack, spec, kinds, repo.config.kubernetes_version))
         if policies:
             options = dict(result.inputs.options) if result.inputs else {}

@@ -21,6 +21,7 @@ from konfig.commands._common import (
     report_problems,
     timeouts_of,
 )
+from konfig.commands._keys import take_keyring_from_env
 from konfig.commands._options import kube_options
 from konfig.commands._results import (
     DEFAULT_LOCK_TIMEOUT,
@@ -45,6 +46,7 @@ from konfig.pipeline.applying import (
     head_commit,
     load_saved_preview,
     plan_all,
+    resolve_secrets,
 )
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
@@ -132,6 +134,7 @@ def command(
     declares are pruned; the stack's inventory records what it owns, the commit and
     the spec digest. Exit 0 when every stack applied, 1 otherwise.
     """
+    keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     repo = load_repository(ctx)
     report_problems(repo)
     selected = select_stacks(repo, stacks, all_stacks=all_stacks)
@@ -144,6 +147,7 @@ def command(
     specs = compile_specs(repo, selected, jobs=jobs, state=state, settings=compile_settings())
     for stack in selected:
         check_order(stack.path, specs[stack.path])  # cycles, unknown ids: before any write
+    secrets = resolve_secrets(repo.root, selected, specs, keyring)  # also before any write
     printer = Printer(quiet=as_json, prefix=True)
 
     def options_of(stack: Stack) -> ApplyOptions:
@@ -160,7 +164,9 @@ def command(
         if not yes or saved is not None:
             # Plan every stack first: to show it and ask, or to compare it with the saved
             # preview so that a difference anywhere applies nothing anywhere.
-            plans = plan_all(selected, specs, conns, options_of, workers=stack_concurrency)
+            plans = plan_all(
+                selected, specs, conns, options_of, workers=stack_concurrency, secrets=secrets
+            )
             shown = {p.path: p for p in plans}
             if saved is not None:
                 compare_saved(saved, plans, plan_file)
@@ -172,7 +178,7 @@ def command(
         def one(stack: Stack) -> StackResult:
             return apply_locked(
                 conns,
-                Planned(stack, specs[stack.path], shown.get(stack.path)),
+                Planned(stack, specs[stack.path], shown.get(stack.path), secrets.get(stack.path)),
                 options_of(stack),
                 printer,
                 lock_timeout=lock_timeout,

@@ -11,6 +11,7 @@ from konfig.check.formats import FORMATS, render
 from konfig.check.policy import POLICY_ENTRY
 from konfig.commands._common import cache_state, compile_settings, load_repository
 from konfig.commands._console import compile_progress, info
+from konfig.commands._keys import take_keyring_from_env
 from konfig.commands._options import selection_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
 from konfig.pipeline.compiling import compile_stacks
@@ -52,6 +53,7 @@ def command(
     base/pkg/policies, switched off per stack in stack.yaml with a reason).
     Exit code 1 when there is an error finding.
     """
+    keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     if fmt is None:
         fmt = "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text"
     repo = load_repository(ctx)
@@ -77,7 +79,7 @@ def command(
         settings=compile_settings(),
     )
 
-    findings = check(repo, compiled, scope=scope, policies=policies)
+    findings = check(repo, compiled, scope=scope, policies=policies, keyring=keyring)
     click.echo(render(findings, fmt), nl=False)
     errors = sum(1 for f in findings if f.severity is Severity.ERROR)
     if fmt == "text":

@@ -21,6 +21,7 @@ from konfig.commands._common import (
     timeouts_of,
 )
 from konfig.commands._console import compile_progress, error, info
+from konfig.commands._keys import take_keyring_from_env
 from konfig.commands._options import timeout_options
 from konfig.engine.kube import MAX_WORKERS
 from konfig.engine.planner import DEFAULT_WORKERS
@@ -31,6 +32,7 @@ from konfig.pipeline.previewing import preview_stacks
 from konfig.pipeline.selection import gone_stack, select_stacks, stacks_affected_since
 from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.report.previews import Preview, render_json, render_markdown, render_text
+from konfig.secrets.refs import Resolver
 
 EXIT_CHANGES = 2
 
@@ -130,8 +132,11 @@ def command(
     STACK is appops/<project>/<stack> or <project>/<stack>. Each planned object is
     dry-run with server-side apply and compared with the live object; objects the
     stack's inventory owns but the stack no longer declares are shown as deletes.
-    Secret values are masked in every format.
+    Secret values are masked in every format. Secrets from encrypted files are
+    decrypted in memory with the key in SOPS_AGE_KEY_FILE / SOPS_AGE_KEY and compared
+    key by key; without a key the preview says which it could not compare.
     """
+    keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     repo = load_repository(ctx)
     report_problems(repo)
     state = cache_state(repo.root, enabled=not no_cache)
@@ -182,6 +187,7 @@ def command(
             gone,
             workers=workers,
             note=info,
+            resolver=Resolver(repo.root, keyring),
         )
 
     preview = Preview.of(results)

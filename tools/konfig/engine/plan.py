@@ -16,6 +16,7 @@ from typing import Any, Literal
 from konfig.engine.diff import FieldChange
 from konfig.errors import KonfigError
 from konfig.masking import secret_values
+from konfig.secrets.refs import NOT_COMPARED, KeyStatus
 
 Action = Literal["create", "update", "replace", "delete", "unchanged"]
 
@@ -39,6 +40,13 @@ class Change:
     live: dict[str, Any] | None
     fields: tuple[FieldChange, ...]  # masked
     diff: str  # unified, masked
+    # a Secret's keys from encrypted files: changed / unchanged / new / not compared
+    secrets: tuple[KeyStatus, ...] = ()
+
+    @property
+    def not_compared(self) -> tuple[str, ...]:
+        """Keys whose value could not be compared (no decryption key)."""
+        return tuple(k.key for k in self.secrets if k.status == NOT_COMPARED)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (docs/preview-json.md): never ``desired`` or ``live``."""
@@ -53,6 +61,7 @@ class Change:
             "validated": self.validated,
             "fields": [f.to_dict() for f in self.fields],
             "diff": self.diff,
+            "secrets": [k.to_dict() for k in self.secrets],
         }
 
 

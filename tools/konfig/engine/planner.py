@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from konfig.engine import inventory
@@ -38,6 +38,7 @@ from konfig.engine.plan import Action, Change, PlanError, StackPlan
 from konfig.ids import ObjectRef, parse_id
 from konfig.masking import scrub, secret_values
 from konfig.repo.layout import Stack
+from konfig.secrets.refs import key_refs, key_statuses
 from konfig.spec import Spec
 
 CRD_API_VERSIONS = ("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1")
@@ -56,6 +57,8 @@ class _Planned:
     dry: dict[str, Any] | None = None
     immutable: tuple[str, ...] = ()
     problem: str = ""
+    secret_keys: tuple[str, ...] = ()  # data keys from encrypted files
+    compared: bool = True  # their values are known (decrypted)
 
 
 def _ref_from_manifest(manifest: Mapping[str, Any]) -> ObjectRef:
@@ -115,6 +118,16 @@ def _merged(live: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, An
     return out
 
 
+def _live_values(item: _Planned) -> None:
+    """Without the decryption key: the Secret's encrypted keys take their live values
+    (empty when it has none), so the dry-run shows neither a removal nor a value."""
+    live = ((item.live or {}).get("data") or {}) if item.live else {}
+    data = dict(item.desired.get("data") or {})
+    for key in item.secret_keys:
+        data[key] = live.get(key, "")
+    item.desired["data"] = data
+
+
 def _version(obj: Mapping[str, Any] | None) -> str:
     return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
 
@@ -127,8 +140,15 @@ def plan_stack(
     *,
     deleted: bool = False,
     workers: int = DEFAULT_WORKERS,
+    secret_data: Mapping[str, Mapping[str, str]] | None = None,
 ) -> StackPlan:
-    """Plan one stack against the cluster. Raises PlanError / KubeError; never writes."""
+    """Plan one stack against the cluster. Raises PlanError / KubeError; never writes.
+
+    ``secret_data`` (resource id -> data key -> base64 value, decrypted in memory by
+    :func:`konfig.secrets.refs.secret_data`) fills the Secrets whose values come from
+    encrypted files. A Secret missing from it is planned with its live values (nothing
+    shows as removed) and its keys are reported "not compared".
+    """
     set_id = inventory.applyset_id(inventory.inventory_name(stack.path))
     prior_ids = prior.ids() if prior else frozenset()
     crds = _crds_in(spec)
@@ -141,6 +161,14 @@ def plan_stack(
         desired = inventory.label_member(res.attributes, set_id)
         ref = _ref_from_manifest(desired)
         item = _Planned(res.id, ref, desired)
+        item.secret_keys = tuple(k.key for k in key_refs(res.id, res.extensions))
+        if item.secret_keys:
+            values = (secret_data or {}).get(res.id)
+            item.compared = values is not None
+            data = dict(desired.get("data") or {})
+            # known values now; unknown ones from the live object once it is read
+            data.update(values or dict.fromkeys(item.secret_keys, ""))
+            item.desired["data"] = data
         try:
             info = kube.resource(ref.api_version, ref.kind)
         except UnknownKindError as exc:
@@ -200,6 +228,8 @@ def plan_stack(
                     item.live = known[ref.name]
                 else:
                     item.live = kube.get(ref.api_version, ref.kind, ref.name, ref.namespace)
+                if not item.compared:
+                    _live_values(item)
                 item.dry = kube.apply(item.desired, dry_run=True, force=True)
                 # The dry-run result is based on the object as stored at that moment; when
                 # a controller wrote in between (e.g. the Deployment revision annotation),
@@ -239,6 +269,16 @@ def plan_stack(
         change = _planned_change(item, set_id, item.id in prior_ids)
         if isinstance(change, str):
             problems.append(change)
+        elif item.secret_keys:
+            statuses = key_statuses(
+                item.secret_keys, item.desired, item.live, compared=item.compared
+            )
+            reason = change.reason
+            if not item.compared:
+                reason += (
+                    f"; values not compared (no decryption key): {', '.join(item.secret_keys)}"
+                )
+            changes.append(replace(change, secrets=statuses, reason=reason))
         else:
             changes.append(change)
 

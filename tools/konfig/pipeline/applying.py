@@ -31,6 +31,8 @@ from konfig.pipeline.connections import Connections
 from konfig.pipeline.locking import LockWait, run_locked
 from konfig.repo.layout import Repository, Stack
 from konfig.report.previews import KIND, SCHEMA_VERSION
+from konfig.secrets.keys import Keyring
+from konfig.secrets.refs import Resolver, secret_data, unresolved
 from konfig.spec import Spec
 
 
@@ -133,6 +135,29 @@ def compare_saved(
             )
 
 
+SecretData = Mapping[str, Mapping[str, str]]  # resource id -> data key -> base64 value
+
+
+def resolve_secrets(
+    root: Path, stacks: Sequence[Stack], specs: Mapping[str, Spec], keyring: Keyring | None
+) -> dict[str, SecretData]:
+    """Every stack's values from encrypted files, decrypted in memory before anything is
+    written: without a key, or when any file does not decrypt (wrong key, tampered, MAC
+    mismatch, changed since compile), this raises and nothing is applied anywhere."""
+    needing = {s.path: unresolved(specs[s.path]) for s in stacks}
+    needing = {path: ids for path, ids in needing.items() if ids}
+    if needing and keyring is None:
+        listed = "; ".join(f"{path}: {', '.join(ids)}" for path, ids in needing.items())
+        raise KonfigError(
+            f"these Secrets take their values from encrypted files and no decryption key "
+            f"was given ({listed}); nothing was applied",
+            hint="set SOPS_AGE_KEY_FILE (a file of age keys) or SOPS_AGE_KEY to a key of "
+            "the files' recipients (docs/secrets.md)",
+        )
+    resolver = Resolver(root, keyring)
+    return {path: secret_data(specs[path], resolver) for path in needing}
+
+
 def plan_all(
     stacks: Sequence[Stack],
     specs: Mapping[str, Spec],
@@ -140,12 +165,19 @@ def plan_all(
     options_of: Callable[[Stack], ApplyOptions],
     *,
     workers: int,
+    secrets: Mapping[str, SecretData] | None = None,
 ) -> list[StackPlan]:
     """Every stack's plan, checked as apply will check it (order, replaces)."""
 
     def plan_one(stack: Stack) -> StackPlan:
         kube = conns.kube(stack)
-        plan = plan_stack(kube, stack, specs[stack.path], read_inventory(kube, stack))
+        plan = plan_stack(
+            kube,
+            stack,
+            specs[stack.path],
+            read_inventory(kube, stack),
+            secret_data=(secrets or {}).get(stack.path),
+        )
         check_plan(plan, specs[stack.path], options_of(stack))
         return plan
 
@@ -166,6 +198,7 @@ class Planned:
     stack: Stack
     spec: Spec
     plan: StackPlan | None  # the plan shown (None: planned only under the lock)
+    secret_data: SecretData | None = None  # values from encrypted files, in memory
 
 
 def apply_locked(
@@ -185,7 +218,7 @@ def apply_locked(
 
     def work(lock: StackLock) -> StackResult:
         prior = read_inventory(kube, planned.stack)
-        plan = plan_stack(kube, planned.stack, planned.spec, prior)
+        plan = plan_stack(kube, planned.stack, planned.spec, prior, secret_data=planned.secret_data)
         problems = [] if planned.plan is None else plan_differences(shown_entry(planned.plan), plan)
         if show_plan is not None:
             show_plan(plan)

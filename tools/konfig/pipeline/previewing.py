@@ -17,15 +17,23 @@ from konfig.errors import KonfigError
 from konfig.pipeline.connections import Connections
 from konfig.repo.layout import Stack
 from konfig.report.previews import StackError, StackPreview
+from konfig.secrets.refs import Resolver, secret_data
 
 # Told what a reader should know that is not an error (e.g. a stack with no inventory).
 Note = Callable[[str], None]
 
 
 def preview_stack(
-    conns: Connections, stack: Stack, compiled: CompileResult, *, workers: int = DEFAULT_WORKERS
+    conns: Connections,
+    stack: Stack,
+    compiled: CompileResult,
+    *,
+    workers: int = DEFAULT_WORKERS,
+    resolver: Resolver | None = None,
 ) -> StackPreview:
-    """One existing stack: its plan, or the compile or cluster error that stopped it."""
+    """One existing stack: its plan, or the compile, decryption or cluster error that
+    stopped it. With a ``resolver`` that can decrypt, Secrets from encrypted files are
+    compared key by key (in memory); without one they are reported "not compared"."""
     if compiled.spec is None:
         assert compiled.error is not None
         e = compiled.error
@@ -36,9 +44,12 @@ def preview_stack(
             error=StackError(f"compile failed: {message}", e.file, e.line),
         )
     try:
+        data = None
+        if resolver is not None and resolver.can_decrypt:
+            data = secret_data(compiled.spec, resolver)
         kube = conns.kube(stack)
         prior = read_inventory(kube, stack)
-        plan = plan_stack(kube, stack, compiled.spec, prior, workers=workers)
+        plan = plan_stack(kube, stack, compiled.spec, prior, workers=workers, secret_data=data)
         return StackPreview(stack.path, context=plan.context, plan=plan)
     except KonfigError as exc:
         return StackPreview(
@@ -77,8 +88,12 @@ def preview_stacks(
     *,
     workers: int = DEFAULT_WORKERS,
     note: Note | None = None,
+    resolver: Resolver | None = None,
 ) -> list[StackPreview]:
     """The previews of ``stacks`` (compiled) and of the deleted stacks ``gone``, in order."""
-    results = [preview_stack(conns, s, compiled[s.path], workers=workers) for s in stacks]
+    results = [
+        preview_stack(conns, s, compiled[s.path], workers=workers, resolver=resolver)
+        for s in stacks
+    ]
     results += [preview_deleted(conns, s, workers=workers, note=note) for s in gone]
     return results

@@ -152,6 +152,17 @@ def _counts_line(counts: dict[str, int]) -> str:
     )
 
 
+def _key_statuses(change: Change) -> str:
+    """``token changed, user unchanged``: the verdict per key, never a value."""
+    return ", ".join(f"{k.key} {k.status}" for k in change.secrets)
+
+
+def _not_compared(stack: StackPreview) -> str:
+    """The Secrets whose encrypted values were not compared, with their keys."""
+    found = [f"{c.id} ({', '.join(c.not_compared)})" for c in stack.changes if c.not_compared]
+    return "; ".join(found)
+
+
 def render_text(preview: Preview, *, color: bool = False, diff: bool = False) -> str:
     """The terminal report; ``diff`` adds the unified diff of each change."""
 
@@ -186,11 +197,18 @@ def render_text(preview: Preview, *, color: bool = False, diff: bool = False) ->
             if c.action in ("update", "replace"):
                 for f in c.fields:
                     lines.append(f"        {f.path}: {_value(f.before)} → {_value(f.after)}")
+            if c.secrets:
+                lines.append(f"        encrypted values: {_key_statuses(c)}")
             if diff and c.diff:
                 for line in c.diff.splitlines():
                     colour = "green" if line.startswith("+") else None
                     colour = "red" if line.startswith("-") else colour
                     lines.append("        " + style(line, colour))
+        uncompared = _not_compared(s)
+        if uncompared:
+            lines.append(
+                f"  {style('?', 'yellow')} could not compare (no decryption key): {uncompared}"
+            )
         lines.append("")
     total = preview.counts()
     errors = sum(1 for s in preview.stacks if s.error)
@@ -255,7 +273,10 @@ def render_markdown(preview: Preview) -> str:
             out.append("| action | object | reason |")
             out.append("| --- | --- | --- |")
             for c in changing:
-                out.append(f"| {c.action} | `{c.id}` | {_md_cell(c.reason)} |")
+                reason = c.reason
+                if c.secrets:
+                    reason += f" (encrypted values: {_key_statuses(c)})"
+                out.append(f"| {c.action} | `{c.id}` | {_md_cell(reason)} |")
             out.append("")
             diff_text = "".join(c.diff for c in changing if c.diff)
             if diff_text:
@@ -263,6 +284,10 @@ def render_markdown(preview: Preview) -> str:
                 out.extend([f"{fence}diff", diff_text.rstrip("\n"), fence, ""])
         else:
             out.append("No changes.")
+            out.append("")
+        uncompared = _not_compared(s)
+        if uncompared:
+            out.append(f"Could not compare (no decryption key): {_md_cell(uncompared)}")
             out.append("")
         out.append("</details>")
         out.append("")
