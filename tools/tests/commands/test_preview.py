@@ -129,7 +129,10 @@ def test_first_preview_creates_everything_and_json_follows_the_contract(
         "validated",
         "fields",
         "diff",
+        "secrets",
     }
+    # a Secret with plain-text data (no encrypted file) has no per-key statuses
+    assert by_id[f"v1:Secret:{ns}:creds"]["secrets"] == []
     assert "t0k3n-canary" not in out.read_text()
 
     detailed = preview(konfig, repo_builder.root, cluster, f"{project}/dev", "--detailed-exitcode")
