@@ -42,6 +42,8 @@ sys.path.insert(0, str(HERE))
 
 from gen_monorepo import GIT_ENV, generate  # noqa: E402
 
+from konfig.report.budget import chars  # noqa: E402
+
 KONFIG = [str(Path(sys.executable).parent / "konfig")]
 COMMENT_GOAL = 20_000
 
@@ -180,10 +182,10 @@ def main() -> int:
             work = Path("(removed)")
 
     problems: list[str] = []
-    if len(comment) > COMMENT_GOAL:
-        problems.append(f"comment has {len(comment)} characters (goal ≤ {COMMENT_GOAL})")
+    if chars(comment) > COMMENT_GOAL:
+        problems.append(f"comment has {chars(comment)} characters (goal ≤ {COMMENT_GOAL})")
     for group in data["groups"]:
-        if group["role"] in ("shared", "varied") and f"#### {group['number']}. " not in comment:
+        if not group["exceptional"] and f"#### {group['number']}. " not in comment:
             problems.append(f"change {group['number']} ({group['id']}) not in the comment")
     for exc in data["exceptions"]:
         if f"<code>{exc['stack']}</code>" not in comment:
@@ -191,9 +193,9 @@ def main() -> int:
     for what, path in special.items():
         if path not in comment:
             problems.append(f"the stack that {what} ({path}) is not named")
-    shared = [g for g in data["groups"] if g["role"] in ("shared", "varied")]
+    shared = [g for g in data["groups"] if not g["exceptional"]]
     print(f"affected stacks: {affected}; changes across stacks: {len(shared)}; "
-          f"exceptions: {len(data['exceptions'])}; comment: {len(comment)} characters; "
+          f"exceptions: {len(data['exceptions'])}; comment: {chars(comment)} characters; "
           f"full report: {len(full.encode())} bytes")  # fmt: skip
     for g in shared:
         fields = ", ".join(f["path"] for f in g["fields"][:3]) or g["action"]

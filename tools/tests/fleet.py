@@ -218,7 +218,10 @@ class Fleet:
             "base": "origin/main",
             "head": "0" * 40,
             "merge_base": "f" * 40,
-            "stacks": [{"path": p, "reasons": [reason]} for p in paths],
+            "stacks": [
+                {"path": p, "reasons": [reason], "production": p.endswith("/prod")}
+                for p in paths
+            ],
             "deleted_stacks": [],
             "projects": sorted({p.split("/")[1] for p in paths}),
         }

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from konfig.errors import ConfigError
@@ -80,7 +81,17 @@ def path_matches(path: str, pattern: str) -> bool:
     pattern = pattern.strip("/")
     if not any(ch in pattern for ch in "*?["):
         return path == pattern or path.startswith(pattern + "/")
-    return _match(PurePosixPath(path).parts, PurePosixPath(pattern).parts)
+    return _match(_parts(path), _pattern_parts(pattern))
+
+
+def _parts(path: str) -> tuple[str, ...]:
+    # PurePosixPath(path).parts without building a path object (this runs per stack)
+    return tuple(p for p in path.split("/") if p and p != ".")
+
+
+@lru_cache(maxsize=256)
+def _pattern_parts(pattern: str) -> tuple[str, ...]:
+    return _parts(pattern)
 
 
 def _match(parts: tuple[str, ...], pat: tuple[str, ...]) -> bool:

@@ -259,6 +259,31 @@ def test_grouped_secret_changes_never_show_a_value() -> None:
     )
 
 
+def test_production_comes_from_the_change_set_else_from_the_default_patterns() -> None:
+    fleet = Fleet(2, edits=[set_image(NEW)])
+    changed = fleet.changed()
+    changed["stacks"][0]["production"] = True  # appops/app000/dev, by its stack.yaml
+    changed["stacks"][2]["production"] = False  # appops/app000/prod, by its stack.yaml
+    report = reportlib.build(reportlib.Inputs(previews=[fleet.preview()], changed=changed), sha=SHA)
+    assert [s.path for s in report.stacks if s.production] == [
+        "appops/app000/dev",
+        "appops/app001/prod",
+    ]
+    alone = reportlib.build(reportlib.Inputs(previews=[fleet.preview()]), sha=SHA)
+    assert [s.path for s in alone.stacks if s.production] == [
+        "appops/app000/prod",
+        "appops/app001/prod",
+    ]
+    custom = reportlib.build(
+        reportlib.Inputs(previews=[fleet.preview()]), sha=SHA, production=("appops/app001/*",)
+    )
+    assert [s.path for s in custom.stacks if s.production] == [
+        "appops/app001/dev",
+        "appops/app001/prod",
+        "appops/app001/staging",
+    ]
+
+
 def test_json_matches_its_schema_and_names_the_groups() -> None:
     fleet = exceptions_fleet(30)
     report = reportlib.build(
