@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from konfig.masking import mask_secret_diff
 from konfig.report.budget import Measure, chars
-from konfig.report.grouping import ACTION_RANK, Group, Grouping, StackException
+from konfig.report.grouping import ACTION_RANK, FailureGroup, Group, Grouping, StackException
 from konfig.report.markdown import environment
 
 if TYPE_CHECKING:  # pull_request renders through this module: types only
@@ -146,6 +146,15 @@ def describe(g: Group) -> str:
 def _rows(report: Report, grouping: Grouping, numbers: Mapping[str, int]) -> list[Row]:
     by_path = {s.path: s for s in report.stacks}
     rows: list[Row] = []
+    for fg in grouping.failure_groups:
+        first = fg.failures[0]
+        where = f"{len(fg.stacks):,} stacks"
+        if fg.production:
+            where += f" ({len(fg.production):,} production-like)"
+        at = f" at {inline(_where(first.file, first.line))}" if first.file else ""
+        what = f"**{_failure_label(by_path.get(fg.sample))}**{at}: {inline(_first_line(first))}"
+        key = (0, 9, 0 if fg.production else 1, 0, -len(fg.stacks), fg.id)
+        rows.append(Row(ICON["failed"], what, where, key))
     for e in grouping.exceptions:
         stack = by_path.get(e.stack)
         parts = []
@@ -184,9 +193,9 @@ def _rows(report: Report, grouping: Grouping, numbers: Mapping[str, int]) -> lis
             what += ", values differ per stack"
         elif g.variant_of is not None and g.variant_of in numbers:
             what += f", differs from change {numbers[g.variant_of]}"
-        where = f"{len(g.stacks)} stacks"
+        where = f"{len(g.stacks):,} stacks"
         if g.production:
-            where += f" ({len(g.production)} production-like)"
+            where += f" ({len(g.production):,} production-like)"
         rank = ACTION_RANK.get(g.action, 9)
         rows.append(
             Row(
@@ -255,6 +264,20 @@ def _only(g: Group, here: str = "here") -> str:
     return f"only {here}" if len(g.stacks) == 1 else f"{here} and in {_more(g)} only"
 
 
+def _failure_label(stack: StackReport | None) -> str:
+    return stack.status_label.replace("❌ ", "") if stack is not None else "failed"
+
+
+def _where(file: str | None, line: int | None) -> str:
+    return "" if not file else file if line is None else f"{file}:{line}"
+
+
+def _first_line(f: Any) -> str:
+    lines = str(f.message).splitlines()
+    text = lines[0] if lines else ""
+    return text if len(text) <= VALUE_LIMIT else text[: VALUE_LIMIT - 1] + "…"
+
+
 def _concrete_name(object_id: str) -> str:
     return object_id.rsplit(":", 1)[-1]
 
@@ -297,6 +320,7 @@ def render_grouped(
     env = environment()
     env.filters["inline"] = inline
     env.filters["value"] = value
+    env.filters["num"] = lambda n: f"{n:,}"
     env.globals["plural"] = plural
     env.globals["describe"] = describe
     numbers = _number(grouping)
@@ -312,6 +336,8 @@ def render_grouped(
             rows=shown,
             hidden_rows=len(rows) - len(shown),
             placeholders=placeholders,
+            exceptions_count=len(grouping.exceptions)
+            + sum(len(fg.stacks) for fg in grouping.failure_groups),
         )
 
     def foot(omitted: Sequence[str], lists: bool) -> str:
@@ -329,6 +355,8 @@ def render_grouped(
 
     group_tpl = env.get_template("grouped_group.md.j2")
     exc_tpl = env.get_template("grouped_exception.md.j2")
+    fail_tpl = env.get_template("grouped_failures.md.j2")
+    by_path = {s.path: s for s in report.stacks}
     shared = [Numbered(numbers[g.id], g) for g in grouping.shared]
     views = _exceptions(report, grouping, numbers)
 
@@ -357,31 +385,45 @@ def render_grouped(
     def exc_text(view: ExceptionView, compact: bool) -> str:
         return exc_tpl.render(v=view, s=view.stack, compact=compact)
 
+    def failure_text(fg: FailureGroup, compact: bool) -> str:
+        sample = by_path.get(fg.sample)
+        return fail_tpl.render(
+            fg=fg,
+            label=_failure_label(sample),
+            sample=sample.failures if sample is not None else (),
+            folds=fold(fg.stacks, grouping.production),
+            compact=compact,
+        )
+
+    # Exceptions in review order: stacks that fail the same way first, then each stack.
+    items: list[tuple[tuple[str, ...], str, str]] = [
+        (fg.stacks, failure_text(fg, False), failure_text(fg, True))
+        for fg in grouping.failure_groups
+    ]
+    items += [((v.path,), exc_text(v, False), exc_text(v, True)) for v in views]
+
     # Groups always get their fields; their stack lists and samples only while the
     # exceptions still fit in full (the exceptions are what must be read).
     full_groups = [group_text(i, True) for i in shared]
     bare_groups = [group_text(i, False) for i in shared]
-    full_exc = [exc_text(v, False) for v in views]
-    compact_exc = [exc_text(v, True) for v in views]
-
     lists = True
     groups_text = "".join(full_groups)
-    if measure(groups_text) + sum(map(measure, compact_exc)) > room:
+    if measure(groups_text) + sum(measure(compact) for _, _, compact in items) > room:
         lists = False
         groups_text = "".join(bare_groups)
     room -= measure(groups_text)
 
     sections: list[str] = []
     omitted: list[str] = []
-    for i, view in enumerate(views):
-        for text in (full_exc[i], compact_exc[i]):
+    for paths, full, compact in items:
+        for text in (full, compact):
             if measure(text) <= room:
                 sections.append(text)
                 room -= measure(text)
                 break
         else:
-            omitted.append(view.path)
-    exc_head = "### Exceptions\n\n" if views else ""
+            omitted.extend(paths)
+    exc_head = "### Exceptions\n\n" if items else ""
     body = top + ("### Changes across stacks\n\n" if shared else "") + groups_text
     body += exc_head + "".join(sections)
     truncated = bool(omitted) or not lists or len(shown) < len(rows)
@@ -438,6 +480,19 @@ def to_json(report: Report, grouping: Grouping, *, layout: str) -> dict[str, Any
                 "groups": list(e.groups),
             }
             for e in grouping.exceptions
+        ],
+        "failureGroups": [
+            {
+                "id": fg.id,
+                "stacks": list(fg.stacks),
+                "productionStacks": list(fg.production),
+                "placeholders": list(fg.placeholders),
+                "failures": [
+                    {"stage": f.stage, "message": f.message, "file": f.file, "line": f.line}
+                    for f in fg.failures
+                ],
+            }
+            for fg in grouping.failure_groups
         ],
         "otherFailures": [
             {"stage": f.stage, "message": f.message, "file": f.file, "line": f.line, "rule": f.rule}

@@ -101,13 +101,24 @@ class ObjectChange:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """Why a stack failed (compile error, failed test or check, preview error)."""
+
+    stage: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class StackChanges:
-    """What one stack changes; ``failed`` when it could not be compiled or planned."""
+    """What one stack changes; ``failed`` when a stage failed for it (``failures``: why)."""
 
     path: str
     changes: tuple[ObjectChange, ...] = ()
     production: bool = False
     failed: bool = False
+    failures: tuple[Failure, ...] = ()
 
     @property
     def project(self) -> str:
@@ -193,13 +204,32 @@ class StackException:
 
 
 @dataclass(frozen=True)
+class FailureGroup:
+    """Stacks that fail the same way (the same stage, file, line and first line of the
+    message, once their project and stack names are placeholders): one base-model
+    error breaks every stack that uses it."""
+
+    id: str
+    failures: tuple[Failure, ...]  # templates, as Group's; the first stack's wording
+    stacks: tuple[str, ...]
+    production: tuple[str, ...]
+    placeholders: tuple[str, ...]
+
+    @property
+    def sample(self) -> str:
+        """The stack whose full messages to show: a production one first."""
+        return (self.production or self.stacks)[0]
+
+
+@dataclass(frozen=True)
 class Grouping:
     groups: tuple[Group, ...]  # in review order (see :func:`review_key`)
-    exceptions: tuple[StackException, ...]  # in review order
+    exceptions: tuple[StackException, ...]  # in review order, without failure_groups' stacks
     changed: tuple[str, ...]  # stacks with at least one change, sorted
     failed: tuple[str, ...]
     unchanged: tuple[str, ...]  # planned, nothing to change
     production: frozenset[str] = field(default_factory=frozenset)
+    failure_groups: tuple[FailureGroup, ...] = ()  # biggest first
 
     def group(self, group_id: str) -> Group:
         for g in self.groups:
@@ -397,8 +427,12 @@ def group_changes(stacks: Iterable[StackChanges], *, max_variants: int = MAX_VAR
         if g.exceptional:
             for path in g.stacks:
                 per_stack.setdefault(path, []).append(g.id)
+    only_failed = [s for s in stacks if s.failed and s.path not in per_stack]
+    failure_groups = _failure_groups(only_failed, production)
+    grouped_failures = {p for fg in failure_groups for p in fg.stacks}
     for path in failed:
-        per_stack.setdefault(path, [])
+        if path not in grouped_failures:
+            per_stack.setdefault(path, [])
     by_id = {g.id: g for g in ordered}
     exceptions = [
         StackException(path, path in production, path in failed_set, tuple(ids))
@@ -412,7 +446,61 @@ def group_changes(stacks: Iterable[StackChanges], *, max_variants: int = MAX_VAR
         failed=tuple(failed),
         unchanged=tuple(unchanged),
         production=production,
+        failure_groups=failure_groups,
     )
+
+
+def _failure_groups(
+    stacks: Sequence[StackChanges], production: frozenset[str]
+) -> tuple[FailureGroup, ...]:
+    """Failed stacks (with no other exception) that fail the same way, two or more."""
+    by_key: dict[tuple[Any, ...], list[tuple[StackChanges, dict[str, str]]]] = {}
+    for s in stacks:
+        if not s.failures:
+            continue
+        tokens = {k: v for k, v in (("project", s.project), ("stack", s.stack)) if _usable(v)}
+        norm = Normaliser(tokens)
+        key = tuple(
+            (
+                f.stage,
+                norm.text(f.file) if f.file else None,
+                f.line,
+                norm.text(f.message.splitlines()[0] if f.message else ""),
+            )
+            for f in s.failures
+        )
+        by_key.setdefault(key, []).append((s, tokens))
+    out = []
+    for key, members in by_key.items():
+        if len(members) < 2:
+            continue
+        paths = tuple(sorted(s.path for s, _ in members))
+        seen: dict[str, set[str]] = {}
+        for _, tokens in members:
+            for name, value in tokens.items():
+                seen.setdefault(name, set()).add(value)
+        uniform = {n: next(iter(v)) for n, v in seen.items() if len(v) == 1}
+        texts = [t for item in key for t in (item[1] or "", item[3])]
+        left = {m for t in texts for m in _MARKER.findall(t)} - set(uniform)
+        out.append(
+            FailureGroup(
+                id=_digest(("failure", key)),
+                failures=tuple(
+                    Failure(
+                        stage,
+                        _display(msg, uniform),
+                        _display(file, uniform) if file else None,
+                        line,
+                    )
+                    for stage, file, line, msg in key
+                ),
+                stacks=paths,
+                production=tuple(p for p in paths if p in production),
+                placeholders=tuple(p for p in PLACEHOLDERS if p in left),
+            )
+        )
+    out.sort(key=lambda g: (0 if g.production else 1, -len(g.stacks), g.id))
+    return tuple(out)
 
 
 def _entries(cls: _ClassKey, items: list[_Item]) -> list[_Entry]:

@@ -30,6 +30,7 @@ from konfig.masking import mask_field, mask_secret_diff
 from konfig.repo.settings import DEFAULT_PRODUCTION_STACKS, is_production
 from konfig.report import grouped
 from konfig.report.budget import DEFAULT_BUDGET, Measure, chars, cut_section, utf8_bytes
+from konfig.report.grouping import Failure as FailureNote
 from konfig.report.grouping import Field, Grouping, ObjectChange, StackChanges, group_changes
 from konfig.report.inputs import ReportInputError, expect, line_number, nonempty, stack_path
 from konfig.report.markdown import environment
@@ -177,6 +178,7 @@ class Report:
                 ),
                 production=s.production,
                 failed=s.failed,
+                failures=tuple(FailureNote(f.stage, f.message, f.file, f.line) for f in s.failures),
             )
             for s in self.stacks
         )
@@ -474,13 +476,14 @@ def choose_layout(
     budget: int = DEFAULT_BUDGET,
     measure: Measure = chars,
 ) -> Literal["stacks", "grouped"]:
-    """``auto``: grouped when at least two stacks change and more than
-    :data:`GROUP_AFTER` stacks change or fail, or the per-stack comment would not fit."""
+    """``auto``: grouped when more than :data:`GROUP_AFTER` stacks change or fail, or
+    when at least two do and the per-stack comment would not fit."""
     if layout != "auto":
         return layout
-    if sum(1 for s in report.stacks if s.changes) < 2:
+    busy = sum(1 for s in report.stacks if s.changes or s.failures)
+    if busy < 2:
         return "stacks"
-    if sum(1 for s in report.stacks if s.changes or s.failures) > GROUP_AFTER:
+    if busy > GROUP_AFTER:
         return "grouped"
     per_stack = _render_stacks(report, budget=budget, measure=measure, title="")
     return "grouped" if per_stack.truncated else "stacks"

@@ -163,6 +163,53 @@ def test_two_unrelated_changes() -> None:
     check_golden("grouped-two-changes", text)
 
 
+def test_stacks_that_fail_the_same_way_are_one_exception() -> None:
+    """A base-model bug breaks 30 stacks with one error: shown once, stacks folded."""
+    base_error = (
+        "expected int, got str(many)\n"
+        "  --> base/pkg/models/frontend/server.k:74:5\n"
+        "   |\n"
+        " 74 |     replicas: int = defaults.replicas\n"
+    )
+    paths = Fleet(100).paths()
+    broken = paths[:30]
+    fleet = Fleet(100, edits=[set_image(NEW)])
+    compiled = []
+    for path in broken:
+        fleet.special[path] = {
+            "message": f"compile failed: {base_error}",
+            "file": None,
+            "line": None,
+        }
+        error = {"message": base_error, "file": "base/pkg/models/frontend/server.k", "line": 74}
+        compiled.append({"path": path, "ok": False, "error": error})
+    own = "appops/app050/dev"  # a stack-specific failure stays its own exception
+    fleet.special[own] = {"message": "compile failed: boom", "file": None, "line": None}
+    compiled.append({"path": own, "ok": False, "error": {"message": f"{own}/main.k: boom",
+                     "file": f"{own}/main.k", "line": 1}})  # fmt: skip
+    inputs = reportlib.Inputs(
+        previews=[fleet.preview()], changed=fleet.changed(), compile=[compiled]
+    )
+    report = reportlib.build(inputs, sha=SHA, run_url=RUN)
+    text = reportlib.render(report).text
+    (fg,) = report.grouping.failure_groups
+    assert len(fg.stacks) == 30 and len(fg.production) == 10
+    assert report.grouping.failed == tuple(sorted([*broken, own]))
+    assert [e.stack for e in report.grouping.exceptions] == [own]
+    assert (
+        "| ❌ | **compile error** at `base/pkg/models/frontend/server.k:74`: "
+        "`expected int, got str(many)` | 30 stacks (10 production-like) |" in text
+    )
+    assert "**31** stacks with exceptions" in text
+    assert "<summary>❌ compile error in 30 stacks (10 production-like): the same failure" in text
+    assert text.count("replicas: int = defaults.replicas") == 1  # the message once
+    assert f"<summary><code>{own}</code>: ❌ compile error</summary>" in text
+    assert "in 269 Deployments across 269 stacks" in text
+    data = reportlib.to_json(report)
+    assert [len(g["stacks"]) for g in data["failureGroups"]] == [30]
+    check_golden("grouped-failures", text)
+
+
 def test_a_single_stack_pr_looks_as_before() -> None:
     """One stack: the per-stack layout, byte for byte what it always rendered."""
     fleet = Fleet(1, envs=("dev",), edits=[set_image(NEW)])
@@ -196,7 +243,7 @@ def test_2000_stacks_and_5_exceptions_fit_well_under_the_limit() -> None:
     for path in ("appops/app002/prod", "appops/app007/dev", "appops/app010/staging",
                  "appops/app020/qa", "appops/app021/prod"):  # fmt: skip
         assert f"<summary><code>{path}</code>" in text
-    assert "in 1997 Deployments across 1997 stacks" in text  # 2 differ, 1 failed
+    assert "in 1,997 Deployments across 1,997 stacks" in text  # 2 differ, 1 failed
 
 
 def test_summary_has_the_groups_and_every_stack() -> None:
