@@ -219,8 +219,7 @@ class Fleet:
             "head": "0" * 40,
             "merge_base": "f" * 40,
             "stacks": [
-                {"path": p, "reasons": [reason], "production": p.endswith("/prod")}
-                for p in paths
+                {"path": p, "reasons": [reason], "production": p.endswith("/prod")} for p in paths
             ],
             "deleted_stacks": [],
             "projects": sorted({p.split("/")[1] for p in paths}),
