@@ -11,6 +11,9 @@
   case-insensitively: they would clash on case-insensitive file systems);
 - ``structure/appops-unexpected``: only project directories and a few well-known files
   sit at the top of ``appops/``;
+- ``structure/kcl-mod``: the repository's ``kcl.mod`` is not TOML, has no ``[package]``
+  with a ``name``, or has tables KCL does not know (KCL ignores a kcl.mod it cannot read,
+  so a typo there silently drops the package settings and dependencies);
 - ``structure/unsafe-name``: a project or stack name with glob or shell metacharacters,
   whitespace, control or invisible (bidi override) characters, or equal to a sibling's
   after Unicode normalisation (see :mod:`konfig.repo.names`);
@@ -27,6 +30,8 @@ A stack switches a policy off in its stack.yaml, for all its resources or for so
 
 from __future__ import annotations
 
+import re
+import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +44,7 @@ from konfig.repo.layout import (
     KCL_YAML,
     MAIN,
     PROJECT_FILE,
+    ROOT_MARKER,
     STACK_FILE,
     Repository,
     Stack,
@@ -71,6 +77,7 @@ def check_structure(repo: Repository) -> list[Finding]:
     findings.extend(_appops_top(repo))
     findings.extend(_projects(repo))
     findings.extend(_unsafe_names(repo))
+    findings.extend(check_kcl_mod(repo.root))
     for stack in repo.stacks:
         findings.extend(check_stack(repo, stack))
     return findings
@@ -145,6 +152,72 @@ def _projects(repo: Repository) -> list[Finding]:
             )
         else:
             seen[name.lower()] = rel
+    return findings
+
+
+KCL_MOD_TABLES = ("dependencies", "package", "profile")
+_TOML_AT = re.compile(r"\s*\(at line (\d+), column \d+\)\s*$")
+
+
+def check_kcl_mod(root: Path) -> list[Finding]:
+    """The repository's kcl.mod: TOML, with ``[package]`` ``name``, known tables only."""
+    rel = ROOT_MARKER
+    try:
+        text = (root / rel).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [Finding("structure/kcl-mod", f"cannot read {rel}: {exc}", rel)]
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = _TOML_AT.search(str(exc))
+        problem = _TOML_AT.sub("", str(exc))
+        return [
+            Finding(
+                "structure/kcl-mod",
+                f"{rel} is not valid TOML ({problem}): KCL ignores it, and with it the "
+                "package name, edition and dependencies; fix the syntax",
+                rel,
+                int(found.group(1)) if found else None,
+            )
+        ]
+    lines = text.splitlines()
+
+    def line_of_table(name: str) -> int | None:
+        header = re.compile(rf"^\s*\[\s*{re.escape(name)}\s*\]|^\s*{re.escape(name)}\s*=")
+        return next((n for n, line in enumerate(lines, 1) if header.match(line)), None)
+
+    findings: list[Finding] = []
+    for key in data:
+        if key not in KCL_MOD_TABLES:
+            findings.append(
+                Finding(
+                    "structure/kcl-mod",
+                    f"unknown table [{key}] in {rel} (KCL knows: {', '.join(KCL_MOD_TABLES)}): "
+                    "KCL ignores it",
+                    rel,
+                    line_of_table(key),
+                )
+            )
+    package = data.get("package")
+    if not isinstance(package, dict):
+        findings.append(
+            Finding(
+                "structure/kcl-mod",
+                f'{rel} has no [package] table: add `[package]` with `name = "..."` (and '
+                "edition, version)",
+                rel,
+                1,
+            )
+        )
+    elif not isinstance(package.get("name"), str) or not package["name"]:
+        findings.append(
+            Finding(
+                "structure/kcl-mod",
+                f'[package] in {rel} has no `name`: add `name = "..."`',
+                rel,
+                line_of_table("package"),
+            )
+        )
     return findings
 
 

@@ -1,8 +1,10 @@
 """YAML reading and canonical writing.
 
-Reading reports syntax errors with file and line. Writing is canonical: mapping keys
-sorted at every level (except where a caller fixes the order), block style, UTF-8,
-so the same data always yields the same bytes.
+Reading reports syntax errors with file and line, and a mapping that sets a key twice
+is one of them (PyYAML would keep the last value and drop the first without a word, so
+``kubernetes:`` written twice in a stack.yaml silently chose a cluster). Writing is
+canonical: mapping keys sorted at every level (except where a caller fixes the order),
+block style, UTF-8, so the same data always yields the same bytes.
 """
 
 from __future__ import annotations
@@ -47,7 +49,37 @@ def relpath(path: Path, root: Path | None) -> str:
 # resolver: the same data, about ten times faster, which matters when a monorepo has
 # thousands of stack.yaml files. Errors are re-parsed in pure Python so their messages
 # and line numbers do not depend on how PyYAML was built.
-_FastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _UniqueKeys:
+    """A constructor mixin: a mapping that sets a key twice is a ConstructorError at the
+    second key (``<<`` merge keys, which YAML lets a mapping override, are exempt)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)  # type: ignore[attr-defined]
+                try:
+                    line = first.setdefault(key, key_node.start_mark.line + 1)
+                except TypeError:
+                    continue  # unhashable: the constructor itself says so
+                if line != key_node.start_mark.line + 1:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"duplicate key `{key}` (first at line {line})",
+                        key_node.start_mark,
+                    )
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+
+
+class _SlowLoader(_UniqueKeys, yaml.SafeLoader):
+    pass
+
+
+class _FastLoader(_UniqueKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    pass
 
 
 # Bounds for what a YAML document may become once loaded. PyYAML builds an alias as a
@@ -73,7 +105,7 @@ def load_yaml_text(text: str, *, file: str) -> Any:
 
 def _load_slowly(text: str, file: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_SlowLoader)  # a SafeLoader: safe
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

@@ -93,3 +93,22 @@ def test_commands_stay_small_on_an_alias_bomb(
     assert proc.returncode == code, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "appops/shop/dev/stack.yaml:3" in proc.stdout + proc.stderr
+
+
+def test_a_key_set_twice_is_an_error_at_the_second(tmp_path: Path) -> None:
+    """PyYAML keeps the last value silently; a config that means two things is refused."""
+    path = tmp_path / "stack.yaml"
+    path.write_text(
+        "name: dev\nkubernetes:\n  context: staging\nkubernetes:\n  context: production\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        yamlio.load_yaml_file(path, root=tmp_path)
+    assert info.value.file == "stack.yaml" and info.value.line == 4
+    assert "duplicate key `kubernetes` (first at line 2)" in info.value.message
+    with pytest.raises(ConfigError, match=r"duplicate key `a` \(first at line 2\)"):
+        yamlio.load_yaml_text("top:\n  a: 1\n  b: 2\n  a: 3\n", file="x.yaml")
+
+
+def test_merge_keys_may_be_overridden() -> None:
+    data = yamlio.load_yaml_text("base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  y: 3\n", file="x.yaml")
+    assert data["use"] == {"x": 1, "y": 3}
