@@ -110,44 +110,65 @@ def _options_from(data: Any, file: str) -> list[tuple[str, Any]]:
     return options
 
 
-def compile_input(repo: Repository, stack: Stack) -> CompileInput:
-    """Work out a stack's entry files and options. Raises ConfigError for bad settings."""
+def compile_input(
+    repo: Repository, stack: Stack, *, shared: dict[str, list[str]] | None = None
+) -> CompileInput:
+    """Work out a stack's entry files and options. Raises ConfigError for bad settings.
+
+    ``shared`` remembers each project's ``base/*.k`` files across the stacks of one call
+    (:func:`stacks_inputs`).
+    """
     root = repo.root
-    stack_dir = root / stack.path
+    base = str(root)
+    stack_dir = f"{base}/{stack.path}"
     options: list[tuple[str, Any]] = []
     files: list[str]
-    kcl_yaml = stack_dir / KCL_YAML
-    if kcl_yaml.is_file():
-        data = load_yaml_file(kcl_yaml, root=root) or {}
+    kcl_yaml = f"{stack_dir}/{KCL_YAML}"
+    # string paths: building Path objects for thousands of stacks cost more than the stats
+    if os.path.isfile(kcl_yaml):  # noqa: PTH113
+        data = load_yaml_file(Path(kcl_yaml), root=root) or {}
         rel = f"{stack.path}/{KCL_YAML}"
         cli = data.get("kcl_cli_configs") if isinstance(data, dict) else None
         listed = cli.get("file") if isinstance(cli, dict) else None
         if not isinstance(listed, list) or not listed:
             raise ConfigError("`kcl_cli_configs.file` must list the entry files", file=rel)
-        files = [str((stack_dir / _substitute(str(f), root)).resolve()) for f in listed]
+        files = [str((Path(stack_dir) / _substitute(str(f), root)).resolve()) for f in listed]
         options.extend(_options_from(data, rel))
     else:
-        project_base = root / stack.project_path / "base"
-        shared = (
-            sorted(p for p in project_base.glob("*.k") if not p.name.endswith("_test.k"))
-            if project_base.is_dir()
-            else []
-        )
-        files = [str(p) for p in shared]
-        files.append(str(stack_dir / MAIN))
-        files.append(str(root / repo.config.render_entry))
-    settings = stack_dir / SETTINGS
-    if settings.is_file():
+        project_base = f"{base}/{stack.project_path}/base"
+        found = None if shared is None else shared.get(project_base)
+        if found is None:
+            found = _project_base_files(project_base)
+            if shared is not None:
+                shared[project_base] = found
+        files = [*found, f"{stack_dir}/{MAIN}", f"{base}/{repo.config.render_entry}"]
+    settings = f"{stack_dir}/{SETTINGS}"
+    if os.path.isfile(settings):  # noqa: PTH113
         options.extend(
-            _options_from(load_yaml_file(settings, root=root), f"{stack.path}/{SETTINGS}")
+            _options_from(load_yaml_file(Path(settings), root=root), f"{stack.path}/{SETTINGS}")
         )
     merged = dict(options)  # later wins, first position kept
     return CompileInput(
         stack_path=stack.path,
-        root=str(root),
+        root=base,
         files=tuple(files),
         options=tuple(merged.items()),
     )
+
+
+def _project_base_files(project_base: str) -> list[str]:
+    """The project's shared ``base/*.k`` files (tests aside), sorted."""
+    try:
+        names = os.listdir(project_base)  # noqa: PTH208
+    except OSError:
+        return []
+    return [
+        f"{project_base}/{name}"
+        for name in sorted(names)
+        if name.endswith(".k")
+        and not name.endswith("_test.k")
+        and os.path.isfile(f"{project_base}/{name}")  # noqa: PTH113
+    ]
 
 
 def compile_one(inputs: CompileInput) -> CompileResult:
@@ -368,6 +389,8 @@ def compile_many(
     its result: the stacks of a lost batch are compiled again one by one, and the one
     that ran away gets an error naming its file and the limit it hit.
     """
+    if not inputs:
+        return []
     from konfig.build import workers  # a run with every Spec from the cache needs none
 
     settings = settings or CompileSettings()
@@ -489,9 +512,10 @@ def default_jobs() -> int:
 def stacks_inputs(repo: Repository, stacks: Iterable[Stack]) -> list[CompileInput | CompileResult]:
     """Compile inputs per stack; a stack with bad settings yields a failed result instead."""
     out: list[CompileInput | CompileResult] = []
+    shared: dict[str, list[str]] = {}
     for stack in stacks:
         try:
-            out.append(compile_input(repo, stack))
+            out.append(compile_input(repo, stack, shared=shared))
         except ConfigError as exc:
             out.append(
                 CompileResult(

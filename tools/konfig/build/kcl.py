@@ -91,7 +91,17 @@ def version() -> str:
 
 @cache
 def library_version() -> str:
-    """The installed kcl-lib's version, from its package metadata (no need to load it)."""
+    """The installed kcl-lib's version, without loading it (nor importlib.metadata, which
+    costs a compile served from the cache more than the rest of its imports): the name of
+    its ``kcl_lib-<version>.dist-info`` directory, else its metadata, else kcl-lib itself."""
+    from importlib.util import find_spec
+
+    spec = find_spec("kcl_lib")
+    if spec is not None and spec.origin:
+        site = Path(spec.origin).parent.parent
+        found = sorted(site.glob("kcl_lib-*.dist-info"))
+        if len(found) == 1:
+            return found[0].name.removeprefix("kcl_lib-").removesuffix(".dist-info")
     from importlib import metadata
 
     try:

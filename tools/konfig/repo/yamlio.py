@@ -198,6 +198,8 @@ def _first_alias_line(text: str) -> int | None:
 def _check_bounds(data: Any, text: str, file: str | Callable[[], str]) -> None:
     if not isinstance(data, dict | list):
         return
+    if "*" not in text and len(text) <= MAX_DEPTH:
+        return  # no alias, and too short to nest that deep: nothing to measure
     expanded, written, depth, cyclic = _measure(data)
     if not cyclic and expanded - written <= MAX_ALIAS_EXPANSION and depth <= MAX_DEPTH:
         return

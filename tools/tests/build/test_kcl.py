@@ -68,3 +68,9 @@ def test_stale_kcl_test_files_are_removed(tmp_path: Path) -> None:
     other.write_text("x = 1\n")
     assert kcl.remove_stale_test_files(tmp_path) == [stale]
     assert not stale.exists() and live.exists() and other.exists()
+
+
+def test_library_version_without_loading_kcl_lib() -> None:
+    from importlib import metadata
+
+    assert kcl.library_version() == metadata.version("kcl-lib") == kcl.version()
