@@ -189,14 +189,19 @@ class ImportGraph:
     _pred: dict[Node, set[Node]] = field(default_factory=dict, repr=False)
 
     def _add_edges(self, edges: Iterable[tuple[Node, Node]]) -> None:
+        succ, pred = self._succ, self._pred
         for source, target in edges:
-            self._succ.setdefault(source, set()).add(target)
-            self._succ.setdefault(target, set())
-            self._pred.setdefault(target, set()).add(source)
-            self._pred.setdefault(source, set())
+            out = succ.get(source)
+            if out is None:
+                out = succ[source] = set()
+            out.add(target)
+            into = pred.get(target)
+            if into is None:
+                into = pred[target] = set()
+            into.add(source)
 
     def __contains__(self, node: Node) -> bool:
-        return node in self._succ
+        return node in self._succ or node in self._pred
 
     @staticmethod
     def _reach(start: Node, edges: dict[Node, set[Node]]) -> set[Node]:
@@ -289,7 +294,6 @@ class ImportGraph:
         for stack_path, files in entries.items():
             node: StackNode = ("stack", stack_path)
             self._succ.setdefault(node, set())
-            self._pred.setdefault(node, set())
             for entry in files:
                 edges.extend((node, target) for target in self.targets(entry))
         self._add_edges(edges)
