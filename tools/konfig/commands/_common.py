@@ -76,13 +76,27 @@ def _number(name: str, default: float, *, minimum: float) -> float:
     return value
 
 
-def cache_state(root: Path, *, enabled: bool = True) -> Path | None:
+def cache_state(root: Path, *, enabled: bool = True, git_required: bool = False) -> Path | None:
     """konfig's cache folder for this command; None when disabled or unusable (a
-    read-only file system, a folder that leads out of the repository: warned, and the
-    command runs without it)."""
+    read-only file system, a folder that leads out of the repository, a repository git
+    refuses: warned, and the command runs without it). With ``git_required`` (the command
+    compares commits) a repository git refuses is the command's error instead."""
     if not enabled:
         return None
     state, why = usable_cache(root, cache_dir(root))
     if why is not None:
         warn(why)
+        return None
+    # the cache keys are git blob ids: a repository git refuses (another user's checkout)
+    # costs the cache, not the command
+    from konfig.detect import gitrepo
+
+    if gitrepo.is_repo(root):
+        try:
+            gitrepo.check_usable(root)
+        except gitrepo.GitError as exc:
+            if git_required:
+                raise
+            warn(f"{exc}\n  running without the cache: it needs git")
+            return None
     return state

@@ -47,7 +47,9 @@ def command(
     given = (ctx.obj or {}).get("root")
     root = find_root(Path(given) if given else None)
     output_file = github_output_file() if github_output else None
-    changes = affected_stacks(root, base, head, cache=cache_state(root, enabled=not no_cache))
+    changes = affected_stacks(
+        root, base, head, cache=cache_state(root, enabled=not no_cache, git_required=True)
+    )
     if output_file is not None:
         write_stack_outputs(
             output_file, changes.stack_paths, changes.deleted_stacks, changes.projects

@@ -65,7 +65,7 @@ def command(
     """
     repo = load_repository(ctx)
     report_problems(repo)
-    state = cache_state(repo.root, enabled=not no_cache)
+    state = cache_state(repo.root, enabled=not no_cache, git_required=changed_from is not None)
     if changed_from is not None:
         if stacks or all_stacks:
             raise UsageError("give stacks, --all or --changed-from, not several")

@@ -139,7 +139,7 @@ def command(
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     repo = load_repository(ctx)
     report_problems(repo)
-    state = cache_state(repo.root, enabled=not no_cache)
+    state = cache_state(repo.root, enabled=not no_cache, git_required=changed_from is not None)
     deleted_paths = list(deleted)
     if changed_from is not None:
         if stacks or all_stacks:

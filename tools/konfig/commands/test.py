@@ -72,7 +72,9 @@ def command(
         all_stacks=all_stacks,
         from_files=from_files,
         changed_from=changed_from,
-        cache=cache_state(repo.root) if (changed_from or from_files) else None,
+        cache=cache_state(repo.root, git_required=changed_from is not None)
+        if (changed_from or from_files)
+        else None,
     )
 
     compiled = compile_stacks(

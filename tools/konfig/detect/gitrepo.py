@@ -29,6 +29,51 @@ class GitError(KonfigError):
     """git failed or the repository is not what konfig needs."""
 
 
+def _said(exc: git.GitCommandError) -> str:
+    """What git wrote on stderr, without gitpython's wrapping."""
+    text = str(exc.stderr or "").strip()
+    text = text.removeprefix("stderr:").strip().strip("'").strip()
+    return text
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip().removeprefix("fatal:").removeprefix("error:").strip()
+        if line:
+            return line[:300]
+    return "no message"
+
+
+def failure(top: Path, what: str, exc: git.GitCommandError) -> GitError:
+    """A failed git command as a GitError that names the real cause when git's message
+    shows it (a repository git refuses, a lock, a permission), else git's first line."""
+    said = _said(exc)
+    if "dubious ownership" in said:
+        return GitError(
+            f"git refuses to work in {top}: the repository belongs to another user "
+            "(git calls it dubious ownership)",
+            hint=f"if you trust it: `git config --global --add safe.directory {top}` (in a CI "
+            "container the checkout often belongs to another user than the job)",
+        )
+    if "index.lock" in said:
+        return GitError(
+            f"git {what} failed: another git process holds {top}/.git/index.lock",
+            hint="wait for it to finish; if no git is running, a killed one left the lock: "
+            "remove .git/index.lock",
+        )
+    if "Permission denied" in said:
+        return GitError(
+            f"git {what} failed: permission denied in {top} ({_first_line(said)})",
+            hint="check that the user running konfig may read the repository",
+        )
+    if "not a git repository" in said:
+        return GitError(
+            f"git {what} failed: {top} is not a git repository ({_first_line(said)})",
+            hint="run konfig inside the git work tree (or `git init` and commit first)",
+        )
+    return GitError(f"git {what} failed: {_first_line(said)}")
+
+
 @dataclass(frozen=True)
 class FileChange:
     """One changed path: ``A`` added, ``M`` modified (also type changes), ``D`` deleted."""
@@ -78,29 +123,78 @@ def is_repo(root: Path) -> bool:
 
 
 def rev_parse(root: Path, ref: str) -> str:
-    """The commit id ``ref`` names; UsageError naming the ref when it is unknown."""
-    repo = open_repo(root).repo
+    """The commit id ``ref`` names. When it names none, the error says why: git refuses
+    the repository (GitError), the repository has no commit yet, or the ref is unknown
+    here (UsageError, with how to fetch it)."""
+    g = open_repo(root)
     try:
-        return str(repo.commit(ref).hexsha)
+        return str(g.repo.commit(ref).hexsha)
     except (git.BadName, git.BadObject, ValueError, git.GitCommandError) as exc:
-        raise UsageError(
-            f"unknown git revision {ref!r}",
-            hint="fetch it first (in CI: actions/checkout with fetch-depth: 0, or "
-            "`git fetch origin <branch>`)",
-        ) from exc
+        raise _unknown_revision(g, ref) from exc
+
+
+def _top(g: GitRepo) -> Path:
+    return Path(g.repo.working_tree_dir or g.root)
+
+
+def check_usable(root: Path) -> None:
+    """GitError when git refuses to work in the repository (e.g. dubious ownership)."""
+    g = open_repo(root)
+    try:
+        g.cmd.rev_parse("--git-dir")
+    except git.GitCommandError as exc:
+        raise failure(_top(g), "rev-parse", exc) from None
+
+
+def is_shallow(root: Path) -> bool:
+    g = open_repo(root)
+    try:
+        return str(g.cmd.rev_parse("--is-shallow-repository")).strip() == "true"
+    except git.GitCommandError:
+        return False
+
+
+def _unknown_revision(g: GitRepo, ref: str) -> KonfigError:
+    top = _top(g)
+    try:
+        g.cmd.rev_parse("--git-dir")
+        any_commit = str(g.cmd.rev_list("-n1", "--all")).strip()
+    except git.GitCommandError as exc:
+        return failure(top, "rev-parse", exc)
+    if not any_commit:
+        return UsageError(
+            f"the git repository {top} has no commits yet, so {ref!r} names nothing",
+            hint="commit first (`git add -A && git commit -m 'first commit'`); change "
+            "detection compares commits",
+        )
+    shallow = (
+        " (this is a shallow clone: the commit may not be fetched)" if is_shallow(g.root) else ""
+    )
+    return UsageError(
+        f"unknown git revision {ref!r}{shallow}",
+        hint="fetch it first (in CI: actions/checkout with fetch-depth: 0, or "
+        "`git fetch origin <branch>`)",
+    )
 
 
 def merge_base(root: Path, base: str, head: str) -> str:
     """The best common ancestor of two commits, as ``git diff base...head`` uses."""
-    repo = open_repo(root).repo
+    g = open_repo(root)
     try:
-        bases = repo.merge_base(base, head)
+        bases = g.repo.merge_base(base, head)
     except git.GitCommandError as exc:
-        raise GitError(f"git merge-base {base} {head} failed: {exc.stderr.strip()}") from exc
+        raise failure(_top(g), f"merge-base {base[:12]} {head[:12]}", exc) from exc
     if not bases:
+        if is_shallow(root):
+            raise GitError(
+                f"{base[:12]} and {head[:12]} have no common ancestor in this shallow clone: "
+                "the history that joins them was not fetched",
+                hint="fetch the whole history: actions/checkout with fetch-depth: 0, or "
+                "`git fetch --unshallow`",
+            )
         raise GitError(
-            f"{base[:12]} and {head[:12]} have no common ancestor",
-            hint="the history is probably shallow: fetch with fetch-depth: 0",
+            f"{base[:12]} and {head[:12]} have no common ancestor: their histories are unrelated",
+            hint="compare against a branch that shares history with the head (--base)",
         )
     return str(bases[0].hexsha)
 
@@ -152,7 +246,7 @@ def diff(root: Path, base: str, head: str | None) -> list[FileChange]:
                 if rel is not None:
                     changes.append(FileChange(ADDED, rel))
     except git.GitCommandError as exc:
-        raise GitError(f"git diff failed: {exc.stderr.strip()}") from exc
+        raise failure(_top(g), "diff", exc) from exc
     return sorted(set(changes), key=lambda c: (c.path, c.status))
 
 
@@ -167,7 +261,7 @@ def list_tree(root: Path, commit: str, paths: Sequence[str] = ()) -> dict[str, s
     try:
         out = g.cmd.ls_tree("-r", "-z", "--full-tree", commit, "--", *spec)
     except git.GitCommandError as exc:
-        raise GitError(f"git ls-tree {commit} failed: {exc.stderr.strip()}") from exc
+        raise failure(_top(g), f"ls-tree {commit[:12]}", exc) from exc
     files: dict[str, str] = {}
     for record in _split_z(out):
         meta, _, path = record.partition("\t")
@@ -188,7 +282,7 @@ def list_worktree(root: Path) -> list[str]:
             "-z", "--cached", "--others", "--exclude-standard", "--full-name", "--", g.prefix or "."
         )
     except git.GitCommandError as exc:
-        raise GitError(f"git ls-files failed: {exc.stderr.strip()}") from exc
+        raise failure(_top(g), "ls-files", exc) from exc
     seen: set[str] = set()
     for path in _split_z(out):
         rel = _strip(g, path)
@@ -209,7 +303,7 @@ def read_blobs(root: Path, blob_ids: Iterable[str]) -> dict[str, bytes]:
         try:
             raw = g.cmd.cat_file("--batch", istream=request, stdout_as_string=False)
         except git.GitCommandError as exc:
-            raise GitError(f"git cat-file failed: {exc.stderr.strip()}") from exc
+            raise failure(_top(g), "cat-file", exc) from exc
     assert isinstance(raw, bytes)
     out: dict[str, bytes] = {}
     pos = 0

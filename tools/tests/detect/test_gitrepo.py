@@ -82,3 +82,70 @@ def test_not_a_git_repository(tmp_path: Path) -> None:
     assert not gitrepo.is_repo(plain)
     with pytest.raises(UsageError, match="not inside a git repository"):
         gitrepo.open_repo(plain)
+
+
+# --- git errors name the real cause (issue 19: "git errors that blame the wrong cause") ---
+
+
+def test_a_repository_without_commits_is_not_blamed_on_a_missing_fetch(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    with pytest.raises(UsageError) as info:
+        gitrepo.rev_parse(root, "main")
+    assert "has no commits yet" in info.value.message
+    assert "fetch" not in str(info.value)
+
+
+def test_an_unknown_ref_still_says_to_fetch_it(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    (root / "a").write_text("1\n")
+    git_commit(root, "first")
+    with pytest.raises(UsageError, match=r"unknown git revision 'origin/nope'") as info:
+        gitrepo.rev_parse(root, "origin/nope")
+    assert "git fetch" in str(info.value)
+
+
+def test_a_repository_git_refuses_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _repo(tmp_path)
+    (root / "a").write_text("1\n")
+    git_commit(root, "first")
+    # git's own switch for its ownership checks: as if another user owned the checkout
+    monkeypatch.setenv("GIT_TEST_ASSUME_DIFFERENT_OWNER", "1")
+    with pytest.raises(gitrepo.GitError) as info:
+        gitrepo.rev_parse(root, "HEAD")
+    text = str(info.value)
+    assert "dubious ownership" in text and "unknown git revision" not in text
+    assert f"git config --global --add safe.directory {root}" in text
+    with pytest.raises(gitrepo.GitError, match="dubious ownership"):
+        gitrepo.list_worktree(root)
+
+
+def test_no_common_ancestor_tells_shallow_from_unrelated(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    (root / "a").write_text("1\n")
+    first = git_commit(root, "first")
+    (root / "a").write_text("2\n")
+    main = git_commit(root, "main")
+    _git(root, "checkout", "-q", "--orphan", "other")
+    (root / "b").write_text("b\n")
+    other = git_commit(root, "other")
+    with pytest.raises(gitrepo.GitError) as info:
+        gitrepo.merge_base(root, main, other)
+    assert "histories are unrelated" in info.value.message and "shallow" not in str(info.value)
+
+    _git(root, "checkout", "-q", "-b", "feature", first)
+    (root / "c").write_text("c\n")
+    feature = git_commit(root, "feature")
+    clone = tmp_path / "clone"
+    _git(
+        tmp_path, "clone", "-q", "--depth", "1", "--no-single-branch", f"file://{root}", str(clone)
+    )
+    assert gitrepo.is_shallow(clone)
+    with pytest.raises(gitrepo.GitError) as info:
+        gitrepo.merge_base(clone, main, feature)
+    assert "shallow clone" in info.value.message and "fetch-depth: 0" in str(info.value)
+
+
+def _git(cwd: Path, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
