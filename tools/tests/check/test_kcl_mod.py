@@ -18,7 +18,7 @@ GOOD = '[package]\nname = "konfig"\nedition = "v0.11.0"\nversion = "0.1.0"\n'
         ('[pakage]\nname = "k"\n', 1, "unknown table [pakage]"),
         ('[pakage]\nname = "k"\n', 1, "has no [package] table"),
         ('# a comment\n[package]\nversion = "1"\n', 2, "[package] in kcl.mod has no `name`"),
-        (GOOD + "\n[dependencies]\nk8s = \"1.31\"\n[deps]\nx = 1\n", 8, "unknown table [deps]"),
+        (GOOD + '\n[dependencies]\nk8s = "1.31"\n[deps]\nx = 1\n', 8, "unknown table [deps]"),
     ],
 )
 def test_meaningless_kcl_mod(tmp_path: Path, text: str, line: int, message: str) -> None:
