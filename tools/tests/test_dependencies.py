@@ -11,7 +11,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-LOCAL = {"konfig", "fixtures", "kubeutil", "gen_monorepo", "__future__"}
+# Modules of this repository that tests and scripts import by name: the package,
+# the test helpers beside the tests (pytest puts tools/tests on sys.path) and hack/.
+LOCAL = {
+    "konfig",
+    "fixtures",
+    "__future__",
+    *(p.stem for p in (ROOT / "tools/tests").glob("*.py")),
+    *(p.stem for p in (ROOT / "hack").glob("*.py")),
+}
 RUNTIME = PYPROJECT["project"]["dependencies"]
 EVERYTHING = RUNTIME + PYPROJECT["project"]["optional-dependencies"]["dev"]
 
