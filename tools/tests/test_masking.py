@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pytest
 from kubeutil import b64, secret_with_data
 
 from konfig.masking import (
@@ -11,6 +13,7 @@ from konfig.masking import (
     MASK,
     MASK_AFTER,
     MASK_BEFORE,
+    mask_field,
     mask_pair,
     mask_secret_diff,
     scrub,
@@ -68,3 +71,38 @@ def test_non_secret_data_is_not_masked() -> None:
 def test_mask_secret_diff_keeps_structure() -> None:
     diff = " data:\n-  a: Zm9v\n+  a: YmFy\n   b: '***'\n kind: Secret\n"
     assert mask_secret_diff(diff) == (" data:\n-  a: ***\n+  a: ***\n   b: '***'\n kind: Secret\n")
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind", "path", "before", "after", "expected"),
+    [
+        ("v1", "Secret", "data.password", "b2xk", "bmV3", ("*** (before)", "*** (after)")),
+        ("v1", "Secret", 'data["tls.key"]', None, "a2V5", (None, "***")),
+        ("v1", "Secret", "stringData.token", "same", "same", ("***", "***")),
+        ("v1", "Secret", "data", "x", None, ("***", None)),
+        ("v1", "Secret", "type", "Opaque", "kubernetes.io/tls", ("Opaque", "kubernetes.io/tls")),
+        ("v1", "Secret", "metadata.labels.data", "a", "b", ("a", "b")),
+        ("v1", "ConfigMap", "data.password", "a", "b", ("a", "b")),  # not a Secret
+        (
+            "apps/v1",
+            "Deployment",
+            f'metadata.annotations["{LAST_APPLIED}"]',
+            '{"kind": "Secret"}',
+            '{"kind": "Secret", "data": {}}',
+            ("*** (before)", "*** (after)"),
+        ),
+        (
+            "v1",
+            "ConfigMap",
+            "metadata.annotations.copy",
+            None,
+            '{"apiVersion": "v1", "kind": "Secret"}',
+            (None, "***"),
+        ),
+        ("v1", "ConfigMap", "metadata.annotations.note", "old", "new", ("old", "new")),
+    ],
+)
+def test_mask_field(
+    api_version: str, kind: str, path: str, before: Any, after: Any, expected: tuple[Any, Any]
+) -> None:
+    assert mask_field(api_version, kind, path, before, after) == expected

@@ -426,8 +426,9 @@ def render_grouped(
     exc_head = "### Exceptions\n\n" if items else ""
     body = top + ("### Changes across stacks\n\n" if shared else "") + groups_text
     body += exc_head + "".join(sections)
-    truncated = bool(omitted) or not lists or len(shown) < len(rows)
-    text = body + foot(omitted, not lists) if footer else body
+    dropped = not lists and bool(shared)  # stack lists left out
+    truncated = bool(omitted) or dropped or len(shown) < len(rows)
+    text = body + foot(omitted, dropped) if footer else body
     return Shortened(text, truncated, tuple(omitted))
 
 
