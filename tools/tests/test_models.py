@@ -4,6 +4,7 @@ schemas, compile-time type errors, and what the render entry does for a whole st
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -210,7 +211,10 @@ def test_render_entry_dedupes_namespaces_and_keeps_edges_inside_the_stack(
     assert by_id["v1:Secret:shop:db"].attributes["stringData"] == {"url": "postgres://db"}
 
 
-def test_duplicate_ids_are_a_clear_compile_error(repo_builder: RepoBuilder) -> None:
+def test_duplicate_ids_are_reported_against_the_stacks_main_k(
+    repo_builder: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    """Not against the render entry (base/render/render.k): the user fixes main.k."""
     repo_builder.stack(
         "shop",
         "dev",
@@ -223,12 +227,39 @@ def test_duplicate_ids_are_a_clear_compile_error(repo_builder: RepoBuilder) -> N
             'configMaps = [{name = "c"}]}\n'
         ),
     )
-    repo = discover(repo_builder.root)
-    result = compile_one(compile_input(repo, repo.stacks[0]))
-    assert result.error is not None
-    text = str(result.error)
-    assert "two objects of this stack have the same id" in text
-    assert "v1:ConfigMap:shop:c" in text
+    result = konfig("check", "--format", "json", cwd=repo_builder.root)
+    assert result.code == 1
+    found = [f for f in json.loads(result.out) if f["rule"] == "spec/duplicate-id"]
+    assert [(f["file"], f["line"], f["resource"]) for f in found] == [
+        ("appops/shop/dev/main.k", 4, "v1:ConfigMap:shop:c")
+    ]
+    assert "render.k" not in result.out + result.err
+
+
+def test_a_dangling_depends_on_of_raw_manifests_is_kept_for_check(
+    repo_builder: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    """A dependsOn the author wrote naming an object the stack lacks is reported, never
+    dropped by the render entry."""
+    repo_builder.stack(
+        "shop",
+        "dev",
+        main=(
+            "import base.pkg.models.frontend\n\n"
+            "extra = frontend.Manifests {\n"
+            '    manifests = [{apiVersion = "v1", kind = "ConfigMap", '
+            'metadata = {name = "cfg", namespace = "shop"}}]\n'
+            '    dependsOn = ["v1:Secret:shop:missing"]\n'
+            "}\n"
+        ),
+    )
+    spec = _compile(repo_builder.root)
+    assert spec.by_id()["v1:ConfigMap:shop:cfg"].depends_on == ("v1:Secret:shop:missing",)
+    result = konfig("check", "--format", "json", cwd=repo_builder.root)
+    assert result.code == 1
+    assert [(f["rule"], f["file"], f["line"]) for f in json.loads(result.out)] == [
+        ("spec/dangling-dependency", "appops/shop/dev/main.k", 4)
+    ]
 
 
 def test_raw_manifests_from_dicts_and_yaml_files(repo_builder: RepoBuilder) -> None:

@@ -8,9 +8,9 @@ and real (KusionStack/kusion #348, #511 show what dense kind edges do):
   group and kind, and a namespaced object after its Namespace, when both are in
   the plan.
 
-Cycles and ``dependsOn`` ids that are not in the plan are errors, raised before
-anything is written. Levels are topological generations; inside a level objects
-are sorted by a fixed kind order (Flux ``ssa/sort.go``) and then by id, so the
+Two objects with one id, cycles, and ``dependsOn`` ids that are not in the plan are
+errors, raised before anything is written. Levels are topological generations; inside a
+level objects are sorted by a fixed kind order (Flux ``ssa/sort.go``) and then by id, so the
 order is deterministic. Prune and destroy walk the levels in reverse.
 """
 
@@ -115,9 +115,18 @@ def build_graph(items: Iterable[Item], *, strict: bool = True) -> nx.DiGraph:
     """Edges point from a dependency to its dependent. Raises OrderError (strict)."""
     graph = nx.DiGraph()
     by_id: dict[str, Item] = {}
+    twice: list[str] = []
     for item in items:
+        if item.id in by_id:
+            twice.append(item.id)  # one object would silently replace the other
         by_id[item.id] = item
         graph.add_node(item.id, item=item)
+    if twice and strict:
+        raise OrderError(
+            "two objects of the stack have the same id: " + ", ".join(sorted(set(twice))),
+            hint="each object may appear once; rename or remove one (konfig check shows "
+            "where: spec/duplicate-id)",
+        )
     crds = {i.defines: i.id for i in by_id.values() if i.defines}
     unknown: list[str] = []
     for item in by_id.values():

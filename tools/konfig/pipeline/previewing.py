@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from konfig.build.compiler import CompileResult
+from konfig.engine import ordering
 from konfig.engine.inventory import read_inventory
 from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
 from konfig.errors import KonfigError
@@ -18,6 +19,7 @@ from konfig.pipeline.connections import Connections
 from konfig.repo.layout import Stack
 from konfig.report.previews import StackError, StackPreview
 from konfig.secrets.refs import Resolver, secret_data
+from konfig.spec import Spec
 
 # Told what a reader should know that is not an error (e.g. a stack with no inventory).
 Note = Callable[[str], None]
@@ -43,6 +45,15 @@ def preview_stack(
             context=stack.kube_context,
             error=StackError(f"compile failed: {message}", e.file, e.line),
         )
+    problem = _order_problem(compiled.spec)
+    if problem is not None:
+        # what apply would refuse is shown in the preview too, never a plan apply rejects
+        return StackPreview(
+            stack.path,
+            context=conns.target(stack).context,
+            error=StackError(f"cannot be applied: {problem} (`konfig check` shows where)"),
+            spec_digest=compiled.spec.digest(),
+        )
     try:
         data = None
         if resolver is not None and resolver.can_decrypt:
@@ -58,6 +69,17 @@ def preview_stack(
             error=StackError(str(exc)),
             spec_digest=compiled.spec.digest(),
         )
+
+
+def _order_problem(spec: Spec) -> str | None:
+    """Why the Spec cannot be ordered (two objects with one id, a cycle, a dependsOn on
+    an object the stack lacks), or None."""
+    items = [ordering.item_from_manifest(r.id, r.attributes, r.depends_on) for r in spec.resources]
+    try:
+        ordering.build_graph(items)
+    except ordering.OrderError as exc:
+        return exc.message
+    return None
 
 
 def preview_deleted(

@@ -113,3 +113,15 @@ def test_webhooks_and_unknown_kinds_sort_late() -> None:
     odd = Item("x.io/v1:Gizmo:g", "x.io/v1", "Gizmo", None)
     pdb = Item("policy/v1:PodDisruptionBudget:web:p", "policy/v1", "PodDisruptionBudget", "web")
     assert levels_of([hook, odd, pdb]) == [[pdb.id, odd.id, hook.id]]
+
+
+def test_two_objects_with_one_id_are_an_error_not_a_silent_replacement() -> None:
+    from konfig.engine.ordering import Item, OrderError, build_graph
+
+    items = [
+        Item(id="v1:ConfigMap:ns:c", api_version="v1", kind="ConfigMap", namespace="ns"),
+        Item(id="v1:ConfigMap:ns:c", api_version="v1", kind="ConfigMap", namespace="ns"),
+    ]
+    with pytest.raises(OrderError, match="two objects of the stack have the same id"):
+        build_graph(items)
+    assert list(build_graph(items, strict=False).nodes) == ["v1:ConfigMap:ns:c"]
