@@ -404,3 +404,34 @@ def test_changed_from_previews_changed_and_deleted_stacks(
     ]
     both = preview(konfig, repo_builder.root, cluster, "--changed-from", "HEAD", "--all")
     assert both.code == 2
+
+
+def test_a_spec_apply_would_refuse_is_an_error_in_preview_and_apply_writes_nothing(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    """A dependsOn naming an object the stack lacks: preview shows the stack as an error
+    (never a plan apply would reject) and apply refuses it before any write."""
+    ns = unique("p6d")
+    project = unique("proj")
+    main = RAW_MAIN.replace("\n}\n", '\n    dependsOn = ["v1:Secret:default:missing"]\n}\n')
+    raw_stack(repo_builder, project, [configmap("default", ns)], main=main)
+    res = preview(konfig, repo_builder.root, cluster, f"{project}/dev", "--format", "json")
+    assert res.code == 1, res.out + res.err
+    stack = json.loads(res.out)["stacks"][0]
+    assert stack["status"] == "error" and stack["changes"] == []
+    assert "cannot be applied" in stack["error"]["message"]
+    assert "v1:Secret:default:missing" in stack["error"]["message"]
+    applied = konfig(
+        "--root",
+        str(repo_builder.root),
+        "apply",
+        f"{project}/dev",
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "--yes",
+    )
+    assert applied.code == 1, applied.out + applied.err
+    assert "v1:Secret:default:missing" in applied.out + applied.err
+    cm = ("v1", "ConfigMap", ns, "default")
+    inventory = ("v1", "ConfigMap", inv.inventory_name(f"appops/{project}/dev"), inv.NAMESPACE)
+    assert set(snapshot(kube, [cm, inventory]).values()) == {None}
