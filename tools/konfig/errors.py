@@ -47,5 +47,6 @@ class ConfigError(KonfigError):
     ) -> None:
         where = file if line is None else f"{file}:{line}"
         super().__init__(f"{where}: {message}" if where else message, hint=hint)
+        self.problem = message  # without the location
         self.file = file
         self.line = line

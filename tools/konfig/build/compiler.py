@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from konfig import contracts
 from konfig.build import kcl
 from konfig.build.limits import Limits
 
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from konfig.build.workers import Died
 from konfig.errors import ConfigError
 from konfig.repo.layout import KCL_MOD_VAR, KCL_YAML, MAIN, Repository, Stack
-from konfig.repo.yamlio import load_yaml_file
+from konfig.repo.settings import contracts_memo
+from konfig.repo.yamlio import load_yaml_text, read_text
 from konfig.secrets.errors import SecretsError
 from konfig.secrets.refs import bind_spec
 from konfig.spec import Spec, SpecError, spec_from_output
@@ -94,20 +96,29 @@ def _substitute(value: str, root: Path) -> str:
     return value.replace(KCL_MOD_VAR, str(root))
 
 
-def _options_from(data: Any, file: str) -> list[tuple[str, Any]]:
-    if not isinstance(data, dict):
-        return []
-    raw = data.get("kcl_options") or []
-    if not isinstance(raw, list):
-        raise ConfigError("`kcl_options` must be a list of {key, value}", file=file)
-    options: list[tuple[str, Any]] = []
-    for index, item in enumerate(raw):
-        if not isinstance(item, dict) or "key" not in item:
-            raise ConfigError(
-                f"`kcl_options[{index}]` must be a mapping with `key` and `value`", file=file
-            )
-        options.append((str(item["key"]), item.get("value")))
-    return options
+def _read_contract(path: Path, root: Path, contract: str) -> dict[str, Any]:
+    """A stack's YAML file, checked against its contract (file and line on errors)."""
+    rel = path.relative_to(root).as_posix()
+    text = read_text(path, root=root)
+    data = load_yaml_text(text, file=rel)
+    if data is None:
+        return {}
+    # an unknown key does not stop compiling: `konfig check` reports it
+    hint = f"see docs/contracts/{contract}.md"
+    contracts.validate(
+        contract,
+        data,
+        file=rel,
+        text=text,
+        ignore_unknown=True,
+        hint=hint,
+        memo=contracts_memo(root),
+    )
+    return dict(data)
+
+
+def _options_from(data: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    return [(str(item["key"]), item.get("value")) for item in data.get("kcl_options") or []]
 
 
 def compile_input(
@@ -126,14 +137,10 @@ def compile_input(
     kcl_yaml = f"{stack_dir}/{KCL_YAML}"
     # string paths: building Path objects for thousands of stacks cost more than the stats
     if os.path.isfile(kcl_yaml):  # noqa: PTH113
-        data = load_yaml_file(Path(kcl_yaml), root=root) or {}
-        rel = f"{stack.path}/{KCL_YAML}"
-        cli = data.get("kcl_cli_configs") if isinstance(data, dict) else None
-        listed = cli.get("file") if isinstance(cli, dict) else None
-        if not isinstance(listed, list) or not listed:
-            raise ConfigError("`kcl_cli_configs.file` must list the entry files", file=rel)
+        data = _read_contract(Path(kcl_yaml), root, "kcl-yaml")
+        listed = data["kcl_cli_configs"]["file"]
         files = [str((Path(stack_dir) / _substitute(str(f), root)).resolve()) for f in listed]
-        options.extend(_options_from(data, rel))
+        options.extend(_options_from(data))
     else:
         project_base = f"{base}/{stack.project_path}/base"
         found = None if shared is None else shared.get(project_base)
@@ -144,9 +151,7 @@ def compile_input(
         files = [*found, f"{stack_dir}/{MAIN}", f"{base}/{repo.config.render_entry}"]
     settings = f"{stack_dir}/{SETTINGS}"
     if os.path.isfile(settings):  # noqa: PTH113
-        options.extend(
-            _options_from(load_yaml_file(Path(settings), root=root), f"{stack.path}/{SETTINGS}")
-        )
+        options.extend(_options_from(_read_contract(Path(settings), root, "ci-test-settings")))
     merged = dict(options)  # later wins, first position kept
     return CompileInput(
         stack_path=stack.path,
@@ -521,7 +526,7 @@ def stacks_inputs(repo: Repository, stacks: Iterable[Stack]) -> list[CompileInpu
                 CompileResult(
                     stack.path,
                     None,
-                    CompileError(exc.message),
+                    CompileError(exc.problem, file=exc.file, line=exc.line),
                     0.0,
                 )
             )

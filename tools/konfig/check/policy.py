@@ -20,8 +20,8 @@ from konfig.build import kcl
 from konfig.check.findings import Finding
 from konfig.check.locate import locate
 from konfig.check.structure import Exemption, disabled_rules
-from konfig.check.yamlpos import key_lines
 from konfig.repo.layout import STACK_FILE, Stack
+from konfig.repo.yamlpos import key_lines
 from konfig.spec import Spec
 
 POLICY_ENTRY = "base/pkg/policies/evaluate/main.k"

@@ -2,9 +2,10 @@
 
 - ``structure/<rule>`` for every problem repository discovery found (broken YAML,
   ``name`` not matching the directory, stack outside a project, nested project, ...);
-- ``structure/unknown-key`` and ``structure/invalid-value``: keys of project.yaml and
-  stack.yaml that Konfig does not know, or values of the wrong type (the tables below
-  are the one place that says which keys exist);
+- ``structure/unknown-key`` and ``structure/invalid-value``: keys of konfig.yaml,
+  project.yaml, stack.yaml, ci-test/settings.yaml and kcl.yaml that Konfig does not
+  know, or values of the wrong type, each with the keys allowed there (their contracts,
+  ``konfig/contracts/*.schema.json``, are the one place that says which keys exist);
 - ``structure/stack-main`` and ``structure/stack-ci-test``: every stack has ``main.k``
   (or a ``kcl.yaml`` listing its files) and a ``ci-test/`` directory;
 - ``structure/project-duplicate``: two projects declare the same name (compared
@@ -37,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from konfig import contracts
 from konfig.check.findings import Finding
-from konfig.check.yamlpos import KeyPath, key_lines, line_of
 from konfig.repo.layout import (
     APPOPS,
     KCL_YAML,
@@ -51,22 +52,9 @@ from konfig.repo.layout import (
     is_within,
 )
 from konfig.repo.names import display, name_problems, normalisation_clashes
+from konfig.repo.settings import CONFIG_FILE
 from konfig.repo.yamlio import load_yaml_text
-
-# Value types per key: a type, a nested table (a mapping with known keys), or
-# ``dict`` for a mapping whose keys another part of Konfig validates.
-Table = dict[str, Any]
-
-PROJECT_KEYS: Table = {"name": str, "description": str, "owners": [str]}
-
-STACK_KEYS: Table = {
-    "name": str,
-    "description": str,
-    "kubernetes": {"context": str, "kubeconfig": str},
-    "production": bool,  # production-like: listed first in the PR comment (docs/report.md)
-    "policies": {"disable": list},
-    "apply": dict,  # validated by `konfig apply` (e.g. replaceOnImmutable)
-}
+from konfig.repo.yamlpos import KeyPath, key_lines, line_of
 
 APPOPS_ALLOWED_FILES = frozenset({"README.md", ".gitkeep", ".gitignore", "OWNERS", "CODEOWNERS"})
 CI_TEST = "ci-test"
@@ -74,6 +62,7 @@ CI_TEST = "ci-test"
 
 def check_structure(repo: Repository) -> list[Finding]:
     findings = [Finding(f"structure/{p.rule}", p.message, p.file, p.line) for p in repo.problems]
+    findings.extend(_config_files(repo))
     findings.extend(_appops_top(repo))
     findings.extend(_projects(repo))
     findings.extend(_unsafe_names(repo))
@@ -89,6 +78,47 @@ def _read(repo: Repository, rel: str) -> tuple[Any, dict[KeyPath, int]]:
         return load_yaml_text(text, file=rel), key_lines(text)
     except Exception:  # unreadable or broken: discovery already reported it
         return None, {}
+
+
+def _contract_findings(
+    repo: Repository, rel: str, *, stack: str | None = None, skip_name: bool = False
+) -> list[Finding]:
+    """``structure/unknown-key`` and ``structure/invalid-value``: ``rel`` against the
+    contract its path names (:mod:`konfig.contracts`); nothing for other files.
+    ``skip_name``: discovery already reported the file's ``name``."""
+    name = contracts.for_file(rel)
+    if name is None:
+        return []
+    try:
+        text = (repo.root / rel).read_text(encoding="utf-8")
+        data = load_yaml_text(text, file=rel)
+    except Exception:  # unreadable or broken YAML: discovery or compiling reports it
+        return []
+    return [
+        Finding(f"structure/{v.problem}", v.message, rel, v.line, stack=stack)
+        for v in contracts.violations(name, data, file=rel, text=text)
+        if not (skip_name and v.path[:1] == ("name",))
+    ]
+
+
+def _config_files(repo: Repository) -> list[Finding]:
+    """konfig.yaml against its contract (when present)."""
+    if not (repo.root / CONFIG_FILE).is_file():
+        return []
+    return _contract_findings(repo, CONFIG_FILE)
+
+
+def _stack_files(repo: Repository, stack: Stack) -> list[Finding]:
+    """Every file of the stack directory and its ci-test/ that has a contract."""
+    findings: list[Finding] = []
+    for folder in (repo.root / stack.path, repo.root / stack.path / CI_TEST):
+        if not folder.is_dir():
+            continue
+        for entry in sorted(folder.iterdir()):
+            if entry.is_file():
+                rel = entry.relative_to(repo.root).as_posix()
+                findings.extend(_contract_findings(repo, rel, stack=stack.path))
+    return findings
 
 
 def _appops_top(repo: Repository) -> list[Finding]:
@@ -130,12 +160,13 @@ def _projects(repo: Repository) -> list[Finding]:
     appops = repo.root / APPOPS
     if not appops.is_dir():
         return findings
+    named = {p.file for p in repo.problems if p.rule == "project-name"}
     for path in sorted(appops.glob(f"*/{PROJECT_FILE}")):
         rel = path.relative_to(repo.root).as_posix()
         data, lines = _read(repo, rel)
         if not isinstance(data, dict):
             continue
-        findings.extend(_keys(data, PROJECT_KEYS, rel, lines, "project.yaml"))
+        findings.extend(_contract_findings(repo, rel, skip_name=rel in named))
         name = data.get("name")
         if not isinstance(name, str):
             continue
@@ -266,8 +297,8 @@ def check_stack(repo: Repository, stack: Stack) -> list[Finding]:
     rel = f"{stack.path}/{STACK_FILE}"
     data, lines = _read(repo, rel)
     findings: list[Finding] = []
+    findings.extend(_stack_files(repo, stack))
     if isinstance(data, dict):
-        findings.extend(_keys(data, STACK_KEYS, rel, lines, "stack.yaml", stack=stack.path))
         findings.extend(_disable_entries(data, rel, lines, stack.path))
     stack_dir = repo.root / stack.path
     if not (stack_dir / MAIN).is_file() and not (stack_dir / KCL_YAML).is_file():
@@ -290,62 +321,6 @@ def check_stack(repo: Repository, stack: Stack) -> list[Finding]:
             )
         )
     return findings
-
-
-def _type_name(expected: Any) -> str:
-    if isinstance(expected, list):
-        return f"a list of {_type_name(expected[0])}s"
-    if isinstance(expected, dict) or expected is dict:
-        return "a mapping"
-    return {str: "a string", list: "a list", bool: "a boolean", int: "an integer"}.get(
-        expected, str(expected)
-    )
-
-
-def _keys(
-    data: dict[str, Any],
-    table: Table,
-    file: str,
-    lines: dict[KeyPath, int],
-    what: str,
-    *,
-    stack: str | None = None,
-    prefix: KeyPath = (),
-) -> Iterable[Finding]:
-    for key, value in data.items():
-        path = (*prefix, str(key))
-        dotted = ".".join(str(p) for p in path)
-        if key not in table:
-            known = ", ".join(sorted(table))
-            yield Finding(
-                "structure/unknown-key",
-                f"unknown key `{dotted}` in {what} (known here: {known})",
-                file,
-                line_of(lines, path),
-                stack=stack,
-            )
-            continue
-        expected = table[key]
-        if isinstance(expected, dict):
-            if not isinstance(value, dict):
-                yield _invalid(dotted, expected, file, line_of(lines, path), stack)
-            else:
-                yield from _keys(value, expected, file, lines, what, stack=stack, prefix=path)
-        elif isinstance(expected, list):
-            if not isinstance(value, list) or not all(isinstance(v, expected[0]) for v in value):
-                yield _invalid(dotted, expected, file, line_of(lines, path), stack)
-        elif not isinstance(value, expected):
-            yield _invalid(dotted, expected, file, line_of(lines, path), stack)
-
-
-def _invalid(dotted: str, expected: Any, file: str, line: int | None, stack: str | None) -> Finding:
-    return Finding(
-        "structure/invalid-value",
-        f"`{dotted}` must be {_type_name(expected)}",
-        file,
-        line,
-        stack=stack,
-    )
 
 
 @dataclass(frozen=True)
@@ -379,43 +354,12 @@ def disabled_rules(stack: Stack) -> dict[str, list[Exemption]]:
 def _disable_entries(
     data: dict[str, Any], file: str, lines: dict[KeyPath, int], stack: str
 ) -> Iterable[Finding]:
+    """``policy/disable-without-reason`` (the entries' shape is the contract's)."""
     policies = data.get("policies")
     entries = policies.get("disable") if isinstance(policies, dict) else None
-    if not isinstance(entries, list):
-        return
-    for index, entry in enumerate(entries):
-        path: KeyPath = ("policies", "disable", index)
-        line = line_of(lines, path)
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
         if not isinstance(entry, dict) or not isinstance(entry.get("rule"), str):
-            yield Finding(
-                "structure/invalid-value",
-                f"`policies.disable[{index}]` must be a mapping with `rule` and `reason`",
-                file,
-                line,
-                stack=stack,
-            )
             continue
-        for key in entry:
-            if key not in ("rule", "reason", "resources"):
-                yield Finding(
-                    "structure/unknown-key",
-                    f"unknown key `policies.disable[{index}].{key}` in stack.yaml "
-                    "(known here: reason, resources, rule)",
-                    file,
-                    line_of(lines, (*path, str(key))),
-                    stack=stack,
-                )
-        ids = entry.get("resources")
-        if ids is not None and (
-            not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)
-        ):
-            yield Finding(
-                "structure/invalid-value",
-                f"`policies.disable[{index}].resources` must be a list of resource ids",
-                file,
-                line_of(lines, (*path, "resources")),
-                stack=stack,
-            )
         reason = entry.get("reason")
         if not isinstance(reason, str) or not reason.strip():
             yield Finding(
@@ -423,7 +367,7 @@ def _disable_entries(
                 f"policy {entry['rule']!r} is disabled without a reason: add `reason:` saying "
                 "why this stack is an exception",
                 file,
-                line,
+                line_of(lines, ("policies", "disable", index)),
                 stack=stack,
             )
 

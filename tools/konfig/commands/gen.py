@@ -1,4 +1,5 @@
-"""``konfig gen schemas``: KCL schemas generated from the Kubernetes OpenAPI and CRDs."""
+"""``konfig gen``: KCL schemas from the Kubernetes OpenAPI and CRDs, the models reference,
+and the contracts' reference and editor settings."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import click
 from konfig.commands._console import info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.gen import compare, generate
+from konfig.gen.contracts import DOCS_DIR as CONTRACT_DOCS
+from konfig.gen.contracts import EDITOR_SETTINGS, render_all
 from konfig.gen.docs import parse_models, render_markdown, undocumented
 from konfig.gen.openapi import kubernetes_definitions_path, load_definitions
 from konfig.repo.files import WriteScope, atomic_write_text, remove
@@ -23,7 +26,14 @@ DOCS_FILE = "docs/models/frontend.md"
 
 @click.group("gen")
 def command() -> None:
-    """Generate code: KCL schemas for the Kubernetes API and CRDs."""
+    """Generate KCL schemas, the models reference and the contracts' docs.
+
+    \b
+    Examples:
+      konfig gen schemas --crd crds/certificate.yaml
+      konfig gen docs --check
+      konfig gen contracts
+    """
 
 
 @command.command("schemas")
@@ -160,3 +170,55 @@ def _display(path: Path, root: Path) -> str:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return path.name
+
+
+@command.command("contracts")
+@click.option(
+    "--check",
+    is_flag=True,
+    help=f"Write nothing; exit 1 when {CONTRACT_DOCS}/ or {EDITOR_SETTINGS} is stale.",
+)
+@click.pass_context
+def contracts_docs(ctx: click.Context, check: bool) -> int:
+    """Write the file formats' reference (docs/contracts/) and the editor settings
+    (.vscode/settings.json: which schema checks which YAML file) from the JSON Schemas
+    in tools/konfig/contracts/.
+
+    \b
+    Example:
+      konfig gen contracts --check    # in CI: the docs match the schemas
+    """
+    root_opt = (ctx.obj or {}).get("root")
+    root = find_root(Path(root_opt) if root_opt else None)
+    settings = root / EDITOR_SETTINGS
+    files = render_all(settings.read_text(encoding="utf-8") if settings.is_file() else None)
+    stale = [
+        rel
+        for rel, text in files.items()
+        if not (root / rel).is_file() or (root / rel).read_text(encoding="utf-8") != text
+    ]
+    extra = sorted(
+        p.relative_to(root).as_posix()
+        for p in (root / CONTRACT_DOCS).glob("*.md")
+        if p.relative_to(root).as_posix() not in files
+    )
+    if check:
+        for rel in stale:
+            click.echo(f"{rel}: out of date")
+        for rel in extra:
+            click.echo(f"{rel}: no longer generated")
+        if stale or extra:
+            click.echo(
+                f"{len(stale) + len(extra)} files are stale; run `konfig gen contracts` and "
+                "commit them",
+                err=True,
+            )
+            return EXIT_FINDINGS
+        info(f"{CONTRACT_DOCS}/ and {EDITOR_SETTINGS}: up to date ({len(files)} files)")
+        return EXIT_OK
+    scope = WriteScope.repository(root)
+    for rel in stale:
+        atomic_write_text(root / rel, files[rel], scope=scope)
+    remove([root / rel for rel in extra], scope=scope)
+    info(f"{len(files)} files: {len(stale)} written, {len(extra)} removed")
+    return EXIT_OK

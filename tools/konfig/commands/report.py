@@ -21,7 +21,7 @@ from konfig.report.budget import (
     SUMMARY_LIMIT_BYTES,
     chars,
 )
-from konfig.report.inputs import ReportInputError
+from konfig.report.inputs import Document, ReportInputError, read
 
 FC = TypeVar("FC", bound=Callable[..., Any])
 
@@ -120,7 +120,7 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
     "as_json",
     is_flag=True,
     help="Write the report as JSON (stacks, distinct changes, exceptions) instead of the "
-    "comment: the schema is docs/report.schema.json.",
+    "comment: the contract is docs/contracts/report.md.",
 )
 def command(
     preview: Sequence[Path],
@@ -190,7 +190,7 @@ def command(
         )
 
     missing: list[str] = []
-    docs: dict[str, list[Any]] = {key: [] for key in files}
+    docs: dict[str, list[Document]] = {key: [] for key in files}
     for key, paths in files.items():
         for path in paths:
             doc = _load(path)
@@ -241,19 +241,12 @@ def command(
     return EXIT_OK
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path) -> Document | None:
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return read(path)
+    except ReportInputError as exc:
         raise UsageError(
-            f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}",
-            hint="pass the file a konfig command wrote with --json / --format json",
+            str(exc), hint="pass the file a konfig command wrote with --json / --format json"
         ) from None
 
 
@@ -291,7 +284,7 @@ def _apply_report(
     summary_file: Path | None,
 ) -> int:
     missing: list[str] = []
-    docs: dict[str, list[Any]] = {"apply": [], "destroy": []}
+    docs: dict[str, list[Document]] = {"apply": [], "destroy": []}
     for key, paths in (("apply", apply), ("destroy", destroy)):
         for path in paths:
             doc = _load(path)

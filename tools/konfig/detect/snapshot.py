@@ -21,7 +21,8 @@ from typing import Any
 from konfig.detect import gitrepo
 from konfig.detect.importgraph import module_of
 from konfig.repo.files import WriteError, WriteScope, atomic_write_text
-from konfig.repo.layout import APPOPS, CACHE_DIR, PROJECT_FILE, STACK_FILE
+from konfig.repo.layout import APPOPS, PROJECT_FILE, STACK_FILE
+from konfig.repo.settings import CACHE_DIR
 
 
 @dataclass

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from konfig import contracts
 from konfig.build.compiler import CompileSettings
 from konfig.detect import gitrepo
 from konfig.engine import ordering
@@ -30,7 +31,6 @@ from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.locking import LockWait, run_locked
 from konfig.repo.layout import Repository, Stack
-from konfig.report.previews import KIND, SCHEMA_VERSION
 from konfig.secrets.keys import Keyring
 from konfig.secrets.refs import Resolver, secret_data, unresolved
 from konfig.spec import Spec
@@ -104,16 +104,17 @@ def apply_options(
 def load_saved_preview(path: Path) -> dict[str, dict[str, Any]]:
     """The stacks of a saved ``konfig preview --format json``, by path."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
     except (OSError, ValueError) as exc:
         raise UsageError(f"--plan {path}: cannot read a preview JSON file: {exc}") from None
-    if not isinstance(data, dict) or data.get("kind") != KIND:
+    try:
+        contracts.validate("preview", data, file=str(path), text=text)
+    except contracts.ContractError as exc:
         raise UsageError(
-            f"--plan {path}: not a `konfig preview --format json` output (kind is not {KIND})"
-        )
-    if data.get("schemaVersion") != SCHEMA_VERSION:
-        raise UsageError(f"--plan {path}: unsupported schemaVersion {data.get('schemaVersion')!r}")
-    return {str(s.get("path")): s for s in data.get("stacks") or [] if isinstance(s, dict)}
+            f"--plan {exc}", hint="pass the file `konfig preview --format json` wrote"
+        ) from None
+    return {s["path"]: s for s in data["stacks"]}
 
 
 def compare_saved(

@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from konfig.errors import ConfigError, KonfigError, UsageError
-from konfig.repo.settings import RepoConfig, load_repo_config
+from konfig.repo.settings import CACHE_DIR, RepoConfig, load_repo_config
 from konfig.repo.yamlio import load_yaml_file
 
 APPOPS = "appops"
@@ -24,7 +24,6 @@ STACK_FILE = "stack.yaml"
 MAIN = "main.k"  # a stack's entry file
 KCL_YAML = "kcl.yaml"  # a stack's optional kcl_cli_configs (entry files, options)
 KCL_MOD_VAR = "${KCL_MOD}"  # in kcl.yaml paths: the directory holding kcl.mod
-CACHE_DIR = ".cache/konfig"
 ROOT_MARKER = "kcl.mod"
 
 _T = TypeVar("_T")
@@ -116,7 +115,7 @@ def _read_named(path: Path, root: Path, kind: str) -> tuple[dict[str, Any] | Non
     try:
         data = load_yaml_file(path, root=root)
     except ConfigError as exc:
-        return None, Problem(f"{kind}-yaml", exc.message.split(": ", 1)[-1], rel, exc.line)
+        return None, Problem(f"{kind}-yaml", exc.problem, rel, exc.line)
     if not isinstance(data, dict):
         return None, Problem(f"{kind}-yaml", "expected a mapping with at least `name`", rel, 1)
     expected = path.parent.name

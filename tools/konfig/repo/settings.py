@@ -14,10 +14,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from konfig.errors import ConfigError
-from konfig.repo.yamlio import load_yaml_file
+from konfig import contracts
+from konfig.repo.files import WriteScope
+from konfig.repo.yamlio import load_yaml_text, read_text
 
 CONFIG_FILE = "konfig.yaml"
+CACHE_DIR = ".cache/konfig"  # konfig's caches, in the repository root (gitignored)
 
 DEFAULT_TRIGGERS = ("kcl.mod", "kcl.mod.lock", CONFIG_FILE, "base/render/**")
 # Stacks whose stack.yaml does not say `production: true|false` are production-like
@@ -34,42 +36,51 @@ class RepoConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-_KNOWN = {"kubernetesVersion", "renderEntry", "triggers", "productionStacks"}
-
-
 def load_repo_config(root: Path) -> RepoConfig:
     path = root / CONFIG_FILE
     if not path.exists():
         return RepoConfig()
-    return repo_config_from_data(load_yaml_file(path, root=root))
+    text = read_text(path, root=root)
+    data = load_yaml_text(text, file=CONFIG_FILE)
+    return repo_config_from_data(data, text=text, memo=contracts_memo(root))
 
 
-def repo_config_from_data(data: Any) -> RepoConfig:
-    """Settings from already-parsed ``konfig.yaml`` data (e.g. read from a git commit)."""
+@lru_cache(maxsize=8)  # once per repository: compiling asks for every stack
+def contracts_memo(root: Path) -> contracts.Memo:
+    """Where the repository's documents found valid are remembered (in its cache)."""
+    return contracts.Memo(root / CACHE_DIR / "contracts", WriteScope.repository(root))
+
+
+def repo_config_from_data(
+    data: Any, *, text: str | None = None, memo: contracts.Memo | None = None
+) -> RepoConfig:
+    """Settings from already-parsed ``konfig.yaml`` data (e.g. read from a git commit);
+    ``text``, its source, gives errors their line (and ``memo``, a cache directory,
+    spares validating it again: :func:`konfig.contracts.validate`).
+
+    The data must match the contract (``konfig/contracts/konfig.schema.json``), keys it
+    does not know aside: those are kept in ``extra`` (a newer Konfig's settings) and
+    ``konfig check`` reports them (``structure/unknown-key``).
+    """
     if data is None:
         return RepoConfig()
-    if not isinstance(data, dict):
-        raise ConfigError("expected a mapping at the top level", file=CONFIG_FILE, line=1)
-    version = str(data.get("kubernetesVersion", "1.32"))
-    render = data.get("renderEntry", "base/render/render.k")
-    if not isinstance(render, str) or not render:
-        raise ConfigError("`renderEntry` must be a non-empty path string", file=CONFIG_FILE)
-    triggers = data.get("triggers", list(DEFAULT_TRIGGERS))
-    if not isinstance(triggers, list) or not all(isinstance(t, str) for t in triggers):
-        raise ConfigError("`triggers` must be a list of path patterns", file=CONFIG_FILE)
-    production = data.get("productionStacks", list(DEFAULT_PRODUCTION_STACKS))
-    if not isinstance(production, list) or not all(isinstance(p, str) for p in production):
-        raise ConfigError(
-            "`productionStacks` must be a list of stack path patterns (e.g. appops/*/prod)",
-            file=CONFIG_FILE,
-        )
-    extra = {k: v for k, v in data.items() if k not in _KNOWN}
+    contracts.validate(
+        "konfig",
+        data,
+        file=CONFIG_FILE,
+        text=text,
+        ignore_unknown=True,
+        hint="see docs/contracts/konfig.md",
+        memo=memo,
+    )
+    known = contracts.schema("konfig")["properties"]
+    defaults = RepoConfig()
     return RepoConfig(
-        kubernetes_version=version,
-        render_entry=render,
-        triggers=tuple(triggers),
-        production_stacks=tuple(production),
-        extra=extra,
+        kubernetes_version=data.get("kubernetesVersion", defaults.kubernetes_version),
+        render_entry=data.get("renderEntry", defaults.render_entry),
+        triggers=tuple(data.get("triggers", defaults.triggers)),
+        production_stacks=tuple(data.get("productionStacks", defaults.production_stacks)),
+        extra={k: v for k, v in data.items() if k not in known},
     )
 
 

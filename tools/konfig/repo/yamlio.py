@@ -113,7 +113,9 @@ def _load_slowly(text: str, file: str) -> Any:
         raise ConfigError(f"invalid YAML: {problem}", file=file, line=line) from exc
 
 
-def load_yaml_file(path: Path, *, root: Path | None = None) -> Any:
+def read_text(path: Path, *, root: Path | None = None) -> str:
+    """A configuration file's text; ConfigError when it is unreadable, too large for a
+    configuration file or not UTF-8."""
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise ConfigError(
@@ -127,6 +129,11 @@ def load_yaml_file(path: Path, *, root: Path | None = None) -> Any:
         raise ConfigError(
             f"is not UTF-8 text (byte {exc.start}: {exc.reason})", file=relpath(path, root)
         ) from exc
+    return text
+
+
+def load_yaml_file(path: Path, *, root: Path | None = None) -> Any:
+    text = read_text(path, root=root)
     # the relative name (a realpath per call) is only worked out for an error
     try:
         data = yaml.load(text, Loader=_FastLoader)  # CSafeLoader: safe

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from konfig.report.budget import SUMMARY_LIMIT_BYTES, utf8_bytes
-from konfig.report.inputs import expect, nonempty, stack_path
+from konfig.report.inputs import Document, validated
 from konfig.report.markdown import environment
 
 APPLY_COUNTS = ("created", "updated", "replaced", "deleted", "unchanged", "failed", "skipped")
@@ -45,45 +45,35 @@ class ApplyReport:
 
 
 def build_apply(
-    applied: Sequence[Mapping[str, Any]],
-    destroyed: Sequence[Mapping[str, Any]] = (),
+    applied: Sequence[Document | Mapping[str, Any]],
+    destroyed: Sequence[Document | Mapping[str, Any]] = (),
     *,
     sha: str,
     run_url: str | None = None,
     missing: Sequence[str] = (),
 ) -> ApplyReport:
-    """The results of ``konfig apply --json`` / ``konfig destroy --json`` as one report."""
+    """The results of ``konfig apply --json`` / ``konfig destroy --json`` as one report
+    (ReportInputError when a document does not match the contract)."""
     stacks: list[AppliedStack] = []
     for verb, docs in (("apply", applied), ("destroy", destroyed)):
         for doc in docs:
-            expect(
-                isinstance(doc, Mapping) and isinstance(doc.get("stacks"), list),
-                f"{verb}: expected {{ok, stacks: [...]}} (konfig {verb} --json)",
-            )
-            for item in doc["stacks"]:
-                path = stack_path(item, f"{verb}: a stack")
-                counts = item.get("counts") or {}
+            for item in validated(verb, doc)["stacks"]:
+                counts = item["counts"]
                 inventory = item.get("inventory") or {}
                 stacks.append(
                     AppliedStack(
-                        path=path,
+                        path=item["path"],
                         verb=verb,
-                        ok=bool(item.get("ok")),
-                        error=nonempty(item.get("error")),
-                        counts={k: int(counts.get(k, 0) or 0) for k in APPLY_COUNTS},
-                        seconds=float(item.get("seconds") or 0.0),
+                        ok=item["ok"],
+                        error=item["error"] or None,
+                        counts={k: counts.get(k, 0) for k in APPLY_COUNTS},
+                        seconds=float(item.get("seconds", 0.0)),
                         problems=tuple(
-                            AppliedObject(
-                                str(o.get("id", "")),
-                                str(o.get("outcome", "")),
-                                str(o.get("message", "")),
-                            )
-                            for o in item.get("objects") or []
-                            if isinstance(o, Mapping) and o.get("outcome") in ("failed", "skipped")
+                            AppliedObject(o["id"], o["outcome"], o.get("message", ""))
+                            for o in item["objects"]
+                            if o["outcome"] in ("failed", "skipped")
                         ),
-                        commit=nonempty(inventory.get("commit"))
-                        if isinstance(inventory, Mapping)
-                        else None,
+                        commit=inventory.get("commit") or None,
                     )
                 )
     stacks.sort(key=lambda s: (s.path, s.verb))

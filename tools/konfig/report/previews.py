@@ -1,10 +1,10 @@
 """Rendering previews: terminal text, markdown and the JSON contract.
 
 Pure functions from :class:`Preview` (plans and per-stack errors) to strings. The
-JSON is the contract documented in ``docs/preview-json.md``. Secret values were
-masked when the plan was computed; every renderer additionally scrubs any known
-secret value out of its output (e.g. from a server message), so no format can leak
-one.
+JSON is the contract ``konfig/contracts/preview.schema.json`` (``docs/preview-json.md``
+explains it). Secret values were masked when the plan was computed; every renderer
+additionally scrubs any known secret value out of its output (e.g. from a server
+message), so no format can leak one.
 """
 
 from __future__ import annotations
@@ -15,11 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from konfig import contracts
 from konfig.engine.plan import ACTIONS, CHANGING, Change, StackPlan
 from konfig.masking import scrub
 
-SCHEMA_VERSION = 1
-KIND = "KonfigPreview"
+# The document's identity, as its contract (konfig/contracts/preview.schema.json) fixes it.
+_IDENTITY = contracts.schema("preview")["properties"]
+SCHEMA_VERSION: int = _IDENTITY["schemaVersion"]["const"]
+KIND: str = _IDENTITY["kind"]["const"]
 
 _SYMBOL = {"create": "+", "update": "~", "replace": "-/+", "delete": "-", "unchanged": "="}
 _COLOUR = {

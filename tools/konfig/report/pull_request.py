@@ -32,10 +32,8 @@ from konfig.report import grouped
 from konfig.report.budget import DEFAULT_BUDGET, Measure, chars, cut_section, utf8_bytes
 from konfig.report.grouping import Failure as FailureNote
 from konfig.report.grouping import Field, Grouping, ObjectChange, StackChanges, group_changes
-from konfig.report.inputs import ReportInputError, expect, line_number, nonempty, stack_path
+from konfig.report.inputs import Document, validated
 from konfig.report.markdown import environment
-from konfig.report.previews import KIND as PREVIEW_KIND
-from konfig.report.previews import SCHEMA_VERSION as PREVIEW_SCHEMA_VERSION
 
 Status = Literal[
     "compile-error",
@@ -186,13 +184,14 @@ class Report:
 
 @dataclass(frozen=True)
 class Inputs:
-    """The parsed JSON documents; every one optional, previews may come in parts."""
+    """The JSON documents (parsed, or :class:`Document` with their file); every one
+    optional, previews may come in parts. Each must match its command's contract."""
 
-    previews: Sequence[Mapping[str, Any]] = ()
-    changed: Mapping[str, Any] | None = None
-    compile: Sequence[Any] = ()  # each: konfig compile --json (a list)
-    tests: Sequence[Mapping[str, Any]] = ()
-    checks: Sequence[Any] = ()
+    previews: Sequence[Document | Mapping[str, Any]] = ()
+    changed: Document | Mapping[str, Any] | None = None
+    compile: Sequence[Document | Sequence[Any]] = ()  # each: konfig compile --json
+    tests: Sequence[Document | Mapping[str, Any]] = ()
+    checks: Sequence[Document | Sequence[Any]] = ()
     missing: Sequence[str] = ()
 
 
@@ -206,7 +205,8 @@ def build(
     run_url: str | None = None,
     production: tuple[str, ...] = DEFAULT_PRODUCTION_STACKS,
 ) -> Report:
-    """Merge the stage outputs into one :class:`Report` (pure; raises ReportInputError).
+    """Merge the stage outputs into one :class:`Report` (pure; raises ReportInputError
+    when a document does not match its contract).
 
     A stack is production-like as ``konfig changed --json`` says; a stack it does not
     describe (or an older change set) by the ``production`` path patterns.
@@ -221,15 +221,15 @@ def build(
 
     others: list[Failure] = []
     if inputs.changed is not None:
-        _read_changed(inputs.changed, entry)
-    for doc in inputs.compile:
-        _read_compile(doc, entry)
+        _read_changed(validated("changed", inputs.changed), entry)
+    for listed in inputs.compile:
+        _read_compile(validated("compile", listed), entry)
     for doc in inputs.tests:
-        _read_test(doc, entry, others)
-    for doc in inputs.checks:
-        _read_check(doc, entry, others)
-    for doc in inputs.previews:
-        _read_preview(doc, entry)
+        _read_test(validated("test", doc), entry, others)
+    for findings in inputs.checks:
+        _read_check(validated("check", findings), entry, others)
+    for preview in inputs.previews:
+        _read_preview(validated("preview", preview), entry)
 
     # A failure in a file inside a stack (e.g. a unit test there) belongs to its row.
     rest = []
@@ -288,18 +288,15 @@ def _dedupe(failures: Iterable[Failure]) -> tuple[Failure, ...]:
 
 
 def _read_changed(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]) -> None:
-    expect(isinstance(doc, Mapping), "changed: expected an object (konfig changed --json)")
-    stacks = doc.get("stacks", [])
-    expect(isinstance(stacks, list), "changed: `stacks` must be a list")
-    for item in stacks:
-        e = entry(stack_path(item, "changed: a stack"))
-        if isinstance(item.get("production"), bool):
+    for item in doc["stacks"]:
+        e = entry(item["path"])
+        if "production" in item:
             e["production"] = item["production"]
-        for reason in item.get("reasons") or []:
-            if str(reason) not in e["reasons"]:
-                e["reasons"].append(str(reason))
-    for path in doc.get("deleted_stacks") or []:
-        e = entry(str(path))
+        for reason in item["reasons"]:
+            if reason not in e["reasons"]:
+                e["reasons"].append(reason)
+    for path in doc["deleted_stacks"]:
+        e = entry(path)
         e["deleted"] = True
         if "stack deleted" not in e["reasons"]:
             e["reasons"].append("stack deleted")
@@ -307,139 +304,104 @@ def _read_changed(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
 
 def _compile_failure(err: Mapping[str, Any]) -> Failure:
     """A compile error as ``konfig compile --json`` and ``konfig test --json`` write it."""
-    return Failure(
-        "compile",
-        str(err.get("message") or "compile failed"),
-        nonempty(err.get("file")),
-        line_number(err.get("line")),
-    )
+    return Failure("compile", err["message"] or "compile failed", err["file"] or None, err["line"])
 
 
-def _read_compile(doc: Any, entry: Callable[[str], dict[str, Any]]) -> None:
-    expect(isinstance(doc, list), "compile: expected a list (konfig compile --json)")
+def _read_compile(doc: Sequence[Mapping[str, Any]], entry: Callable[[str], dict[str, Any]]) -> None:
     for item in doc:
-        e = entry(stack_path(item, "compile: an entry"))
-        err = item.get("error")
-        if isinstance(err, Mapping):
-            e["failures"].append(_compile_failure(err))
+        e = entry(item["path"])
+        if item["error"] is not None:
+            e["failures"].append(_compile_failure(item["error"]))
+
+
+# `konfig test --json` statuses that are not failures
+_TEST_OK = ("passed", "created", "updated", "unchanged")
 
 
 def _read_test(
     doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]], others: list[Failure]
 ) -> None:
-    expect(isinstance(doc, Mapping), "test: expected an object (konfig test --json)")
-    for item in doc.get("stacks") or []:
-        e = entry(stack_path(item, "test: a stack"))
-        status = item.get("status")
-        if status == "compile-error" and isinstance(item.get("error"), Mapping):
-            err = item["error"]
-            e["failures"].append(_compile_failure(err))
-        elif status not in (None, "passed", "pass", "ok", "created", "updated", "unchanged"):
-            diffs = item.get("diffs") or []
-            detail = "".join(str(d.get("diff", "")) for d in diffs if isinstance(d, Mapping))
+    for item in doc["stacks"]:
+        e = entry(item["path"])
+        status = item["status"]
+        if status == "compile-error" and "error" in item:
+            e["failures"].append(_compile_failure(item["error"]))
+        elif status not in _TEST_OK:
+            detail = "".join(d["diff"] for d in item.get("diffs", ()))
             e["failures"].append(
                 Failure(
                     "test",
-                    str(item.get("message") or f"golden test {status}"),
-                    nonempty(item.get("golden")),
-                    line_number(item.get("line")),
+                    item.get("message") or f"golden test {status}",
+                    item.get("golden") or None,
+                    item.get("line"),
                     detail=detail,
                 )
             )
-    for unit in doc.get("unitTests") or []:
-        if not isinstance(unit, Mapping) or unit.get("passed", True):
+    for unit in doc["unitTests"]:
+        if unit["passed"]:
             continue
-        failure = Failure(
-            "test",
-            f"{unit.get('package', '')}: {unit.get('name', '')}: {unit.get('message', '')}".strip(
-                ": "
-            ),
-            nonempty(unit.get("file")),
-            line_number(unit.get("line")),
-        )
-        others.append(failure)
+        message = f"{unit['package']}: {unit['name']}: {unit.get('message', '')}".strip(": ")
+        others.append(Failure("test", message, unit.get("file") or None, unit.get("line")))
 
 
-def _read_check(doc: Any, entry: Callable[[str], dict[str, Any]], others: list[Failure]) -> None:
-    findings = doc.get("findings") if isinstance(doc, Mapping) else doc
-    if not isinstance(findings, list):
-        raise ReportInputError("check: expected a list of findings or {findings: [...]}")
-    for item in findings:
-        expect(isinstance(item, Mapping), "check: a finding must be an object")
-        if str(item.get("severity", "error")) != "error":
+def _read_check(
+    doc: Sequence[Mapping[str, Any]], entry: Callable[[str], dict[str, Any]], others: list[Failure]
+) -> None:
+    for item in doc:
+        if item["severity"] != "error":
             continue
         failure = Failure(
             "check",
-            str(item.get("message") or "check failed"),
-            nonempty(item.get("file")),
-            line_number(item.get("line")),
-            rule=nonempty(item.get("rule")),
+            item["message"] or "check failed",
+            item["file"] or None,
+            item["line"],
+            rule=item["rule"] or None,
         )
-        stack = nonempty(item.get("stack"))
-        if stack:
-            entry(stack)["failures"].append(failure)
+        if item.get("stack"):
+            entry(item["stack"])["failures"].append(failure)
         else:
             others.append(failure)
 
 
 def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]) -> None:
-    expect(
-        isinstance(doc, Mapping) and doc.get("kind") == PREVIEW_KIND,
-        f"preview: expected a {PREVIEW_KIND} document (konfig preview --format json)",
-    )
-    version = doc.get("schemaVersion")
-    expect(
-        version == PREVIEW_SCHEMA_VERSION,
-        f"preview: unsupported schemaVersion {version!r} (this konfig reads "
-        f"{PREVIEW_SCHEMA_VERSION})",
-    )
-    for item in doc.get("stacks") or []:
-        e = entry(stack_path(item, "preview: a stack"))
-        e["deleted"] = e["deleted"] or bool(item.get("deleted"))
-        counts = item.get("counts") or {}
-        if item.get("status") != "error":  # a failed stack has no counts to show
-            e["counts"] = {a: int(counts.get(a, 0) or 0) for a in ACTIONS}
-        if item.get("status") == "error":
-            err = item.get("error") or {}
+    for item in doc["stacks"]:
+        e = entry(item["path"])
+        e["deleted"] = e["deleted"] or item["deleted"]
+        if item["status"] == "error":  # a failed stack has no counts to show
+            err = item["error"] or {}
             e["failures"].append(
                 Failure(
                     "preview",
-                    str(err.get("message") or "preview failed"),
-                    nonempty(err.get("file")),
-                    line_number(err.get("line")),
+                    err.get("message") or "preview failed",
+                    err.get("file") or None,
+                    err.get("line"),
                 )
             )
-        changes = []
-        for c in item.get("changes") or []:
-            if not isinstance(c, Mapping) or c.get("action") == "unchanged":
-                continue
-            kind = str(c.get("kind", ""))
-            api_version = str(c.get("apiVersion", ""))
-            changes.append(
-                ChangeItem(
-                    id=str(c.get("id", "")),
-                    kind=kind,
-                    namespace=nonempty(c.get("namespace")),
-                    name=str(c.get("name", "")),
-                    action=str(c.get("action", "")),
-                    reason=str(c.get("reason", "")),
-                    validated=bool(c.get("validated", True)),
-                    diff=mask_secret_diff(str(c.get("diff") or ""))
-                    if kind == "Secret"
-                    else str(c.get("diff") or ""),
-                    api_version=api_version,
-                    fields=_fields(api_version, kind, c.get("fields")),
-                )
+        else:
+            e["counts"] = {a: item["counts"][a] for a in ACTIONS}
+        changes = [
+            ChangeItem(
+                id=c["id"],
+                kind=c["kind"],
+                namespace=c["namespace"] or None,
+                name=c["name"],
+                action=c["action"],
+                reason=c["reason"],
+                validated=c["validated"],
+                diff=mask_secret_diff(c["diff"]) if c["kind"] == "Secret" else c["diff"],
+                api_version=c.get("apiVersion", ""),
+                fields=_fields(c.get("apiVersion", ""), c["kind"], c["fields"]),
             )
+            for c in item["changes"]
+            if c["action"] != "unchanged"
+        ]
         e["changes"] = sorted(changes, key=lambda c: c.id)
 
 
-def _fields(api_version: str, kind: str, raw: Any) -> tuple[Field, ...]:
+def _fields(api_version: str, kind: str, raw: Sequence[Mapping[str, Any]]) -> tuple[Field, ...]:
     out = []
-    for f in raw if isinstance(raw, list) else ():
-        if not isinstance(f, Mapping) or not isinstance(f.get("path"), str):
-            continue
-        before, after = mask_field(api_version, kind, f["path"], f.get("before"), f.get("after"))
+    for f in raw:
+        before, after = mask_field(api_version, kind, f["path"], f["before"], f["after"])
         out.append(Field(f["path"], before, after))
     return tuple(out)
 
@@ -626,5 +588,5 @@ def _has_section(stack: StackReport) -> bool:
 
 
 def to_json(report: Report, *, layout: Layout = "auto") -> dict[str, Any]:
-    """``konfig report --json`` (schema: docs/report.schema.json)."""
+    """``konfig report --json`` (the contract konfig/contracts/report.schema.json)."""
     return grouped.to_json(report, report.grouping, layout=choose_layout(report, layout))

@@ -197,7 +197,7 @@ def test_stack_yaml_production_must_be_a_boolean(
     raw_stack(repo_builder, "shop", "dev", resources, stack_yaml="name: dev\nproduction: yes-ish\n")
     (finding,) = findings(konfig, repo_builder)
     assert finding["rule"] == "structure/invalid-value"
-    assert finding["message"] == "`production` must be a boolean"
+    assert finding["message"] == "`production` must be a boolean, not the string 'yes-ish'"
     assert (finding["file"], finding["line"]) == ("appops/shop/dev/stack.yaml", 2)
 
 
