@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from konfig.build.compiler import CompileResult
-from konfig.engine import ordering
 from konfig.engine.inventory import read_inventory
 from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
 from konfig.errors import KonfigError
@@ -74,6 +73,8 @@ def preview_stack(
 def _order_problem(spec: Spec) -> str | None:
     """Why the Spec cannot be ordered (two objects with one id, a cycle, a dependsOn on
     an object the stack lacks), or None."""
+    from konfig.engine import ordering  # networkx: not for `konfig preview --help`
+
     items = [ordering.item_from_manifest(r.id, r.attributes, r.depends_on) for r in spec.resources]
     try:
         ordering.build_graph(items)
