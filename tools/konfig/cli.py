@@ -2,7 +2,7 @@
 
 Every subcommand lives in ``konfig/commands/<name>.py`` and is listed in ``COMMANDS``;
 this module loads them on demand and maps exceptions to exit codes (0 ok, 1 findings,
-2 usage, 3 unexpected, 130 interrupted).
+2 usage, 3 unexpected, 130 interrupted by SIGINT, 143 by SIGTERM).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import click
 
 from konfig import __version__
 from konfig.commands._console import error
+from konfig.commands._signals import Terminated, exit_code, terminate_as_interrupt
 from konfig.errors import EXIT_UNEXPECTED, EXIT_USAGE, KonfigError
 
 # Subcommand name -> module exposing ``command``. Modules are imported only when their
@@ -82,20 +83,31 @@ def _quiet_libraries() -> None:
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (tests call this directly)."""
     _quiet_libraries()
+    with terminate_as_interrupt():
+        return _run(argv)
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         code = cli.main(args=argv, prog_name="konfig", standalone_mode=False)
-    except click.exceptions.Abort:
-        error("aborted")
-        code = 130
+    except click.exceptions.Abort as exc:
+        # click turns KeyboardInterrupt (and so SIGTERM's Terminated) into Abort
+        cause = exc.__cause__
+        if isinstance(cause, KeyboardInterrupt):
+            error("terminated (SIGTERM)" if isinstance(cause, Terminated) else "interrupted")
+            code = exit_code(cause)
+        else:
+            error("aborted")
+            code = 130
     except click.ClickException as exc:
         exc.show()
         code = EXIT_USAGE if isinstance(exc, click.UsageError) else exc.exit_code
     except KonfigError as exc:
         error(str(exc))
         code = exc.exit_code
-    except KeyboardInterrupt:
-        error("interrupted")
-        code = 130
+    except KeyboardInterrupt as exc:
+        error("terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
+        code = exit_code(exc)
     except click.exceptions.Exit as exc:
         code = exc.exit_code
     except Exception:

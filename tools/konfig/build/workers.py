@@ -7,7 +7,10 @@ takes gigabytes, a loop may never end. So stacks compile in worker processes, ea
 * a memory limit (``RLIMIT_DATA``: kcl-lib aborts when an allocation fails),
 * a CPU-time limit per task (``RLIMIT_CPU``, raised before each task),
 * a wall-clock limit per task, enforced here (the worker is killed),
-* no core files, and SIGINT ignored (the parent stops them).
+* no core files, SIGINT ignored (the parent stops them), SIGTERM's default action (the
+  parent's handler is not inherited), and SIGKILL when the parent dies,
+* temporary files in a folder of the pool's own, removed when the pool closes (a worker
+  killed in the middle of a batch leaves its files there).
 
 :class:`Pool` runs tasks and reports each as finished (:class:`Done`), failed with an
 exception the task raised (:class:`Failed`, a plain message) or lost with its worker
@@ -29,6 +32,7 @@ import faulthandler
 import multiprocessing
 import os
 import resource
+import shutil
 import signal
 import tempfile
 import time
@@ -86,12 +90,20 @@ def _load_libc() -> Any:
 _LIBC = _load_libc() if hasattr(os, "fork") else None
 
 
-def _worker_main(conn: Connection, stderr_path: str, memory_bytes: int) -> None:
+_PR_SET_PDEATHSIG = 1
+
+
+def _worker_main(conn: Connection, stderr_path: str, memory_bytes: int, tmp: str) -> None:
     """The loop of one worker: receive (function, argument, CPU budget), send the outcome."""
     # a crash is reported by the parent; a traceback dump from the caller's faulthandler
     # (inherited through fork, writing to the caller's stderr) would only add noise
     faulthandler.disable()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _LIBC is not None:
+        # a parent killed with SIGKILL cannot stop its workers: the kernel does
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    tempfile.tempdir = tmp
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if memory_bytes > 0:
         resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
@@ -126,14 +138,14 @@ def _worker_main(conn: Connection, stderr_path: str, memory_bytes: int) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx: Any, limits: Limits) -> None:
-        fd, self.stderr_path = tempfile.mkstemp(prefix="konfig-worker-", suffix=".stderr")
+    def __init__(self, ctx: Any, limits: Limits, tmp: str) -> None:
+        fd, self.stderr_path = tempfile.mkstemp(prefix="worker-", suffix=".stderr", dir=tmp)
         os.close(fd)
         parent, child = ctx.Pipe()
         self.conn: Connection = parent
         self.process = ctx.Process(
             target=_worker_main,
-            args=(child, self.stderr_path, limits.memory_mib << 20),
+            args=(child, self.stderr_path, limits.memory_mib << 20, tmp),
             daemon=True,
         )
         self.process.start()
@@ -207,6 +219,7 @@ class Pool(Generic[T]):
         self._ctx = multiprocessing.get_context("fork")
         self._queue: deque[tuple[Callable[[Any], Any], T, float]] = deque()
         self._workers: list[_Worker] = []
+        self._tmp: str | None = None  # the workers' temporary folder, made with the first
 
     def __enter__(self) -> Pool[T]:
         return self
@@ -222,6 +235,9 @@ class Pool(Generic[T]):
         workers, self._workers = self._workers, []
         for worker in workers:
             worker.stop(kill=worker.task is not None)
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
     def _dispatch(self) -> None:
         while self._queue:
@@ -229,7 +245,9 @@ class Pool(Generic[T]):
             if idle is None:
                 if len(self._workers) >= self.jobs:
                     return
-                idle = _Worker(self._ctx, self.limits)
+                if self._tmp is None:
+                    self._tmp = tempfile.mkdtemp(prefix="konfig-workers-")
+                idle = _Worker(self._ctx, self.limits, self._tmp)
                 self._workers.append(idle)
             fn, task, budget = self._queue.popleft()
             idle.task = task

@@ -31,6 +31,7 @@ from konfig.commands._results import (
     finish,
     show_plans,
 )
+from konfig.commands._signals import Stop, graceful, stopped
 from konfig.engine.lock import DEFAULT_DURATION
 from konfig.engine.plan import StackPlan
 from konfig.engine.stackrun import ApplyOptions, StackResult
@@ -175,7 +176,7 @@ def command(
             confirm("apply these changes", yes=yes)
         show = yes and saved is None and not as_json
 
-        def one(stack: Stack) -> StackResult:
+        def one(stack: Stack, stop: Stop) -> StackResult:
             return apply_locked(
                 conns,
                 Planned(stack, specs[stack.path], shown.get(stack.path), secrets.get(stack.path)),
@@ -185,7 +186,10 @@ def command(
                 lease_duration=lease_duration,
                 on_lock_wait=printer.lock_wait,
                 show_plan=printer.plan if show else None,
+                stop=stop.event,
             )
 
-        results = run_concurrently(selected, one, stack_concurrency)
-    return finish("Apply", results, as_json=as_json)
+        with graceful("the apply") as stop:
+            results = run_concurrently(selected, lambda s: one(s, stop), stack_concurrency)
+    code = finish("Apply", results, as_json=as_json)
+    return stopped(stop, code)

@@ -23,6 +23,7 @@ from konfig.commands._results import (
     finish,
     show_plans,
 )
+from konfig.commands._signals import Stop, graceful, stopped
 from konfig.engine.lock import DEFAULT_DURATION
 from konfig.engine.stackrun import ApplyOptions, StackResult
 from konfig.pipeline.concurrency import run_concurrently
@@ -98,7 +99,7 @@ def command(
             show_plans([StackPreview(p.path, deleted=True, plan=p) for p in plans])
         confirm("destroy these stacks", yes=yes)
 
-        def one(t: DestroyTarget) -> StackResult:
+        def one(t: DestroyTarget, stop: Stop) -> StackResult:
             return destroy_locked(
                 conns,
                 t.stack,
@@ -107,7 +108,10 @@ def command(
                 lock_timeout=lock_timeout,
                 lease_duration=lease_duration,
                 on_lock_wait=printer.lock_wait,
+                stop=stop.event,
             )
 
-        results = run_concurrently(targets, one, stack_concurrency)
-    return finish("Destroy", results, as_json=as_json)
+        with graceful("the destroy") as stop:
+            results = run_concurrently(targets, lambda t: one(t, stop), stack_concurrency)
+    code = finish("Destroy", results, as_json=as_json)
+    return stopped(stop, code)

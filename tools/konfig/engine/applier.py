@@ -43,6 +43,7 @@ from konfig.engine.plan import Change, StackPlan
 from konfig.engine.pruner import prune
 from konfig.engine.retry import RETRYABLE_STATUS, Unreachable, delete_object, retry
 from konfig.engine.stackrun import (
+    INTERRUPTED,
     ApplyOptions,
     Event,
     EventSink,
@@ -111,13 +112,21 @@ def apply_stack(
     emit: EventSink = lambda _e: None,
     *,
     lost: threading.Event | None = None,
+    stop: threading.Event | None = None,
 ) -> StackResult:
-    """Apply one stack's plan. Raises ApplyError before any write; else a result."""
+    """Apply one stack's plan. Raises ApplyError before any write; else a result.
+
+    When ``stop`` is set (the process got SIGTERM or SIGINT), requests in flight
+    finish, nothing new is applied or pruned, and the inventory is shrunk to what
+    exists (the commit is not recorded), as after any failure.
+    """
     started = time.monotonic()
     levels, graph = check_plan(plan, spec, options)
     by_id = {c.id: c for c in plan.changes}
     planned_ids = {i for level in levels for i in level}
-    run = StackRun(kube, plan.path, options, emit, lost, secrets=plan.secrets())
+    run = StackRun(kube, plan.path, options, emit, lost, secrets=plan.secrets(), stop=stop)
+    if run.stopping():
+        return StackResult(plan.path, False, (), f"{plan.path}: {INTERRUPTED}; nothing was written")
     try:
         if prior is not None and planned_ids <= prior.ids():
             current = prior  # the union is the prior inventory: nothing to write yet
@@ -138,7 +147,7 @@ def apply_stack(
 
     blocked: dict[str, str] = {}
     for number, level in enumerate(levels, 1):
-        if run.unreachable is not None:
+        if run.unreachable is not None or run.stopping():
             break
         run.check_lock()
         emit(Event(plan.path, "level", f"level {number}/{len(levels)}: {len(level)} objects"))
@@ -161,9 +170,15 @@ def apply_stack(
             if run.results[c.id].outcome == "failed":
                 for dep in ordering.dependents(graph, c.id):
                     blocked.setdefault(dep, c.id)
+    if run.stopping():
+        for rid in sorted(planned_ids - set(run.results)):
+            run.record(ObjectResult(rid, "skipped", INTERRUPTED))
+            run.exists[rid] = by_id[rid].live is not None
 
-    applied_ok = run.unreachable is None and all(
-        run.results[i].outcome not in ("failed", "skipped") for i in planned_ids
+    applied_ok = (
+        run.unreachable is None
+        and not run.stopping()
+        and all(run.results[i].outcome not in ("failed", "skipped") for i in planned_ids)
     )
     prune_ids = [c.id for c in plan.changes if c.id not in planned_ids and c.id in current.ids()]
     if applied_ok:
@@ -173,7 +188,11 @@ def apply_stack(
             if by_id[i].action == "delete":
                 run.record(
                     ObjectResult(
-                        i, "skipped", "prune skipped: not every object applied", phase="prune"
+                        i,
+                        "skipped",
+                        "prune skipped: "
+                        + ("konfig was stopped" if run.stopping() else "not every object applied"),
+                        phase="prune",
                     )
                 )
                 run.exists[i] = True
@@ -225,8 +244,9 @@ def _apply_one(run: StackRun, change: Change) -> bool:
     """Apply one object; records its result. True when it was written (or unchanged)."""
     kube, options = run.kube, run.options
     ref = ref_of(change)
-    if run.unreachable is not None:
-        run.record(ObjectResult(change.id, "skipped", "skipped: the API server is unreachable"))
+    if run.unreachable is not None or run.stopping():
+        why = INTERRUPTED if run.unreachable is None else "skipped: the API server is unreachable"
+        run.record(ObjectResult(change.id, "skipped", why))
         run.exists[change.id] = change.live is not None
         return False
     manifest = inventory.label_member(change.desired or {}, set_id_of(run.path))

@@ -17,6 +17,7 @@ from konfig.engine.stackrun import (
     EventSink,
     StackResult,
     StackRun,
+    interrupted_message,
     summary_error,
     unreachable_message,
 )
@@ -30,6 +31,7 @@ def destroy_stack(
     emit: EventSink = lambda _e: None,
     *,
     lost: threading.Event | None = None,
+    stop: threading.Event | None = None,
 ) -> StackResult:
     """Delete everything the inventory owns (dependents first), then the inventory.
 
@@ -39,7 +41,7 @@ def destroy_stack(
     started = time.monotonic()
     if prior is None:
         return StackResult(plan.path, True, (), None, None, 0.0)
-    run = StackRun(kube, plan.path, options, emit, lost, secrets=plan.secrets())
+    run = StackRun(kube, plan.path, options, emit, lost, secrets=plan.secrets(), stop=stop)
     run.check_lock()
     by_id = {c.id: c for c in plan.changes}
     deletes = [c for c in plan.changes if c.action == "delete"]
@@ -49,7 +51,8 @@ def destroy_stack(
         for m in prior.members
         if m.id in by_id and by_id[m.id].action == "delete" and run.exists.get(m.id, True)
     ]
-    ok = run.unreachable is None and not any(r.outcome == "failed" for r in run.results.values())
+    failed = any(r.outcome == "failed" for r in run.results.values())
+    ok = run.unreachable is None and not run.stopping() and not failed
     error: str | None = None
     written: Inventory | None = None
     try:
@@ -81,6 +84,10 @@ def destroy_stack(
     if run.unreachable is not None:
         ok = False
         error = unreachable_message(plan.path, run.unreachable)
+    elif run.stopping():
+        ok = False
+        done = sum(1 for r in run.results.values() if r.outcome == "deleted")
+        error = interrupted_message(plan.path, done, len(deletes))
     elif not ok and error is None:
         error = summary_error(run, ok)
     return StackResult(

@@ -217,8 +217,10 @@ class StackLock:
         *,
         poll: float = 1.0,
         on_wait: Callable[[LeaseState], None] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
-        """Take the lease, waiting up to ``timeout`` seconds; start renewing it."""
+        """Take the lease, waiting up to ``timeout`` seconds (or until ``stop`` is set);
+        start renewing it."""
         ensure_namespace(self.kube)
         deadline = time.monotonic() + timeout
         reported = ""
@@ -240,7 +242,14 @@ class StackLock:
                     f"{timeout:g}s); if that apply died, its lease expires after "
                     f"{holder.duration}s",
                 )
-            time.sleep(min(poll, max(0.05, deadline - time.monotonic())))
+            pause = min(poll, max(0.05, deadline - time.monotonic()))
+            if stop is None:
+                time.sleep(pause)
+            elif stop.wait(pause):
+                raise LockError(
+                    f"stack {self.stack_path}: stopped by a signal while waiting for its lock "
+                    f"(held by {holder.holder!r}); nothing was written"
+                )
         self._stop.clear()
         self._thread = threading.Thread(
             target=self._renew_loop, name=f"lease {self.name}", daemon=True

@@ -64,7 +64,7 @@ def prune(run: StackRun, current: Inventory, changes: list[Change], phase: Phase
     guards = prune_guards(current, _Reader(run), set_id_of(run.path))
     run.emit(Event(run.path, "prune", f"{phase}: {len(changes)} objects in {len(waves)} waves"))
     for wave in waves:
-        if run.unreachable is not None:
+        if run.unreachable is not None or run.stopping():
             for rid in wave:
                 run.exists[rid] = True
             continue

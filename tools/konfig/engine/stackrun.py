@@ -10,6 +10,7 @@ mutable :class:`StackRun` the engine keeps meanwhile.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -97,6 +98,19 @@ class StackRun:
     unreachable: KubeError | None = None
     secrets: set[str] = field(default_factory=set)
     seen: dict[str, dict[str, Any]] = field(default_factory=dict)  # last object per id
+    # set when the caller is told to stop (SIGTERM, SIGINT): requests in flight finish,
+    # nothing new starts, the inventory records what exists
+    stop: threading.Event | None = None
+
+    def stopping(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+    def pause(self, seconds: float) -> bool:
+        """Sleep ``seconds``; True (at once) when told to stop meanwhile."""
+        if self.stop is None:
+            time.sleep(seconds)
+            return False
+        return self.stop.wait(seconds)
 
     def record(self, result: ObjectResult) -> None:
         if self.secrets:
@@ -139,11 +153,25 @@ def unreachable_message(path: str, error: KubeError) -> str:
     )
 
 
+INTERRUPTED = "not done: konfig was stopped (SIGTERM or SIGINT) before it got there"
+
+
+def interrupted_message(path: str, done: int, total: int) -> str:
+    return (
+        f"{path}: stopped by a signal with {done} of {total} objects done; the "
+        "inventory records what exists (the commit is recorded only by a complete run) "
+        "and the lock is released: run the command again to finish"
+    )
+
+
 def summary_error(run: StackRun, ok: bool) -> str | None:
     if ok:
         return None
     if run.unreachable is not None:
         return unreachable_message(run.path, run.unreachable)
+    if run.stopping():
+        done = sum(1 for r in run.results.values() if r.outcome in SUMMARY)
+        return interrupted_message(run.path, done, len(run.results))
     failed = [r for r in run.results.values() if r.outcome == "failed"]
     skipped = [r for r in run.results.values() if r.outcome == "skipped"]
     return f"{run.path}: {len(failed)} failed, {len(skipped)} skipped"

@@ -37,7 +37,8 @@ def wait_gone(run: StackRun, ref: ObjectRef, uid: str) -> None:
                     else ")"
                 )
             )
-        time.sleep(delay)
+        if run.pause(delay):
+            raise WaitTimeout(f"stopped by a signal while waiting for {where(ref)} to be deleted")
         delay = min(delay * 2, run.options.poll)
 
 
@@ -100,5 +101,6 @@ def wait_healthy(run: StackRun, changes: list[Change]) -> None:
             more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
             run.emit(Event(run.path, "wait", f"waiting for {names}{more} to become healthy"))
             announced = True
-        time.sleep(delay)
+        if run.pause(delay):
+            return  # told to stop: what was applied stays applied, the rest is not started
         delay = min(delay * 2, run.options.poll)

@@ -9,6 +9,7 @@ before anything is written; a plan that differs from the one shown (or saved wit
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from konfig.engine.kube import KubeTarget
 from konfig.engine.lock import StackLock
 from konfig.engine.plan import StackPlan, plan_differences
 from konfig.engine.planner import plan_stack
-from konfig.engine.stackrun import ApplyOptions, EventSink, StackResult
+from konfig.engine.stackrun import INTERRUPTED, ApplyOptions, EventSink, StackResult
 from konfig.errors import KonfigError, UsageError
 from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.concurrency import run_concurrently
@@ -212,8 +213,12 @@ def apply_locked(
     lease_duration: int,
     on_lock_wait: LockWait | None = None,
     show_plan: Callable[[StackPlan], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> StackResult:
-    """Apply one stack under its Lease: plan again, compare with the plan shown, apply."""
+    """Apply one stack under its Lease: plan again, compare with the plan shown, apply.
+
+    ``stop`` set (SIGTERM, SIGINT): a stack not started is not touched; one being applied
+    finishes its requests in flight, records what exists and releases its Lease."""
     kube = conns.kube(planned.stack)
     path = planned.stack.path
 
@@ -231,8 +236,12 @@ def apply_locked(
                 f"{path}: the cluster changed since the plan was shown; nothing was applied "
                 "to this stack:\n  " + "\n  ".join(problems),
             )
-        return apply_stack(kube, plan, planned.spec, prior, options, emit, lost=lock.lost)
+        return apply_stack(
+            kube, plan, planned.spec, prior, options, emit, lost=lock.lost, stop=stop
+        )
 
+    if stop is not None and stop.is_set():
+        return StackResult(path, False, (), f"{path}: {INTERRUPTED}; nothing was written")
     return run_locked(
         kube,
         planned.stack,
@@ -240,4 +249,5 @@ def apply_locked(
         lock_timeout=lock_timeout,
         lease_duration=lease_duration,
         on_wait=on_lock_wait,
+        stop=stop,
     )

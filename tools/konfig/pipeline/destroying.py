@@ -7,6 +7,7 @@ directory is gone (a merge that deleted it).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ from konfig.engine.inventory import read_inventory
 from konfig.engine.lock import StackLock
 from konfig.engine.plan import StackPlan
 from konfig.engine.planner import plan_stack
-from konfig.engine.stackrun import ApplyOptions, EventSink, StackResult
+from konfig.engine.stackrun import INTERRUPTED, ApplyOptions, EventSink, StackResult
 from konfig.errors import UsageError
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.locking import LockWait, run_locked
@@ -78,15 +79,20 @@ def destroy_locked(
     lock_timeout: float,
     lease_duration: int,
     on_lock_wait: LockWait | None = None,
+    stop: threading.Event | None = None,
 ) -> StackResult:
-    """Destroy one stack under its Lease (planned again under the lock)."""
+    """Destroy one stack under its Lease (planned again under the lock); ``stop`` as in
+    :func:`konfig.pipeline.applying.apply_locked`."""
     kube = conns.kube(stack)
 
     def work(lock: StackLock) -> StackResult:
         prior = read_inventory(kube, stack)
         plan = plan_stack(kube, stack, None, prior, deleted=True)
-        return destroy_stack(kube, plan, prior, options, emit, lost=lock.lost)
+        return destroy_stack(kube, plan, prior, options, emit, lost=lock.lost, stop=stop)
 
+    if stop is not None and stop.is_set():
+        message = f"{stack.path}: {INTERRUPTED}; nothing was written"
+        return StackResult(stack.path, False, (), message)
     return run_locked(
         kube,
         stack,
@@ -94,4 +100,5 @@ def destroy_locked(
         lock_timeout=lock_timeout,
         lease_duration=lease_duration,
         on_wait=on_lock_wait,
+        stop=stop,
     )

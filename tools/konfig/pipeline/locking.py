@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from konfig.engine.kube import Kube
@@ -22,12 +23,18 @@ def run_locked(
     lock_timeout: float,
     lease_duration: int,
     on_wait: LockWait | None = None,
+    stop: threading.Event | None = None,
 ) -> StackResult:
     """``work(lock)`` while holding the stack's Lease; any KonfigError (the lock not
-    acquired in ``lock_timeout`` seconds included) becomes a failed result."""
+    acquired in ``lock_timeout`` seconds, or ``stop`` set while waiting for it, included)
+    becomes a failed result. The Lease is released however ``work`` ends."""
     lock = StackLock(kube, stack, duration=lease_duration)
     try:
-        lock.acquire(lock_timeout, on_wait=(lambda s: on_wait(stack.path, s)) if on_wait else None)
+        lock.acquire(
+            lock_timeout,
+            on_wait=(lambda s: on_wait(stack.path, s)) if on_wait else None,
+            stop=stop,
+        )
     except KonfigError as exc:
         return StackResult(stack.path, False, (), str(exc))
     try:

@@ -1,0 +1,270 @@
+"""SIGTERM and SIGINT (what a terminal or a cancelled CI job sends) stop konfig cleanly:
+the stack's Lease is released, the inventory records what was applied, compile workers
+stop and their temporary files go (issue 19, signals).
+
+konfig runs as its own process (in its own process group) against the real local
+control plane; the signal is sent while konfig waits on a LoadBalancer Service, which
+never gets an address here, or while a worker compiles a stack that takes long.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+from fixtures.cluster import Cluster
+from fixtures.faults import konfig_command, processes_in_group, wait_until_gone
+from fixtures.repos import KonfigRunner, RepoBuilder
+from kubeutil import unique
+
+from konfig.engine import inventory as inv
+from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.lock import LEASE_API_VERSION, LEASE_KIND, StackLock
+
+STACK_YAML = "name: dev\nkubernetes:\n  context: admin\n"
+
+# level 1: the Namespace; level 2: a ConfigMap and a LoadBalancer Service (never healthy
+# here, so the apply waits on it); level 3: a ConfigMap that depends on the Service
+LB_MAIN = """\
+import base.pkg.models.frontend
+
+first: frontend.Manifests {{
+    manifests = [
+        {{apiVersion = "v1", kind = "Namespace", metadata.name = "{ns}"}}
+        {{apiVersion = "v1", kind = "ConfigMap", metadata = {{name = "a", namespace = "{ns}"}}}}
+        {{
+            apiVersion = "v1"
+            kind = "Service"
+            metadata = {{name = "edge", namespace = "{ns}"}}
+            spec = {{type = "LoadBalancer", selector.app = "edge", ports = [{{port = 80}}]}}
+        }}
+    ]
+}}
+
+after: frontend.Manifests {{
+    manifests = [
+        {{apiVersion = "v1", kind = "ConfigMap", metadata = {{name = "after", namespace = "{ns}"}}}}
+    ]
+    dependsOn = ["v1:Service:{ns}:edge"]
+}}
+"""
+
+# about 20 s of CPU in one KCL run: long enough to be stopped in the middle
+SPIN_MAIN = "x = sum([sum([1 for j in range(2000)]) for i in range(2000)])\n"
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: Cluster) -> Iterator[Kube]:
+    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
+    yield k
+    k.close()
+
+
+class Running:
+    """konfig in its own process group, its stderr read line by line as it comes."""
+
+    def __init__(self, cwd: Path, args: list[str], env: dict[str, str] | None = None) -> None:
+        full_env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        full_env["PYTHONUNBUFFERED"] = "1"
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(
+            konfig_command(*args),
+            cwd=cwd,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._readers = [
+            threading.Thread(target=self._read, args=(stream, lines), daemon=True)
+            for stream, lines in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _read(stream: IO[str] | None, lines: list[str]) -> None:
+        assert stream is not None
+        for line in stream:
+            lines.append(line)
+
+    def wait_for(self, predicate: object, what: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not (predicate() if callable(predicate) else False):
+            if self.proc.poll() is not None:
+                self.finish(5)
+                raise AssertionError(f"konfig ended before {what}:\n{''.join(self.err)}")
+            if time.monotonic() > deadline:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                raise AssertionError(f"timed out waiting for {what}:\n{''.join(self.err)}")
+            time.sleep(0.1)
+
+    def wait_for_line(self, text: str, timeout: float = 120) -> None:
+        self.wait_for(lambda: any(text in line for line in self.err), repr(text), timeout)
+
+    def finish(self, timeout: float) -> tuple[int, str, str, float]:
+        started = time.monotonic()
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            raise AssertionError(
+                f"konfig did not stop within {timeout:g}s:\n{''.join(self.err)}"
+            ) from None
+        seconds = time.monotonic() - started
+        for reader in self._readers:
+            reader.join(5)
+        return self.proc.returncode, "".join(self.out), "".join(self.err), seconds
+
+
+def _lb_stack(repo_builder: RepoBuilder) -> tuple[str, str]:
+    ns = unique("p19sig")
+    repo_builder.stack(ns, "dev", main=LB_MAIN.format(ns=ns), stack_yaml=STACK_YAML)
+    return ns, f"{ns}/dev"
+
+
+def _lease(kube: Kube, address: str) -> dict[str, object] | None:
+    name = inv.inventory_name(f"appops/{address}")
+    return kube.get(LEASE_API_VERSION, LEASE_KIND, name, inv.NAMESPACE)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_apply_records_what_was_applied_and_releases_the_lock(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    cluster: Cluster,
+    kube: Kube,
+    signum: int,
+    code: int,
+) -> None:
+    ns, address = _lb_stack(repo_builder)
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    run = Running(
+        repo_builder.root,
+        ["apply", address, "--yes", "--timeout", "300", "--commit", "c1", kc],
+    )
+    run.wait_for_line("waiting for Service/edge")
+    assert _lease(kube, address) is not None  # held while applying
+    group = processes_in_group(run.proc.pid)
+    run.proc.send_signal(signum)
+    returncode, out, err, seconds = run.finish(30)
+
+    name = signal.Signals(signum).name
+    assert returncode == code, out + err
+    assert seconds < 15, seconds  # a CI runner sends SIGKILL 10 s after SIGINT
+    assert "Traceback" not in out + err
+    assert f"konfig: {name} received: stopping the apply" in err
+    assert "stopped by a signal with 3 of 4 objects done" in err
+    assert f"v1:ConfigMap:{ns}:after: not done: konfig was stopped" in err
+    assert f"konfig: stopped by {name}" in err
+    assert wait_until_gone(group) == []
+    # the Lease is released, the inventory lists what exists, the commit is not recorded
+    assert _lease(kube, address) is None
+    stored = inv.read_inventory(kube, f"appops/{address}")
+    assert stored is not None
+    assert stored.ids() == {
+        f"v1:Namespace:{ns}",
+        f"v1:ConfigMap:{ns}:a",
+        f"v1:Service:{ns}:edge",
+    }
+    assert stored.commit == ""
+    assert kube.get("v1", "ConfigMap", "after", ns) is None
+
+    # the next run finishes the job and records the commit
+    res = konfig(
+        "apply", address, "--yes", "--no-wait", kc, "--commit", "c2", cwd=repo_builder.root
+    )
+    assert res.code == 0, res.out + res.err
+    stored = inv.read_inventory(kube, f"appops/{address}")
+    assert stored is not None and stored.commit == "c2" and len(stored.ids()) == 4
+    assert konfig("destroy", address, "--yes", kc, cwd=repo_builder.root).code == 0
+
+
+@pytest.mark.cluster
+def test_sigterm_while_waiting_for_the_lock_writes_nothing_and_leaves_the_holders_lease(
+    repo_builder: RepoBuilder, cluster: Cluster, kube: Kube
+) -> None:
+    ns, address = _lb_stack(repo_builder)
+    other = StackLock(kube, f"appops/{address}", identity="another apply")
+    other.acquire(10)
+    try:
+        run = Running(
+            repo_builder.root,
+            [
+                "apply",
+                address,
+                "--yes",
+                "--lock-timeout",
+                "300",
+                f"--kubeconfig={cluster.kubeconfig}",
+            ],
+        )
+        run.wait_for_line("waiting for the stack's lock, held by 'another apply'")
+        run.proc.send_signal(signal.SIGTERM)
+        returncode, out, err, seconds = run.finish(30)
+        assert returncode == 143, out + err
+        assert seconds < 10, seconds
+        assert "Traceback" not in out + err
+        assert "stopped by a signal while waiting for its lock" in err
+        lease = _lease(kube, address)
+        assert lease is not None and lease["spec"]["holderIdentity"] == "another apply"  # type: ignore[index]
+        assert inv.read_inventory(kube, f"appops/{address}") is None
+        assert kube.get("v1", "Namespace", ns, None) is None
+    finally:
+        other.release()
+
+
+def _workers_started(tmp: Path) -> bool:
+    return any(tmp.glob("konfig-workers-*/worker-*.stderr"))
+
+
+def test_sigterm_during_compile_stops_the_workers_and_removes_their_files(
+    repo_builder: RepoBuilder, tmp_path: Path
+) -> None:
+    repo_builder.stack("spin", "dev", main=SPIN_MAIN)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    run = Running(
+        repo_builder.root, ["compile", "spin/dev", "--no-cache"], env={"TMPDIR": str(tmp)}
+    )
+    run.wait_for(lambda: _workers_started(tmp), "a compile worker")
+    time.sleep(0.5)  # into the KCL run
+    workers = [p for p in processes_in_group(run.proc.pid) if p != run.proc.pid]
+    assert workers, "no worker process"
+    run.proc.send_signal(signal.SIGTERM)
+    returncode, out, err, _ = run.finish(20)
+    assert returncode == 143, out + err
+    assert "error: terminated (SIGTERM)" in err
+    assert "Traceback" not in out + err
+    assert wait_until_gone(workers) == []
+    assert list(tmp.iterdir()) == []  # the workers' folder (stderr files, batches) is gone
+
+
+def test_compile_workers_die_with_a_parent_killed_by_sigkill(
+    repo_builder: RepoBuilder, tmp_path: Path
+) -> None:
+    """SIGKILL cannot be handled: the kernel stops the workers (no orphan keeps computing)."""
+    repo_builder.stack("spin", "dev", main=SPIN_MAIN)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    run = Running(
+        repo_builder.root, ["compile", "spin/dev", "--no-cache"], env={"TMPDIR": str(tmp)}
+    )
+    run.wait_for(lambda: _workers_started(tmp), "a compile worker")
+    workers = [p for p in processes_in_group(run.proc.pid) if p != run.proc.pid]
+    assert workers, "no worker process"
+    run.proc.send_signal(signal.SIGKILL)
+    run.finish(10)
+    assert wait_until_gone(workers) == []
