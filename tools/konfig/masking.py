@@ -8,7 +8,10 @@ reviewer still sees that a key changed (:func:`mask_pair`). Free text (a server
 message, a rendered report) is scrubbed of every known secret value, raw and encoded
 (:func:`secret_values`, :func:`scrub`); a Secret's YAML diff from an input file is
 masked line by line (:func:`mask_secret_diff`), a field change of a change list by
-:func:`mask_field`. Pure functions on plain data.
+:func:`mask_field`. A Terraform resource's values are masked where OpenTofu's plan marks
+them sensitive (its ``before_sensitive``/``after_sensitive`` trees: the plan JSON holds
+the values in clear) and where an argument is write-only (:func:`mask_sensitive`).
+Pure functions on plain data.
 """
 
 from __future__ import annotations
@@ -214,3 +217,83 @@ def mask_secret_diff(diff: str) -> str:
             line = f"{line[:1]}{' ' * indent}{MASK}\n"
         out.append(line)
     return "".join(out)
+
+
+WRITE_ONLY = "(write-only)"
+
+
+def _sensitive_at(tree: Any, key: Any) -> Any:
+    if tree is True:
+        return True
+    if isinstance(tree, Mapping):
+        return tree.get(key, False)
+    if isinstance(tree, list) and isinstance(key, int) and key < len(tree):
+        return tree[key]
+    return False
+
+
+def _mask_tree(value: Any, tree: Any, mask: str) -> Any:
+    """``value`` with every leaf ``tree`` marks (``True``) replaced by ``mask``."""
+    if tree is True and not isinstance(value, Mapping | list):
+        return None if value is None else mask
+    if isinstance(value, Mapping):
+        return {k: _mask_tree(v, _sensitive_at(tree, k), mask) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_tree(v, _sensitive_at(tree, i), mask) for i, v in enumerate(value)]
+    return value
+
+
+def mask_sensitive(
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    before_sensitive: Any,
+    after_sensitive: Any,
+    *,
+    write_only: tuple[str, ...] = (),
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """A Terraform resource's values with every sensitive leaf masked (``***``, or
+    ``*** (before)``/``*** (after)`` when the value changed); a write-only argument
+    (OpenTofu never knows its value) shows as ``(write-only)`` when created and is left
+    out when compared."""
+    b = _mask_tree(before, before_sensitive, MASK) if before is not None else None
+    a = _mask_tree(after, after_sensitive, MASK) if after is not None else None
+    if b is not None and a is not None:
+        b, a = _mark_changes(b, a, before, after)
+    for name in write_only:
+        # never known to OpenTofu: shown on a create, left out of a comparison (its
+        # version argument says when the value changes)
+        if isinstance(b, dict):
+            b.pop(name, None)
+            if isinstance(a, dict):
+                a.pop(name, None)
+        elif isinstance(a, dict):
+            a[name] = WRITE_ONLY
+    return (dict(b) if b is not None else None), (dict(a) if a is not None else None)
+
+
+def _mark_changes(b: Any, a: Any, raw_b: Any, raw_a: Any) -> tuple[Any, Any]:
+    """Masked leaves whose raw values differ become ``*** (before)``/``*** (after)``."""
+    if isinstance(b, Mapping) and isinstance(a, Mapping):
+        ob, oa = dict(b), dict(a)
+        for k in set(b) & set(a):
+            ob[k], oa[k] = _mark_changes(
+                b[k],
+                a[k],
+                raw_b.get(k) if isinstance(raw_b, Mapping) else None,
+                raw_a.get(k) if isinstance(raw_a, Mapping) else None,
+            )
+        return ob, oa
+    if isinstance(b, list) and isinstance(a, list) and len(b) == len(a):
+        pairs = [
+            _mark_changes(
+                x,
+                y,
+                raw_b[i] if isinstance(raw_b, list) and i < len(raw_b) else None,
+                raw_a[i] if isinstance(raw_a, list) and i < len(raw_a) else None,
+            )
+            for i, (x, y) in enumerate(zip(b, a, strict=True))
+        ]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    if b == MASK and a == MASK and raw_b != raw_a:
+        return MASK_BEFORE, MASK_AFTER
+    return b, a

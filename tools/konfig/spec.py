@@ -1,9 +1,19 @@
 """The Spec of a stack: the compiled ``resources`` list, validated and canonical.
 
-A resource is ``{id, type, attributes, dependsOn, extensions}`` with
-``id = apiVersion:Kind:namespace:name`` (no namespace segment for cluster-scoped
-kinds). Specs are sorted by id and dumped as canonical YAML so that compiling twice
-gives identical bytes and goldens and diffs are stable.
+A resource is ``{id, type, attributes, dependsOn, extensions}``:
+
+- ``type: Kubernetes`` (the default): ``attributes`` is the manifest and
+  ``id = apiVersion:Kind:namespace:name`` (no namespace segment for cluster-scoped
+  kinds);
+- ``type: Terraform``: ``id = <namespace>/<provider>:<resource type>:<name>``,
+  ``attributes`` the resource's arguments and ``extensions.provider`` the provider
+  (``source``, ``version``, ``config``: docs/terraform.md).
+
+A string attribute may refer to a Terraform resource's attribute
+(``${konfig:<id>.<attribute>}``, :mod:`konfig.outputs`): the referenced id is added to
+the resource's ``dependsOn`` (the implicit edge: what is referred to is applied first).
+Specs are sorted by id and dumped as canonical YAML so that compiling twice gives
+identical bytes and goldens and diffs are stable.
 """
 
 from __future__ import annotations
@@ -14,10 +24,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from konfig.ids import resource_id
+from konfig import outputs
+from konfig.ids import (
+    ResourceIdError,
+    TerraformAddress,
+    is_terraform_id,
+    parse_terraform_id,
+    resource_id,
+)
 from konfig.repo.yamlio import canonical, dump_yaml
 
 RESOURCE_TYPE = "Kubernetes"
+TERRAFORM = "Terraform"
+RESOURCE_TYPES = (RESOURCE_TYPE, TERRAFORM)
 
 
 class SpecError(ValueError):
@@ -33,19 +52,37 @@ class Resource:
     type: str = RESOURCE_TYPE
 
     @property
+    def is_terraform(self) -> bool:
+        return self.type == TERRAFORM
+
+    @property
+    def terraform(self) -> TerraformAddress:
+        """The Terraform resource's address (its id parsed); only for ``type: Terraform``."""
+        return parse_terraform_id(self.id)
+
+    @property
     def api_version(self) -> str:
+        if self.is_terraform:
+            return ""
         return str(self.attributes.get("apiVersion", ""))
 
     @property
     def kind(self) -> str:
+        if self.is_terraform:
+            return ""
         return str(self.attributes.get("kind", ""))
 
     @property
     def name(self) -> str:
+        """The object's name (a Terraform resource's: the last segment of its id)."""
+        if self.is_terraform:
+            return self.id.rpartition(":")[2]
         return str((self.attributes.get("metadata") or {}).get("name", ""))
 
     @property
     def namespace(self) -> str | None:
+        if self.is_terraform:
+            return None
         ns = (self.attributes.get("metadata") or {}).get("namespace")
         return str(ns) if ns else None
 
@@ -81,6 +118,12 @@ class Spec:
     def by_id(self) -> dict[str, Resource]:
         return {r.id: r for r in self.resources}
 
+    def kubernetes(self) -> tuple[Resource, ...]:
+        return tuple(r for r in self.resources if not r.is_terraform)
+
+    def terraform(self) -> tuple[Resource, ...]:
+        return tuple(r for r in self.resources if r.is_terraform)
+
 
 def spec_from_output(output: Any, *, key: str = "resources") -> Spec:
     """Build a Spec from compiled KCL output (a mapping holding ``resources``)."""
@@ -106,6 +149,21 @@ def spec_from_items(items: Iterable[Any]) -> Spec:
         attributes = item.get("attributes")
         if not isinstance(attributes, Mapping):
             raise SpecError(f"resources[{index}] has no `attributes` mapping")
+        kind = str(item.get("type") or RESOURCE_TYPE)
+        if kind not in RESOURCE_TYPES:
+            raise SpecError(
+                f"resources[{index}] ({item.get('id')}): unknown type {kind!r}; "
+                f"expected one of {', '.join(RESOURCE_TYPES)}"
+            )
+        if kind == TERRAFORM:
+            try:
+                parse_terraform_id(str(item.get("id") or ""))
+            except ResourceIdError as exc:
+                raise SpecError(f"resources[{index}]: {exc.message}") from None
+        elif is_terraform_id(str(item.get("id") or "")):
+            raise SpecError(
+                f"resources[{index}]: {item.get('id')!r} is a Terraform id: set `type: Terraform`"
+            )
         rid = item.get("id") or resource_id(attributes)
         depends = item.get("dependsOn") or []
         if not isinstance(depends, list) or not all(isinstance(d, str) for d in depends):
@@ -116,9 +174,9 @@ def spec_from_items(items: Iterable[Any]) -> Spec:
         resources.append(
             Resource(
                 id=str(rid),
-                type=str(item.get("type") or RESOURCE_TYPE),
+                type=kind,
                 attributes=dict(attributes),
-                depends_on=tuple(sorted(set(depends))),
+                depends_on=tuple(sorted(set(depends) | set(outputs.targets(attributes)))),
                 extensions=dict(extensions),
             )
         )

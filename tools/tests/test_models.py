@@ -82,7 +82,7 @@ def test_example_resources_validate_against_strict_kubernetes_schema(stack: obje
     result = compile_one(compile_input(EXAMPLES, stack))  # type: ignore[arg-type]
     assert result.spec is not None, str(result.error)
     version = f"{EXAMPLES.config.kubernetes_version}.0"
-    for resource in result.spec.resources:
+    for resource in result.spec.kubernetes():  # Terraform resources: konfig check
         try:
             kubernetes_validate.validate(resource.attributes, version, strict=True)
         except kubernetes_validate.ValidationError as exc:  # pragma: no cover - shown on failure

@@ -18,6 +18,7 @@ from konfig.repo.layout import Repository, cache_dir, discover, find_root
 if TYPE_CHECKING:
     from konfig.build.compiler import CompileSettings
     from konfig.engine.kube import Timeouts
+    from konfig.pipeline.terraform import TofuContext
 
 COMPILE_TIMEOUT_ENV = "KONFIG_COMPILE_TIMEOUT"
 COMPILE_MEMORY_ENV = "KONFIG_COMPILE_MEMORY"
@@ -100,3 +101,32 @@ def cache_state(root: Path, *, enabled: bool = True, git_required: bool = False)
             warn(f"{exc}\n  running without the cache: it needs git")
             return None
     return state
+
+
+TOFU_ENV = "KONFIG_TOFU"
+TOFU_CLI_CONFIG_ENV = "TF_CLI_CONFIG_FILE"
+TOFU_DIR_ENV = "KONFIG_TOFU_WORKDIR"
+
+
+def tofu_context(root: Path) -> TofuContext:
+    """How this run drives OpenTofu, for stacks with Terraform resources: the binary
+    (``$KONFIG_TOFU``, else ``tofu`` on PATH), the CLI configuration that installs
+    providers only from the filesystem mirror (``$TF_CLI_CONFIG_FILE``, as ``hack/tofu
+    env`` sets it), the stacks' working directories (``$KONFIG_TOFU_WORKDIR``, else
+    ``.cache/konfig/tofu``) and the environment the provider credentials come from
+    (each stack's stack.yaml names the variables)."""
+    from konfig.pipeline.terraform import TofuContext
+    from konfig.repo.files import WriteScope
+    from konfig.tofu.runner import TofuSettings
+
+    workroot = Path(os.environ.get(TOFU_DIR_ENV) or cache_dir(root) / "tofu")
+    return TofuContext(
+        settings=TofuSettings(
+            binary=os.environ.get(TOFU_ENV) or "tofu",
+            cli_config=os.environ.get(TOFU_CLI_CONFIG_ENV) or None,
+            environ=dict(os.environ),
+        ),
+        workroot=workroot,
+        environment=dict(os.environ),
+        scope=WriteScope.named(workroot, "the OpenTofu working directories", folder=True),
+    )

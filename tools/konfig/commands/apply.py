@@ -20,6 +20,7 @@ from konfig.commands._common import (
     load_repository,
     report_problems,
     timeouts_of,
+    tofu_context,
 )
 from konfig.commands._keys import take_keyring_from_env
 from konfig.commands._options import kube_options
@@ -150,6 +151,7 @@ def command(
         check_order(stack.path, specs[stack.path])  # cycles, unknown ids: before any write
     secrets = resolve_secrets(repo.root, selected, specs, keyring)  # also before any write
     printer = Printer(quiet=as_json, prefix=True)
+    tofu = tofu_context(repo.root)
 
     def options_of(stack: Stack) -> ApplyOptions:
         return apply_options(
@@ -166,7 +168,13 @@ def command(
             # Plan every stack first: to show it and ask, or to compare it with the saved
             # preview so that a difference anywhere applies nothing anywhere.
             plans = plan_all(
-                selected, specs, conns, options_of, workers=stack_concurrency, secrets=secrets
+                selected,
+                specs,
+                conns,
+                options_of,
+                workers=stack_concurrency,
+                secrets=secrets,
+                tofu=tofu,
             )
             shown = {p.path: p for p in plans}
             if saved is not None:
@@ -187,6 +195,7 @@ def command(
                 on_lock_wait=printer.lock_wait,
                 show_plan=printer.plan if show else None,
                 stop=stop.event,
+                tofu=tofu,
             )
 
         with graceful("the apply") as stop:

@@ -19,6 +19,7 @@ from konfig.commands._common import (
     load_repository,
     report_problems,
     timeouts_of,
+    tofu_context,
 )
 from konfig.commands._console import compile_progress, error, info
 from konfig.commands._keys import take_keyring_from_env
@@ -188,6 +189,7 @@ def command(
             workers=workers,
             note=info,
             resolver=Resolver(repo.root, keyring),
+            tofu=tofu_context(repo.root),
         )
 
     preview = Preview.of(results)

@@ -42,6 +42,8 @@ class Change:
     diff: str  # unified, masked
     # a Secret's keys from encrypted files: changed / unchanged / new / not compared
     secrets: tuple[KeyStatus, ...] = ()
+    runtime: str = "Kubernetes"  # or "Terraform" (id, apiVersion = provider, kind = type)
+    refused: str = ""  # why apply refuses this change (a guard the stack did not lift)
 
     @property
     def not_compared(self) -> tuple[str, ...]:
@@ -62,6 +64,8 @@ class Change:
             "fields": [f.to_dict() for f in self.fields],
             "diff": self.diff,
             "secrets": [k.to_dict() for k in self.secrets],
+            "runtime": self.runtime,
+            "refused": self.refused or None,
         }
 
 
@@ -84,6 +88,10 @@ class StackPlan:
     @property
     def has_changes(self) -> bool:
         return any(c.action in CHANGING for c in self.changes)
+
+    def refusals(self) -> list[Change]:
+        """The changes apply refuses (a guard the stack did not lift)."""
+        return [c for c in self.changes if c.refused]
 
     def secrets(self) -> set[str]:
         """Every Secret value the plan touches, for scrubbing free text."""

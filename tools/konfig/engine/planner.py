@@ -40,6 +40,7 @@ from konfig.masking import scrub, secret_values
 from konfig.repo.layout import Stack
 from konfig.secrets.refs import key_refs, key_statuses
 from konfig.spec import Spec
+from konfig.tofu.model import generated_keys
 
 CRD_API_VERSIONS = ("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1")
 DEFAULT_WORKERS = 8
@@ -147,7 +148,9 @@ def plan_stack(
     ``secret_data`` (resource id -> data key -> base64 value, decrypted in memory by
     :func:`konfig.secrets.refs.secret_data`) fills the Secrets whose values come from
     encrypted files. A Secret missing from it is planned with its live values (nothing
-    shows as removed) and its keys are reported "not compared".
+    shows as removed) and its keys are reported "not compared". Keys Konfig generates
+    (``extensions.generated``: a database password) come the same way, from the caller
+    (:mod:`konfig.pipeline.terraform`: the live value, else a new one).
     """
     set_id = inventory.applyset_id(inventory.inventory_name(stack.path))
     prior_ids = prior.ids() if prior else frozenset()
@@ -161,7 +164,9 @@ def plan_stack(
         desired = inventory.label_member(res.attributes, set_id)
         ref = _ref_from_manifest(desired)
         item = _Planned(res.id, ref, desired)
-        item.secret_keys = tuple(k.key for k in key_refs(res.id, res.extensions))
+        item.secret_keys = tuple(k.key for k in key_refs(res.id, res.extensions)) + tuple(
+            g.key for g in generated_keys(res)
+        )
         if item.secret_keys:
             values = (secret_data or {}).get(res.id)
             item.compared = values is not None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,13 @@ from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.locking import LockWait, run_locked
+from konfig.pipeline.terraform import (
+    TofuContext,
+    apply_hybrid,
+    discard,
+    has_terraform,
+    plan_hybrid,
+)
 from konfig.repo.layout import Repository, Stack
 from konfig.secrets.keys import Keyring
 from konfig.secrets.refs import Resolver, secret_data, unresolved
@@ -168,11 +175,37 @@ def plan_all(
     *,
     workers: int,
     secrets: Mapping[str, SecretData] | None = None,
+    tofu: TofuContext | None = None,
 ) -> list[StackPlan]:
-    """Every stack's plan, checked as apply will check it (order, replaces)."""
+    """Every stack's plan, checked as apply will check it (order, replaces, Terraform
+    resources it would destroy without the stack's opt-in)."""
 
     def plan_one(stack: Stack) -> StackPlan:
         kube = conns.kube(stack)
+        spec = specs[stack.path]
+        if has_terraform(stack, spec):
+            hybrid = plan_hybrid(
+                kube,
+                stack,
+                spec,
+                read_inventory(kube, stack),
+                _need(tofu, stack),
+                conns.target(stack),
+                lock=False,
+                secret_data=(secrets or {}).get(stack.path),
+            )
+            discard(hybrid)
+            kube_only = replace(
+                hybrid.plan,
+                changes=tuple(c for c in hybrid.plan.changes if c.runtime != "Terraform"),
+            )
+            check_plan(kube_only, hybrid.kube_spec, options_of(stack))
+            refused = hybrid.plan.refusals()
+            if refused:
+                raise ApplyError(
+                    f"{stack.path}: nothing was applied: " + "; ".join(c.refused for c in refused)
+                )
+            return hybrid.plan
         plan = plan_stack(
             kube,
             stack,
@@ -203,6 +236,12 @@ class Planned:
     secret_data: SecretData | None = None  # values from encrypted files, in memory
 
 
+def _need(tofu: TofuContext | None, stack: Stack) -> TofuContext:
+    if tofu is None:
+        raise KonfigError(f"{stack.path}: has Terraform resources and OpenTofu is not set up")
+    return tofu
+
+
 def apply_locked(
     conns: Connections,
     planned: Planned,
@@ -214,8 +253,10 @@ def apply_locked(
     on_lock_wait: LockWait | None = None,
     show_plan: Callable[[StackPlan], None] | None = None,
     stop: threading.Event | None = None,
+    tofu: TofuContext | None = None,
 ) -> StackResult:
-    """Apply one stack under its Lease: plan again, compare with the plan shown, apply.
+    """Apply one stack under its Lease: plan again, compare with the plan shown, apply
+    (a stack with Terraform resources: OpenTofu first, :mod:`konfig.pipeline.terraform`).
 
     ``stop`` set (SIGTERM, SIGINT): a stack not started is not touched; one being applied
     finishes its requests in flight, records what exists and releases its Lease."""
@@ -224,6 +265,22 @@ def apply_locked(
 
     def work(lock: StackLock) -> StackResult:
         prior = read_inventory(kube, planned.stack)
+        if has_terraform(planned.stack, planned.spec):
+            return apply_hybrid(
+                kube,
+                planned.stack,
+                planned.spec,
+                prior,
+                _need(tofu, planned.stack),
+                conns.target(planned.stack),
+                options,
+                emit,
+                shown_entry=None if planned.plan is None else shown_entry(planned.plan),
+                secret_data=planned.secret_data,
+                lost=lock.lost,
+                show_plan=show_plan,
+                stop=stop,
+            )
         plan = plan_stack(kube, planned.stack, planned.spec, prior, secret_data=planned.secret_data)
         problems = [] if planned.plan is None else plan_differences(shown_entry(planned.plan), plan)
         if show_plan is not None:

@@ -15,6 +15,7 @@ from konfig.engine.inventory import read_inventory
 from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
 from konfig.errors import KonfigError
 from konfig.pipeline.connections import Connections
+from konfig.pipeline.terraform import TofuContext, has_terraform, preview_hybrid
 from konfig.repo.layout import Stack
 from konfig.report.previews import StackError, StackPreview
 from konfig.secrets.refs import Resolver, secret_data
@@ -31,10 +32,12 @@ def preview_stack(
     *,
     workers: int = DEFAULT_WORKERS,
     resolver: Resolver | None = None,
+    tofu: TofuContext | None = None,
 ) -> StackPreview:
     """One existing stack: its plan, or the compile, decryption or cluster error that
     stopped it. With a ``resolver`` that can decrypt, Secrets from encrypted files are
-    compared key by key (in memory); without one they are reported "not compared"."""
+    compared key by key (in memory); without one they are reported "not compared".
+    A stack with Terraform resources is planned with OpenTofu too (``tofu``)."""
     if compiled.spec is None:
         assert compiled.error is not None
         e = compiled.error
@@ -59,7 +62,23 @@ def preview_stack(
             data = secret_data(compiled.spec, resolver)
         kube = conns.kube(stack)
         prior = read_inventory(kube, stack)
-        plan = plan_stack(kube, stack, compiled.spec, prior, workers=workers, secret_data=data)
+        if has_terraform(stack, compiled.spec):
+            if tofu is None:
+                raise KonfigError(
+                    f"{stack.path}: has Terraform resources and OpenTofu is not set up"
+                )
+            plan = preview_hybrid(
+                kube,
+                stack,
+                compiled.spec,
+                prior,
+                tofu,
+                conns.target(stack),
+                workers=workers,
+                secret_data=data,
+            )
+        else:
+            plan = plan_stack(kube, stack, compiled.spec, prior, workers=workers, secret_data=data)
         return StackPreview(stack.path, context=plan.context, plan=plan)
     except KonfigError as exc:
         return StackPreview(
@@ -112,10 +131,11 @@ def preview_stacks(
     workers: int = DEFAULT_WORKERS,
     note: Note | None = None,
     resolver: Resolver | None = None,
+    tofu: TofuContext | None = None,
 ) -> list[StackPreview]:
     """The previews of ``stacks`` (compiled) and of the deleted stacks ``gone``, in order."""
     results = [
-        preview_stack(conns, s, compiled[s.path], workers=workers, resolver=resolver)
+        preview_stack(conns, s, compiled[s.path], workers=workers, resolver=resolver, tofu=tofu)
         for s in stacks
     ]
     results += [preview_deleted(conns, s, workers=workers, note=note) for s in gone]

@@ -202,6 +202,8 @@ def render_text(preview: Preview, *, color: bool = False, diff: bool = False) ->
                     lines.append(f"        {f.path}: {_value(f.before)} → {_value(f.after)}")
             if c.secrets:
                 lines.append(f"        encrypted values: {_key_statuses(c)}")
+            if c.refused:
+                lines.append("        " + style(f"REFUSED: {c.refused}", "red", bold=True))
             if diff and c.diff:
                 for line in c.diff.splitlines():
                     colour = "green" if line.startswith("+") else None
@@ -279,6 +281,8 @@ def render_markdown(preview: Preview) -> str:
                 reason = c.reason
                 if c.secrets:
                     reason += f" (encrypted values: {_key_statuses(c)})"
+                if c.refused:
+                    reason += f" **⛔ REFUSED: {c.refused}**"
                 out.append(f"| {c.action} | `{c.id}` | {_md_cell(reason)} |")
             out.append("")
             diff_text = "".join(c.diff for c in changing if c.diff)

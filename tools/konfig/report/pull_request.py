@@ -386,7 +386,7 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
                 namespace=c["namespace"] or None,
                 name=c["name"],
                 action=c["action"],
-                reason=c["reason"],
+                reason=c["reason"] + (f" ⛔ REFUSED: {c['refused']}" if c.get("refused") else ""),
                 validated=c["validated"],
                 diff=mask_secret_diff(c["diff"]) if c["kind"] == "Secret" else c["diff"],
                 api_version=c.get("apiVersion", ""),

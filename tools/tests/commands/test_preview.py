@@ -130,7 +130,11 @@ def test_first_preview_creates_everything_and_json_follows_the_contract(
         "fields",
         "diff",
         "secrets",
+        "runtime",
+        "refused",
     }
+    assert by_id[f"v1:Secret:{ns}:creds"]["runtime"] == "Kubernetes"
+    assert by_id[f"v1:Secret:{ns}:creds"]["refused"] is None
     # a Secret with plain-text data (no encrypted file) has no per-key statuses
     assert by_id[f"v1:Secret:{ns}:creds"]["secrets"] == []
     assert "t0k3n-canary" not in out.read_text()

@@ -1,0 +1,508 @@
+"""The Terraform part of a stack's preview, apply and destroy, next to its Kubernetes part.
+
+A stack whose Spec holds ``type: Terraform`` resources is planned in two runtimes:
+
+1. **OpenTofu** (:mod:`konfig.tofu`): the stack's resources as one JSON configuration,
+   its state in the stack's cluster (the ``kubernetes`` backend: a Secret and a Lease in
+   :data:`~konfig.tofu.config.STATE_NAMESPACE`), ``tofu plan`` translated into changes;
+2. **Kubernetes** (:mod:`konfig.engine`): the Spec's Kubernetes objects with every
+   reference to a Terraform attribute (:mod:`konfig.outputs`) replaced by its value —
+   the planned value in a preview (``(known after apply)`` when OpenTofu does not know
+   it yet), the applied one at apply — and every generated Secret key (the database
+   password) filled in memory: the live Secret's value, else a new random one.
+
+Both plans become one :class:`~konfig.engine.plan.StackPlan`. Apply runs OpenTofu first
+(the objects it creates are what the Kubernetes objects refer to), then the Kubernetes
+engine; destroy runs in the reverse order. A Terraform resource that apply would
+destroy (removed from the stack, or replaced) is **refused** unless the stack lists it
+under ``terraform.allowDestroy``; the preview marks it, and apply writes nothing.
+
+The generated password reaches OpenTofu only as an ephemeral variable of a write-only
+argument (never in its plan or state), and Kubernetes only in the Secret's ``data``
+(masked in every report). Nothing here prints or reads the environment: the CLI builds
+the :class:`TofuContext`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from konfig import outputs
+from konfig.engine.inventory import Inventory
+from konfig.engine.kube import Kube, KubeTarget
+from konfig.engine.plan import Change, StackPlan, plan_differences
+from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
+from konfig.engine.stackrun import (
+    ApplyOptions,
+    Event,
+    EventSink,
+    ObjectResult,
+    Outcome,
+    StackResult,
+)
+from konfig.errors import KonfigError
+from konfig.repo.files import WriteScope, remove
+from konfig.repo.layout import Stack
+from konfig.spec import Resource, Spec
+from konfig.tofu import plans
+from konfig.tofu.config import STATE_NAMESPACE, Backend
+from konfig.tofu.model import (
+    STACK_KEY,
+    StackTerraform,
+    TerraformSpecError,
+    generated_keys,
+    stack_terraform,
+    terraform_resources,
+)
+from konfig.tofu.runner import Cluster, TofuSettings
+from konfig.tofu.stackrun import PlannedStack, StackTofu, WriteOnlyValue
+from konfig.tofu.stackrun import apply_stack as tofu_apply
+from konfig.tofu.stackrun import plan_stack as tofu_plan
+from konfig.tofu.state import addresses as state_addresses
+from konfig.tofu.state import decode_state
+
+PREVIEW_STATE = "konfig-preview.tfstate"  # an empty state (a preview before any apply)
+
+SecretData = Mapping[str, Mapping[str, str]]  # resource id -> data key -> base64 value
+
+# Provider arguments a reference may not copy into a Kubernetes object: credentials.
+_SECRET_ARGUMENT = re.compile(r"password|secret|token|key|cert", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class TofuContext:
+    """How this run drives OpenTofu (the CLI builds it from flags and the environment)."""
+
+    settings: TofuSettings
+    workroot: Path  # one working directory per stack below it (a cache folder)
+    environment: Mapping[str, str] = field(default_factory=dict, repr=False)
+    scope: WriteScope | None = None
+
+
+def has_terraform(stack: Stack, spec: Spec | None) -> bool:
+    """Whether the stack goes through this module: it has Terraform resources, or its
+    stack.yaml a ``terraform`` section (its state may still hold removed resources)."""
+    return (spec is not None and bool(spec.terraform())) or STACK_KEY in (stack.raw or {})
+
+
+def state_suffix(stack_path: str) -> str:
+    """The state Secret's suffix for a stack: its path as a DNS label (hashed when long)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", stack_path.lower()).strip("-")
+    if len(slug) > 40:
+        slug = f"{slug[:30].rstrip('-')}-{hashlib.sha256(stack_path.encode()).hexdigest()[:8]}"
+    return slug or "stack"
+
+
+def stack_tofu(tctx: TofuContext, stack: Stack, target: KubeTarget) -> StackTofu:
+    """The Terraform settings of one stack: stack.yaml's ``terraform``, its working
+    directory, its state backend in the stack's cluster."""
+    suffix = state_suffix(stack.path)
+    kubeconfig = target.kubeconfig or str(Path("~/.kube/config").expanduser())
+    return StackTofu(
+        stack_path=stack.path,
+        workdir=tctx.workroot / suffix,
+        backend=Backend(suffix=suffix),
+        settings=tctx.settings,
+        cluster=Cluster(kubeconfig=kubeconfig, context=target.context),
+        terraform=stack_terraform(stack.raw, stack.path),
+        environment=tctx.environment,
+        scope=tctx.scope,
+    )
+
+
+# --- generated Secret keys ---------------------------------------------------------
+
+
+def generated_data(kube: Kube, spec: Spec) -> dict[str, dict[str, str]]:
+    """Resource id -> {key: base64 value} of every generated Secret key: the live
+    Secret's value when it has one (a password is generated once), else a new one."""
+    out: dict[str, dict[str, str]] = {}
+    for res in spec.kubernetes():
+        keys = generated_keys(res)
+        if not keys:
+            continue
+        live = kube.get("v1", "Secret", res.name, res.namespace) or {}
+        data = live.get("data") or {}
+        out[res.id] = {
+            g.key: str(data.get(g.key) or "")
+            or base64.b64encode(secrets.token_urlsafe(g.length)[: g.length].encode()).decode()
+            for g in keys
+        }
+    return out
+
+
+def _version(value: str) -> str:
+    """A version of a write-only value: changes exactly when the value changes."""
+    return str(int(hashlib.sha256(value.encode()).hexdigest()[:12], 16))
+
+
+def write_only_values(
+    spec: Spec, data: Mapping[str, Mapping[str, str]]
+) -> dict[tuple[str, str], WriteOnlyValue]:
+    """(Secret id, key) -> the value and version each write-only argument takes."""
+    out: dict[tuple[str, str], WriteOnlyValue] = {}
+    for item in terraform_resources(spec):
+        for w in item.write_only:
+            encoded = (data.get(w.secret) or {}).get(w.key)
+            if encoded is None:
+                raise TerraformSpecError(
+                    f"{item.id}: {w.attribute} takes its value from {w.secret} key {w.key}, "
+                    "which is neither generated nor from an encrypted file in this stack"
+                )
+            value = base64.b64decode(encoded).decode()
+            out[(w.secret, w.key)] = WriteOnlyValue(value, _version(value))
+    return out
+
+
+def merged_data(*parts: SecretData | None) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for part in parts:
+        for rid, keys in (part or {}).items():
+            out.setdefault(rid, {}).update(keys)
+    return out
+
+
+# --- references ----------------------------------------------------------------------
+
+
+def lookup_of(
+    terraform: StackTerraform,
+    environment: Mapping[str, str],
+    values: Mapping[str, Mapping[str, Any]],
+    *,
+    known: set[str],
+) -> outputs.Lookup:
+    """Resolve a reference: a provider configuration's argument (its setting, or the
+    environment variable stack.yaml names), or a Terraform resource's attribute in
+    ``values`` (``known``: the resource ids the plan or state covers)."""
+
+    def lookup(ref: outputs.Reference) -> Any:
+        if ref.is_provider:
+            config = terraform.providers.get(ref.config)
+            argument = ref.path[0]
+            if config is None:
+                raise TerraformSpecError(
+                    f"a reference names provider configuration {ref.config!r}, which "
+                    "stack.yaml `terraform.providers` does not define"
+                )
+            if _SECRET_ARGUMENT.search(argument):
+                raise TerraformSpecError(
+                    f"a reference to {ref}: the provider's {argument} is a credential and is "
+                    "never copied into a Kubernetes object"
+                )
+            if argument in config.settings:
+                return config.settings[argument]
+            if argument in config.environment:
+                value = environment.get(config.environment[argument])
+                if not value:
+                    raise TerraformSpecError(
+                        f"a reference to {ref}: the environment variable "
+                        f"{config.environment[argument]} is not set"
+                    )
+                return value
+            raise TerraformSpecError(
+                f"a reference to {ref}: provider configuration {ref.config!r} has no "
+                f"argument {argument!r} (neither in settings nor environment)"
+            )
+        if ref.target not in known:
+            raise TerraformSpecError(
+                f"a reference to {ref}: {ref.target} is not a Terraform resource of this stack"
+            )
+        found, value = outputs.value_at(values.get(ref.target), ref.path)
+        if not found:
+            if ref.target not in values:
+                return outputs.UNKNOWN
+            raise TerraformSpecError(
+                f"a reference to {ref}: {ref.target} has no attribute {ref.attribute!r}"
+            )
+        return outputs.UNKNOWN if value is None else value
+
+    return lookup
+
+
+def kubernetes_spec(spec: Spec, lookup: outputs.Lookup) -> Spec:
+    """The Spec's Kubernetes objects with every reference resolved (UNKNOWN where not
+    known yet) and the edges to Terraform resources dropped (OpenTofu runs first)."""
+    terraform_ids = {r.id for r in spec.terraform()}
+    out: list[Resource] = []
+    for res in spec.kubernetes():
+        problems = [f for f in outputs.find(res.attributes) if f.reference is None]
+        if problems:
+            raise TerraformSpecError(f"{res.id}: {problems[0].field}: {problems[0].problem}")
+        try:
+            attributes, _ = outputs.substitute(res.attributes, lookup)
+        except TerraformSpecError as exc:
+            raise TerraformSpecError(f"{res.id}: {exc.message}") from None
+        out.append(
+            replace(
+                res,
+                attributes=attributes,
+                depends_on=tuple(d for d in res.depends_on if d not in terraform_ids),
+            )
+        )
+    return Spec(tuple(out))
+
+
+# --- the state -----------------------------------------------------------------------
+
+
+def read_state(kube: Kube, backend: Backend, *, where: str) -> dict[str, Any] | None:
+    """The stack's state, from the backend's Secret (None when there is none yet)."""
+    if kube.get("v1", "Namespace", backend.namespace, None) is None:
+        return None
+    secret = kube.get("v1", "Secret", backend.secret_name, backend.namespace)
+    return decode_state(secret, where=where)
+
+
+def ensure_state_namespace(kube: Kube) -> None:
+    if kube.get("v1", "Namespace", STATE_NAMESPACE, None) is None:
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": STATE_NAMESPACE,
+                    "labels": {"app.kubernetes.io/managed-by": "konfig"},
+                },
+            },
+            dry_run=False,
+        )
+
+
+def state_values_by_id(state: Mapping[str, Any] | None, planned: PlannedStack) -> dict[str, Any]:
+    by_address = plans.state_values(state or {})
+    return {rid: by_address[a] for a, rid in planned.ids.items() if a in by_address}
+
+
+# --- planning ------------------------------------------------------------------------
+
+
+def refuse_destroys(changes: tuple[Change, ...], terraform: StackTerraform) -> tuple[Change, ...]:
+    """Deletes and replaces of Terraform resources the stack does not allow, marked."""
+    out: list[Change] = []
+    for c in changes:
+        if c.action in ("delete", "replace") and not terraform.may_destroy(c.id):
+            c = replace(
+                c,
+                refused=f"apply refuses to {'destroy' if c.action == 'delete' else 'replace'} "
+                f"{c.kind} {c.name}: add {c.id} to `terraform.allowDestroy` in stack.yaml to "
+                "allow it (its data is lost)",
+            )
+        out.append(c)
+    return tuple(out)
+
+
+@dataclass
+class HybridPlan:
+    """A stack's plan in both runtimes (the OpenTofu plan file is in its working dir)."""
+
+    plan: StackPlan
+    tofu: PlannedStack | None  # None: nothing in the configuration nor in the state
+    kube_spec: Spec
+    data: dict[str, dict[str, str]] = field(repr=False)
+    context: StackTofu
+
+
+def plan_hybrid(
+    kube: Kube,
+    stack: Stack,
+    spec: Spec,
+    prior: Inventory | None,
+    tctx: TofuContext,
+    target: KubeTarget,
+    *,
+    lock: bool,
+    workers: int = DEFAULT_WORKERS,
+    secret_data: SecretData | None = None,
+) -> HybridPlan:
+    """Plan both runtimes; ``lock``: take OpenTofu's state lock (apply), or not (preview)."""
+    ctx = stack_tofu(tctx, stack, target)
+    generated = generated_data(kube, spec)
+    data = merged_data(secret_data, generated)
+    state = read_state(kube, ctx.backend, where=stack.path)
+    planned: PlannedStack | None = None
+    tchanges: tuple[Change, ...] = ()
+    values: Mapping[str, Mapping[str, Any]] = {}
+    if spec.terraform() or state_addresses(state):
+        if state is None and not lock:
+            # A preview of a stack without state yet: plan against an empty local state
+            # (the kubernetes backend would create its Secret: a preview writes nothing).
+            ctx = replace(ctx, backend=Backend(kind="local", path=PREVIEW_STATE))
+        planned = tofu_plan(ctx, spec, values=write_only_values(spec, data), state=state, lock=lock)
+        tchanges = refuse_destroys(planned.plan.changes, ctx.terraform)
+        values = planned.plan.values
+    lookup = lookup_of(
+        ctx.terraform, tctx.environment, values, known={r.id for r in spec.terraform()}
+    )
+    kspec = kubernetes_spec(spec, lookup)
+    kplan = plan_stack(kube, stack, kspec, prior, workers=workers, secret_data=data or None)
+    plan = replace(
+        kplan,
+        spec_digest=spec.digest(),
+        changes=tuple(sorted((*kplan.changes, *tchanges), key=lambda c: c.id)),
+    )
+    return HybridPlan(plan, planned, kspec, data, ctx)
+
+
+def discard(hybrid: HybridPlan) -> None:
+    """Remove the saved OpenTofu plan (a preview's)."""
+    if hybrid.tofu is None:
+        return
+    workdir = hybrid.tofu.workdir
+    remove(
+        [workdir.path / hybrid.tofu.plan_file, workdir.path / PREVIEW_STATE], scope=workdir.scope
+    )
+
+
+def preview_hybrid(
+    kube: Kube,
+    stack: Stack,
+    spec: Spec,
+    prior: Inventory | None,
+    tctx: TofuContext,
+    target: KubeTarget,
+    *,
+    workers: int = DEFAULT_WORKERS,
+    secret_data: SecretData | None = None,
+) -> StackPlan:
+    """A preview: both runtimes planned, nothing written (OpenTofu's lock not taken)."""
+    hybrid = plan_hybrid(
+        kube, stack, spec, prior, tctx, target, lock=False, workers=workers, secret_data=secret_data
+    )
+    discard(hybrid)
+    return hybrid.plan
+
+
+# --- applying ------------------------------------------------------------------------
+
+_APPLIED: dict[str, Outcome] = {
+    "create": "created",
+    "update": "updated",
+    "replace": "replaced",
+    "delete": "deleted",
+    "unchanged": "unchanged",
+}
+
+
+def apply_hybrid(
+    kube: Kube,
+    stack: Stack,
+    spec: Spec,
+    prior: Inventory | None,
+    tctx: TofuContext,
+    target: KubeTarget,
+    options: ApplyOptions,
+    emit: EventSink,
+    *,
+    shown_entry: Mapping[str, Any] | None = None,
+    secret_data: SecretData | None = None,
+    lost: threading.Event | None = None,
+    show_plan: Callable[[StackPlan], None] | None = None,
+    stop: threading.Event | None = None,
+) -> StackResult:
+    """Apply both runtimes under the stack's lock (the caller holds it): plan, compare
+    with the plan shown, refuse unallowed destroys, ``tofu apply``, then the Kubernetes
+    objects with the applied values. Nothing is written when the plan is refused."""
+    started = time.monotonic()
+    path = stack.path
+    ensure_state_namespace(kube)
+    hybrid = plan_hybrid(kube, stack, spec, prior, tctx, target, lock=True, secret_data=secret_data)
+    plan = hybrid.plan
+    if show_plan is not None:
+        show_plan(plan)
+    refused = plan.refusals()
+    problems = [] if shown_entry is None else plan_differences(shown_entry, plan)
+    if refused or problems:
+        discard(hybrid)
+        if refused:
+            return StackResult(
+                path,
+                False,
+                (),
+                f"{path}: nothing was applied: " + "; ".join(c.refused for c in refused),
+            )
+        return StackResult(
+            path,
+            False,
+            (),
+            f"{path}: the cluster changed since the plan was shown; nothing was applied "
+            "to this stack:\n  " + "\n  ".join(problems),
+        )
+
+    results: list[ObjectResult] = []
+    tofu = hybrid.tofu
+    terraform_changes = list(tofu.plan.changes) if tofu is not None else []
+    if tofu is not None and tofu.plan.has_changes:
+        emit(Event(path, "level", f"OpenTofu: {len(terraform_changes)} resources"))
+        outcome = tofu_apply(tofu)
+        by_id = tofu.addresses
+        for c in terraform_changes:
+            error = outcome.errors.get(by_id.get(c.id, ""))
+            if outcome.ok or (error is None and c.action == "unchanged"):
+                done = ObjectResult(c.id, _APPLIED[c.action], c.reason)
+            elif error is not None:
+                done = ObjectResult(c.id, "failed", error)
+            else:
+                done = ObjectResult(c.id, "failed", "not applied: OpenTofu stopped (see the error)")
+            results.append(done)
+            emit(Event(path, "object", done.message, done))
+        if not outcome.ok:
+            kube_ids = [r.id for r in hybrid.kube_spec.resources]
+            results += [
+                ObjectResult(i, "skipped", "skipped: the Terraform resources failed")
+                for i in kube_ids
+            ]
+            return StackResult(
+                path,
+                False,
+                tuple(results),
+                f"{path}: {outcome.error}; the Kubernetes objects were not applied (re-run "
+                "once the cause is fixed: OpenTofu's state records what was created)",
+                prior,
+                time.monotonic() - started,
+            )
+    else:
+        discard(hybrid)
+        results += [ObjectResult(c.id, "unchanged", c.reason) for c in terraform_changes]
+
+    # The Kubernetes objects, with the values OpenTofu applied.
+    state = read_state(kube, hybrid.context.backend, where=path)
+    lookup = lookup_of(
+        hybrid.context.terraform,
+        tctx.environment,
+        state_values_by_id(state, tofu) if tofu is not None else {},
+        known={r.id for r in spec.terraform()},
+    )
+    kspec = kubernetes_spec(spec, lookup)
+    unresolved = [
+        f"{r.id}: {', '.join(outputs.unresolved_in(r.attributes))}"
+        for r in kspec.resources
+        if outputs.unresolved_in(r.attributes)
+    ]
+    if unresolved:
+        raise KonfigError(
+            f"{path}: references still unresolved after OpenTofu applied: "
+            + "; ".join(unresolved)
+            + "; the Kubernetes objects were not applied"
+        )
+    from konfig.engine.applier import apply_stack  # networkx: only when applying
+
+    kplan = plan_stack(kube, stack, kspec, prior, secret_data=hybrid.data or None)
+    kplan = replace(kplan, spec_digest=spec.digest())
+    # ``stop`` (SIGTERM/SIGINT) is honoured by the Kubernetes part; a running tofu is
+    # never killed: it finishes, writes its state and releases its lock first.
+    result = apply_stack(kube, kplan, kspec, prior, options, emit, lost=lost, stop=stop)
+    return replace(
+        result,
+        objects=tuple(results) + result.objects,
+        seconds=time.monotonic() - started,
+    )

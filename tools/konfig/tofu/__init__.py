@@ -1,0 +1,11 @@
+"""The Terraform runtime: ``type: Terraform`` resources through OpenTofu.
+
+Beside :mod:`konfig.engine` (the Kubernetes runtime). A stack's Terraform resources
+become one OpenTofu working directory, generated as JSON configuration
+(:mod:`~konfig.tofu.config`); :mod:`~konfig.tofu.runner` is the one module that runs
+the ``tofu`` process; :mod:`~konfig.tofu.plans` turns OpenTofu's JSON plan into the
+changes of the common preview model; :mod:`~konfig.tofu.schema` checks resources against
+the provider's schema; :mod:`~konfig.tofu.model` reads the Spec's Terraform resources and
+the stack's ``terraform`` settings; :mod:`~konfig.tofu.stackrun` plans and applies one
+stack. The design and the reasons are in docs/terraform.md.
+"""

@@ -1,0 +1,230 @@
+"""Plan and apply the Terraform resources of one stack.
+
+:func:`plan_stack` writes the stack's configuration into its working directory,
+initialises it when its providers or backend changed, runs ``tofu plan -out`` and
+translates the plan (:mod:`konfig.tofu.plans`). Values the environment or a secret gives
+reach OpenTofu only as ephemeral variables. Objects in the stack's inventory that the
+state does not record (an apply interrupted before OpenTofu wrote its state) are
+imported, so a re-run adopts them instead of failing on "already exists"; an import of
+an object that turns out not to exist is dropped and the plan made again.
+
+:func:`apply_stack` applies exactly the saved plan and says, per resource, what
+happened; after a failure the state (read again by the caller) tells what exists.
+Nothing here prints or reads the environment: the caller passes the variables' values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from konfig.repo.files import WriteScope, remove
+from konfig.spec import Spec
+from konfig.tofu import plans
+from konfig.tofu.config import CONFIG_FILE, Backend, Configuration, configuration, state_providers
+from konfig.tofu.model import StackTerraform, TerraformResource, terraform_resources
+from konfig.tofu.runner import Cluster, ImportMissing, Run, TofuError, TofuSettings, Workdir
+
+PLAN_FILE = "konfig.tfplan"
+
+
+@dataclass(frozen=True)
+class WriteOnlyValue:
+    """A write-only argument's value and its version (None: not known to this run)."""
+
+    value: str | None
+    version: str | None
+
+
+@dataclass(frozen=True)
+class StackTofu:
+    """What the Terraform part of one stack needs; the pipeline builds it."""
+
+    stack_path: str
+    workdir: Path
+    backend: Backend
+    settings: TofuSettings
+    cluster: Cluster
+    terraform: StackTerraform
+    environment: Mapping[str, str] = field(default_factory=dict, repr=False)
+    scope: WriteScope | None = None
+
+
+@dataclass
+class PlannedStack:
+    """A saved plan and what applying it needs (kept in memory, never written)."""
+
+    resources: list[TerraformResource]
+    plan: plans.TerraformPlan
+    plan_file: str
+    workdir: Workdir
+    variables: dict[str, str] = field(repr=False)
+    ids: dict[str, str]  # address -> resource id
+    imports: dict[str, str]
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        """Resource id -> address, for every change of the plan."""
+        return {rid: addr for addr, rid in self.ids.items()}
+
+
+def _variables(
+    ctx: StackTofu, config: Configuration, values: Mapping[tuple[str, str], WriteOnlyValue]
+) -> dict[str, str]:
+    out: dict[str, str] = {}
+    missing: list[str] = []
+    for var in config.variables:
+        if var.env:
+            value = ctx.environment.get(var.env)
+            if value is None or value == "":
+                missing.append(f"{var.env} ({var.resource}, argument {var.argument})")
+            else:
+                out[var.name] = value
+        else:
+            known = values.get((var.secret, var.key))
+            if known is None or known.value is None:
+                raise TofuError(
+                    f"{ctx.stack_path}: {var.resource}: the value of {var.argument} "
+                    f"({var.secret} key {var.key}) is not known to this run"
+                )
+            out[var.name] = known.value
+    if missing:
+        raise TofuError(
+            f"{ctx.stack_path}: the provider credentials come from the environment and "
+            f"these variables are not set: {', '.join(missing)}; nothing was changed",
+            hint="set them in the apply environment (the workflow's secrets); stack.yaml "
+            "`terraform.providers.<config>.environment` names them",
+        )
+    return out
+
+
+def plan_stack(
+    ctx: StackTofu,
+    spec: Spec | None,
+    *,
+    values: Mapping[tuple[str, str], WriteOnlyValue],
+    state: Mapping[str, Any] | None,
+    members: Sequence[str] = (),
+    lock: bool,
+    destroy: bool = False,
+    secrets: set[str] | None = None,
+) -> PlannedStack:
+    """Plan the stack's Terraform resources (``destroy``: all of them destroyed).
+
+    ``values``: (Secret id, key) -> a write-only argument's value; ``state``: the
+    current state (decoded from the backend's Secret; None: none yet); ``members``:
+    the Terraform ids of the stack's inventory (to adopt what the state lacks).
+    """
+    resources = [] if spec is None else terraform_resources(spec)
+    if destroy:
+        resources_in_config: list[TerraformResource] = []
+    else:
+        resources_in_config = resources
+    versions = {
+        (r.id, w.attribute): values.get((w.secret, w.key), WriteOnlyValue(None, None)).version
+        for r in resources_in_config
+        for w in r.write_only
+    }
+    from konfig.tofu.state import addresses as state_addresses
+
+    recorded = state_addresses(state)
+    imports = {
+        r.id: r.import_id
+        for r in resources_in_config
+        if r.import_id and r.id in set(members) and r.address.address not in recorded
+    }
+    workdir = Workdir(
+        ctx.settings,
+        ctx.workdir,
+        what=ctx.stack_path,
+        cluster=ctx.cluster,
+        secrets=secrets,
+        scope=ctx.scope,
+    )
+    providers = state_providers(state)
+    plan_file = PLAN_FILE
+    remove([ctx.workdir / plan_file], scope=workdir.scope)
+    for _attempt in range(2):
+        config = configuration(
+            resources_in_config,
+            ctx.terraform,
+            ctx.backend,
+            versions=versions,
+            imports=imports,
+            state_providers=providers,
+        )
+        variables = _variables(ctx, config, values)
+        workdir.secrets |= {v for v in variables.values() if len(v) >= 4}
+        workdir.write_config(config.document, CONFIG_FILE)
+        workdir.init(config.document["terraform"])
+        try:
+            workdir.plan(plan_file, variables, lock=lock, destroy=destroy)
+        except ImportMissing as exc:
+            gone = set(exc.addresses)
+            dropped = {rid for rid in imports if _address(rid) in gone} or set(imports)
+            imports = {rid: i for rid, i in imports.items() if rid not in dropped}
+            continue
+        break
+    else:  # pragma: no cover - the second plan has no imports left to fail
+        raise TofuError(f"{ctx.stack_path}: tofu plan failed twice on imports")
+    shown = workdir.show(plan_file)
+    ids = {r.address.address: r.id for r in resources}
+    write_only = {r.id: tuple(w.attribute for w in r.write_only) for r in resources_in_config}
+    versioned = {
+        r.id: tuple(w.version for w in r.write_only if w.version) for r in resources_in_config
+    }
+    translated = plans.translate(
+        shown,
+        ids,
+        write_only=write_only,
+        versions=versioned,
+        secrets=workdir.secrets,
+    )
+    return PlannedStack(resources, translated, plan_file, workdir, variables, ids, imports)
+
+
+def _address(rid: str) -> str:
+    _, type_, name = rid.split(":", 2)
+    return f"{type_}.{name}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What applying one stack's Terraform plan did."""
+
+    ok: bool
+    output: str  # tofu's output, scrubbed
+    errors: dict[str, str]  # address -> the error OpenTofu reported for it
+    error: str = ""  # the whole run's error ("" when ok)
+
+
+def apply_stack(planned: PlannedStack) -> Outcome:
+    """``tofu apply`` of the saved plan; the plan file is removed afterwards."""
+    workdir = planned.workdir
+    try:
+        run = workdir.apply(planned.plan_file, planned.variables)
+    finally:
+        remove([workdir.path / planned.plan_file], scope=workdir.scope)
+    if run.code == 0:
+        return Outcome(True, run.output, {})
+    failure = workdir.failure(run, "apply")
+    return Outcome(False, run.output, _errors_by_address(run), str(failure))
+
+
+def _errors_by_address(run: Run) -> dict[str, str]:
+    """``Error: ...`` diagnostics attributed to the resource their ``with`` line names."""
+    out: dict[str, str] = {}
+    lines = run.output.splitlines()
+    for index, line in enumerate(lines):
+        body = line.strip().lstrip("│").strip()
+        if not body.startswith("Error: "):
+            continue
+        for nxt in lines[index + 1 : index + 12]:
+            match = re.match(r"^[│\s]*with ([A-Za-z0-9_]+\.[A-Za-z0-9_-]+),", nxt)
+            if match:
+                out.setdefault(match.group(1), body[len("Error: ") :])
+                break
+    return out

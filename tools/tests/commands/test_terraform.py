@@ -1,0 +1,244 @@
+"""A stack's database through OpenTofu, end to end: ``konfig preview`` / ``apply`` /
+``destroy`` against the real control plane, real OpenTofu with the real PostgreSQL
+provider, and a real PostgreSQL (``hack/tofu up``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fixtures.cluster import Cluster
+from fixtures.repos import KonfigRunner, RepoBuilder
+from fixtures.tofu import Tofu
+from kubeutil import unique
+
+from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.pipeline.terraform import state_suffix
+from konfig.tofu.config import STATE_NAMESPACE
+
+pytestmark = [pytest.mark.cluster, pytest.mark.tofu]
+
+MAIN = """\
+import base.pkg.models.frontend
+
+app: frontend.Server {{
+    name = "{name}"
+    namespace = "{name}"
+    image = "nginx:1.27.3"
+    ports = [{{port = 80}}]
+{database}}}
+"""
+DATABASE = '    database = {extensions = ["pgcrypto"]}\n'
+
+STACK_YAML = """\
+name: dev
+kubernetes:
+  context: admin
+terraform:
+  providers:
+    postgresql:
+      settings:
+        sslmode: disable
+        superuser: true
+        connect_timeout: 10
+      environment:
+        host: T_PGHOST
+        port: T_PGPORT
+        username: T_PGUSER
+        password: T_PGPASSWORD
+{extra}"""
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: Cluster) -> Iterator[Kube]:
+    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
+    yield k
+    k.close()
+
+
+def _superuser_password(tofu: Tofu) -> str:
+    # host:port:database:user:password
+    return tofu.pg_passfile.read_text(encoding="utf-8").strip().splitlines()[0].split(":", 4)[4]
+
+
+@pytest.fixture
+def tofu_env(tofu: Tofu, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    workroot = tmp_path / "tofu-work"
+    monkeypatch.setenv("KONFIG_TOFU", str(tofu.tofu))
+    monkeypatch.setenv("TF_CLI_CONFIG_FILE", str(tofu.cli_config))
+    monkeypatch.setenv("KONFIG_TOFU_WORKDIR", str(workroot))
+    monkeypatch.setenv("T_PGHOST", tofu.pg_host)
+    monkeypatch.setenv("T_PGPORT", str(tofu.pg_port))
+    monkeypatch.setenv("T_PGUSER", tofu.pg_superuser)
+    monkeypatch.setenv("T_PGPASSWORD", _superuser_password(tofu))
+    return workroot
+
+
+def _stack(repo: RepoBuilder, name: str, *, database: bool = True, extra: str = "") -> str:
+    repo.stack(
+        name,
+        "dev",
+        main=MAIN.format(name=name, database=DATABASE if database else ""),
+        stack_yaml=STACK_YAML.format(extra=extra),
+    )
+    return f"{name}/dev"
+
+
+def _by_id(preview_json: str) -> dict[str, dict[str, object]]:
+    (stack,) = json.loads(preview_json)["stacks"]
+    assert stack["status"] == "ok", stack
+    return {str(c["id"]): c for c in stack["changes"]}
+
+
+def _login(tofu: Tofu, user: str, password: str, db: str) -> str:
+    res = subprocess.run(
+        ["psql", "-X", "-w", "-At", "-U", user, "-d", db, "-c", "SELECT current_user"],
+        env=tofu.env({"PGPASSWORD": password, "PGPASSFILE": "/dev/null"}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip()
+
+
+def test_database_preview_apply_drift_and_guarded_removal(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    cluster: Cluster,
+    kube: Kube,
+    tofu: Tofu,
+    tofu_env: Path,
+) -> None:
+    name = unique("shopdb")
+    db = name.replace("-", "_")
+    address = _stack(repo_builder, name)
+    root = repo_builder.root
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    role_id = f"cyrilgdn/postgresql:postgresql_role:{db}"
+    db_id = f"cyrilgdn/postgresql:postgresql_database:{db}"
+    ext_id = f"cyrilgdn/postgresql:postgresql_extension:{db}_pgcrypto"
+    secret_id = f"v1:Secret:{name}:{name}-db"
+    outputs: list[str] = []
+
+    # 1. The PR preview: the role, database and extension next to the Kubernetes objects.
+    res = konfig("preview", address, kc, "--format", "json", cwd=root)
+    outputs += [res.out, res.err]
+    assert res.code == 0, res.err
+    changes = _by_id(res.out)
+    assert {role_id, db_id, ext_id, secret_id} <= set(changes), sorted(changes)
+    for rid in (role_id, db_id, ext_id):
+        assert changes[rid]["action"] == "create" and changes[rid]["runtime"] == "Terraform"
+    assert changes[secret_id]["action"] == "create"
+    assert changes[f"v1:ConfigMap:{name}:{name}-db"]["action"] == "create"
+    assert changes[f"apps/v1:Deployment:{name}:{name}"]["action"] == "create"
+    fields = {f["path"]: f["after"] for f in changes[role_id]["fields"]}  # type: ignore[union-attr]
+    assert fields["login"] is True and fields["password_wo"] == "(write-only)"
+    assert fields["password_wo_version"] == "***"
+    text = konfig("preview", address, kc, cwd=root)
+    outputs += [text.out, text.err]
+    assert f"create  {db_id}" in text.out and f"create  {secret_id}" in text.out
+    md = konfig("preview", address, kc, "--format", "markdown", cwd=root)
+    outputs += [md.out, md.err]
+    assert f"| create | `{role_id}` |" in md.out
+
+    # 2. Apply: OpenTofu first, then the Secret and the Deployment that reads it.
+    res = konfig("apply", address, "--yes", kc, cwd=root)
+    outputs += [res.out, res.err]
+    assert res.code == 0, res.out + res.err
+    assert tofu.psql(f"SELECT rolcanlogin FROM pg_roles WHERE rolname = '{db}'") == "t"
+    owner = f"SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = '{db}'"
+    assert tofu.psql(owner) == db
+    assert tofu.psql("SELECT extname FROM pg_extension WHERE extname='pgcrypto'", db) == "pgcrypto"
+    config = kube.get("v1", "ConfigMap", f"{name}-db", name)
+    assert config is not None
+    assert config["data"] == {
+        "PGHOST": tofu.pg_host,
+        "PGPORT": str(tofu.pg_port),
+        "PGDATABASE": db,
+        "PGUSER": db,
+    }
+    secret = kube.get("v1", "Secret", f"{name}-db", name)
+    assert secret is not None and set(secret["data"]) == {"PGPASSWORD"}
+    password = base64.b64decode(secret["data"]["PGPASSWORD"]).decode()
+    assert len(password) == 32
+    assert _login(tofu, db, password, db) == db
+    deploy = kube.get("apps/v1", "Deployment", name, name)
+    assert deploy is not None
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    assert {"secretRef": {"name": f"{name}-db"}} in container["envFrom"]
+    assert {"configMapRef": {"name": f"{name}-db"}} in container["envFrom"]
+    # the state lives in the cluster, unlocked after the apply
+    suffix = state_suffix(f"appops/{address}")
+    state = kube.get("v1", "Secret", f"tfstate-default-{suffix}", STATE_NAMESPACE)
+    assert state is not None
+    lease = kube.get(
+        "coordination.k8s.io/v1", "Lease", f"lock-tfstate-default-{suffix}", STATE_NAMESPACE
+    )
+    assert lease is None or not (lease.get("spec") or {}).get("holderIdentity")
+
+    # 3. A second preview is clean; a second apply keeps the password.
+    res = konfig("preview", address, kc, "--detailed-exitcode", cwd=root)
+    outputs += [res.out, res.err]
+    assert res.code == 0, res.out + res.err
+    res = konfig("apply", address, "--yes", kc, cwd=root)
+    outputs += [res.out, res.err]
+    assert res.code == 0, res.out + res.err
+    again = kube.get("v1", "Secret", f"{name}-db", name)
+    assert again is not None and again["data"]["PGPASSWORD"] == secret["data"]["PGPASSWORD"]
+
+    # 4. A role changed by hand shows as drift, and apply puts it back.
+    tofu.psql(f'ALTER ROLE "{db}" NOLOGIN')
+    res = konfig("preview", address, kc, "--format", "json", "--detailed-exitcode", cwd=root)
+    outputs += [res.out, res.err]
+    assert res.code == 2, res.err
+    drift = _by_id(res.out)[role_id]
+    assert drift["action"] == "update"
+    assert [(f["path"], f["before"], f["after"]) for f in drift["fields"]] == [  # type: ignore[union-attr]
+        ("login", False, True)
+    ]
+    res = konfig("apply", address, "--yes", kc, cwd=root)
+    outputs += [res.out, res.err]
+    assert res.code == 0, res.out + res.err
+    assert tofu.psql(f"SELECT rolcanlogin FROM pg_roles WHERE rolname = '{db}'") == "t"
+
+    # 5. Removing the database without the stack's opt-in: refused before any change.
+    _stack(repo_builder, name, database=False)
+    res = konfig("preview", address, kc, cwd=root)
+    outputs += [res.out, res.err]
+    assert res.code == 0, res.err
+    assert f"delete  {db_id}" in res.out and "REFUSED" in res.out
+    res = konfig("apply", address, "--yes", kc, cwd=root)
+    outputs += [res.out, res.err]
+    assert res.code == 1
+    assert "terraform.allowDestroy" in res.out + res.err
+    assert tofu.psql(f"SELECT count(*) FROM pg_database WHERE datname = '{db}'") == "1"
+    assert kube.get("v1", "Secret", f"{name}-db", name) is not None
+
+    # 6. With the opt-in, apply destroys it and prunes the connection Secret.
+    _stack(
+        repo_builder,
+        name,
+        database=False,
+        extra="  allowDestroy:\n    - cyrilgdn/postgresql:*\n",
+    )
+    res = konfig("apply", address, "--yes", kc, cwd=root)
+    outputs += [res.out, res.err]
+    assert res.code == 0, res.out + res.err
+    assert tofu.psql(f"SELECT count(*) FROM pg_database WHERE datname = '{db}'") == "0"
+    assert tofu.psql(f"SELECT count(*) FROM pg_roles WHERE rolname = '{db}'") == "0"
+    assert kube.get("v1", "Secret", f"{name}-db", name) is None
+    assert kube.get("v1", "ConfigMap", f"{name}-db", name) is None
+
+    # The password never appeared in any output, nor in any file the runs wrote.
+    for text_out in outputs:
+        assert password not in text_out
+    written = [p for p in tofu_env.rglob("*") if p.is_file() and not p.is_symlink()]
+    written += [p for p in (root / ".cache").rglob("*") if p.is_file()]
+    assert written
+    for path in written:
+        assert password.encode() not in path.read_bytes(), path

@@ -1,0 +1,243 @@
+"""konfig.tofu.model / config / plans and konfig.outputs: the pure parts of the Terraform
+runtime (Spec resources, stack.yaml, the JSON configuration, OpenTofu's JSON plan)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from konfig import outputs
+from konfig.errors import ConfigError
+from konfig.masking import MASK, MASK_AFTER, MASK_BEFORE, mask_sensitive
+from konfig.spec import SpecError, spec_from_items
+from konfig.tofu import plans
+from konfig.tofu.config import Backend, configuration
+from konfig.tofu.model import TerraformSpecError, stack_terraform, terraform_resources
+
+PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
+ROLE = "cyrilgdn/postgresql:postgresql_role:shop"
+DB = "cyrilgdn/postgresql:postgresql_database:shop"
+SECRET = "v1:Secret:shop:shop-db"
+
+
+def _items() -> list[dict[str, Any]]:
+    return [
+        {
+            "id": ROLE,
+            "type": "Terraform",
+            "attributes": {"name": "shop", "login": True},
+            "extensions": {
+                "provider": PROVIDER,
+                "writeOnly": [
+                    {
+                        "attribute": "password_wo",
+                        "version": "password_wo_version",
+                        "secret": SECRET,
+                        "key": "PGPASSWORD",
+                    }
+                ],
+            },
+        },
+        {
+            "id": DB,
+            "type": "Terraform",
+            "attributes": {"name": "shop", "owner": f"${{konfig:{ROLE}.name}}", "x": "a${b}"},
+            "extensions": {"provider": PROVIDER},
+        },
+        {
+            "id": "v1:ConfigMap:shop:shop-db",
+            "attributes": {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "shop-db", "namespace": "shop"},
+                "data": {"PGDATABASE": f"${{konfig:{DB}.name}}"},
+            },
+        },
+    ]
+
+
+STACK = {
+    "terraform": {
+        "providers": {
+            "postgresql": {
+                "settings": {"sslmode": "disable"},
+                "environment": {"host": "SHOP_PGHOST", "password": "SHOP_PGPASSWORD"},
+            }
+        },
+        "allowDestroy": ["cyrilgdn/postgresql:postgresql_extension:*"],
+    }
+}
+
+
+def test_references_add_edges_and_become_opentofu_expressions() -> None:
+    spec = spec_from_items(_items())
+    by_id = spec.by_id()
+    assert by_id[DB].depends_on == (ROLE,)
+    assert by_id["v1:ConfigMap:shop:shop-db"].depends_on == (DB,)
+    assert [r.id for r in spec.terraform()] == [DB, ROLE]
+    terraform = stack_terraform(STACK, "appops/shop/prod")
+    config = configuration(
+        terraform_resources(spec),
+        terraform,
+        Backend(suffix="appops-shop-prod"),
+        versions={(ROLE, "password_wo"): "42"},
+    )
+    doc = config.document
+    assert doc["terraform"]["backend"] == {
+        "kubernetes": {"secret_suffix": "appops-shop-prod", "namespace": "konfig-state"}
+    }
+    db = doc["resource"]["postgresql_database"]["shop"]
+    assert db["owner"] == "${postgresql_role.shop.name}"
+    assert db["x"] == "a$${b}"  # a literal ${ is escaped
+    assert db["depends_on"] == ["postgresql_role.shop"]
+    role = doc["resource"]["postgresql_role"]["shop"]
+    assert role["password_wo"] == "${var.wo_0}" and role["password_wo_version"] == "42"
+    # credentials and the write-only value are ephemeral, sensitive variables
+    assert doc["provider"]["postgresql"] == [
+        {
+            "sslmode": "disable",
+            "host": "${var.p_postgresql_host}",
+            "password": "${var.p_postgresql_password}",
+        }
+    ]
+    assert all(
+        v == {"type": "string", "sensitive": True, "ephemeral": True}
+        for v in doc["variable"].values()
+    )
+    assert {v.env for v in config.variables if v.env} == {"SHOP_PGHOST", "SHOP_PGPASSWORD"}
+    # a value unknown to the run: its version is ignored, never guessed
+    unknown = configuration(terraform_resources(spec), terraform, Backend(suffix="s"))
+    role = unknown.document["resource"]["postgresql_role"]["shop"]
+    assert "password_wo" not in role and role["lifecycle"] == {
+        "ignore_changes": ["password_wo_version"]
+    }
+    assert terraform.may_destroy("cyrilgdn/postgresql:postgresql_extension:shop_x")
+    assert not terraform.may_destroy(DB)
+
+
+def test_bad_terraform_input_is_named() -> None:
+    with pytest.raises(SpecError, match="malformed Terraform resource id"):
+        spec_from_items(
+            [{"id": "cyrilgdn/postgresql:postgresql_role:", "type": "Terraform", "attributes": {}}]
+        )
+    with pytest.raises(SpecError, match="set `type: Terraform`"):
+        spec_from_items([{"id": ROLE, "attributes": {}}])
+    with pytest.raises(SpecError, match="unknown type 'Helm'"):
+        spec_from_items([{"id": ROLE, "type": "Helm", "attributes": {}}])
+    spec = spec_from_items([{"id": ROLE, "type": "Terraform", "attributes": {}, "extensions": {}}])
+    with pytest.raises(TerraformSpecError, match=r"extensions\.provider` is missing"):
+        terraform_resources(spec)
+    spec = spec_from_items(
+        [
+            {
+                "id": ROLE,
+                "type": "Terraform",
+                "attributes": {},
+                "extensions": {"provider": PROVIDER | {"config": "other"}},
+            }
+        ]
+    )
+    with pytest.raises(TerraformSpecError, match=r"'other', which stack\.yaml does not define"):
+        configuration(terraform_resources(spec), stack_terraform(STACK, "s"), Backend(suffix="s"))
+    with pytest.raises(ConfigError, match="values never go in the repository"):
+        stack_terraform(
+            {"terraform": {"providers": {"pg": {"environment": {"password": "hunter2!"}}}}}, "s"
+        )
+    with pytest.raises(outputs.BadReference, match="names no attribute"):
+        outputs.parse_reference(ROLE)
+
+
+def test_references_are_substituted_and_unknowns_reported() -> None:
+    attrs = {"data": {"A": f"db=${{konfig:{DB}.name}}", "B": "${konfig:provider/postgresql.port}"}}
+    values = {DB: {"name": "shop"}}
+
+    def lookup(ref: outputs.Reference) -> Any:
+        if ref.is_provider:
+            return outputs.UNKNOWN
+        return values[ref.target][ref.path[0]]
+
+    out, unknown = outputs.substitute(attrs, lookup)
+    assert out == {"data": {"A": "db=shop", "B": outputs.UNKNOWN}}
+    assert [str(u) for u in unknown] == ["provider/postgresql.port"]
+    assert outputs.unresolved_in(out) == ["data.B"]
+
+
+def _plan(actions: list[str], before: Any, after: Any, **change: Any) -> dict[str, Any]:
+    return {
+        "resource_changes": [
+            {
+                "address": "postgresql_role.shop",
+                "mode": "managed",
+                "type": "postgresql_role",
+                "name": "shop",
+                "provider_name": "konfig.local/cyrilgdn/postgresql",
+                "change": {"actions": actions, "before": before, "after": after, **change},
+            }
+        ]
+    }
+
+
+def test_plan_json_becomes_masked_changes() -> None:
+    ids = {"postgresql_role.shop": ROLE}
+    created = plans.translate(
+        _plan(
+            ["create"],
+            None,
+            {"name": "shop", "password": "canary-pw", "roles": None, "password_wo_version": 7},
+            after_unknown={"id": True},
+            after_sensitive={"password": True},
+        ),
+        ids,
+        write_only={ROLE: ("password_wo",)},
+        versions={ROLE: ("password_wo_version",)},
+    )
+    (c,) = created.changes
+    assert (c.id, c.action, c.runtime, c.kind, c.api_version) == (
+        ROLE,
+        "create",
+        "Terraform",
+        "postgresql_role",
+        "cyrilgdn/postgresql",
+    )
+    fields = {f.path: f.after for f in c.fields}
+    assert fields == {
+        "id": outputs.UNKNOWN,
+        "name": "shop",
+        "password": MASK,
+        "password_wo": "(write-only)",
+        "password_wo_version": MASK,
+    }
+    assert "canary-pw" not in c.diff and "canary-pw" not in str(c.to_dict())
+    assert created.values[ROLE]["id"] == outputs.UNKNOWN
+
+    drift = plans.translate(
+        _plan(
+            ["update"],
+            {"name": "shop", "login": False, "roles": []},
+            {"name": "shop", "login": True, "roles": None},
+        ),
+        ids,
+        write_only={ROLE: ("password_wo",)},
+    )
+    (d,) = drift.changes
+    assert d.action == "update" and [(f.path, f.before, f.after) for f in d.fields] == [
+        ("login", False, True)
+    ]
+
+    gone = plans.translate(
+        _plan(
+            ["delete"], {"name": "shop"}, None, action_reason="delete_because_no_resource_config"
+        ),
+        ids,
+    )
+    assert gone.changes[0].action == "delete" and "removed from the stack" in gone.changes[0].reason
+    replaced = plans.translate(_plan(["delete", "create"], {"name": "a"}, {"name": "b"}), ids)
+    assert replaced.changes[0].action == "replace"
+
+
+def test_sensitive_values_that_change_say_so_without_the_values() -> None:
+    before, after = mask_sensitive({"p": "one"}, {"p": "two"}, {"p": True}, {"p": True})
+    assert (before, after) == ({"p": MASK_BEFORE}, {"p": MASK_AFTER})
+    before, after = mask_sensitive({"p": "one"}, {"p": "one"}, True, True)
+    assert (before, after) == ({"p": MASK}, {"p": MASK})
