@@ -219,6 +219,31 @@ def test_a_single_stack_pr_looks_as_before() -> None:
     assert "| `appops/app000/dev` | imports base/pkg/models/frontend | 📝 changes |" in auto.text
 
 
+def one_stack_of_three_changes(project: str, env: str) -> list[dict[str, Any]]:
+    live = deployment(project, env)
+    planned = copy.deepcopy(live)
+    set_image(NEW)(planned)
+    planned["spec"]["replicas"] = 3
+    gone = configmap(project, env, "legacy", {"mode": "old"})
+    new = secret(project, env, "db", {"password": "c2VjcmV0"})
+    return [change(live, planned), change(gone, None), change(None, new)]
+
+
+def test_a_single_stack_pr_matches_the_comment_from_before_grouping() -> None:
+    """golden/single-stack.md was rendered by the code before grouping existed
+    (commit 6b02eea, ``konfig.report.pull_request.render``) from this same input: an
+    update, a delete and a created Secret in one stack. Today's default layout must
+    still produce it byte for byte."""
+    fleet = Fleet(1, envs=("prod",), special={"appops/app000/prod": one_stack_of_three_changes})
+    report = reportlib.build(inputs(fleet), sha=SHA, run_url=RUN)
+    result = reportlib.render(report)
+    assert not result.truncated
+    assert "### Changes across stacks" not in result.text
+    assert "c2VjcmV0" not in result.text
+    assert reportlib.to_json(report)["layout"] == "stacks"
+    check_golden("single-stack", result.text)
+
+
 def test_a_few_stacks_keep_the_per_stack_layout() -> None:
     report = reportlib.build(inputs(Fleet(3, edits=[set_image(NEW)])), sha=SHA)
     assert "Identical changes are shown once" not in reportlib.render(report).text
