@@ -241,37 +241,94 @@ def inventory_manifest(
     }
 
 
-def parse_inventory(obj: Mapping[str, Any]) -> Inventory:
-    """Read an inventory ConfigMap; raises InventoryError when it is malformed."""
+def repair_hint(name: str, obj: Mapping[str, Any] | None = None) -> str:
+    """How to repair a hand-edited inventory: restore the field, or delete it and apply."""
+    annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    kinds = str(annotations.get(ANNOTATION_GROUP_KINDS) or "").strip() or "<kinds>"
+    return (
+        "konfig alone writes this ConfigMap; a hand edit broke it. Either put the field "
+        f"back (kubectl -n {NAMESPACE} edit configmap {name}; data.{DATA_MEMBERS} is a "
+        'JSON list of {"id": "<apiVersion>:<Kind>:<namespace>:<name>", "uid": "..."}), '
+        f"or delete it (kubectl -n {NAMESPACE} delete configmap {name}) and apply the "
+        "stack again: the apply records what the stack declares, and objects it no "
+        "longer declares are then not pruned; list them with kubectl get "
+        f"{kinds} -A -l {LABEL_PART_OF}={applyset_id(name)}"
+    )
+
+
+def parse_inventory(obj: Mapping[str, Any], *, stack: str | None = None) -> Inventory:
+    """Read an inventory ConfigMap; raises InventoryError naming the object, the field
+    and how to repair it when it is malformed (a hand edit). ``stack``: the stack path
+    it must record."""
     meta = obj.get("metadata") or {}
     name = str(meta.get("name", ""))
-    where = f"ConfigMap {NAMESPACE}/{name}"
+    where = f"inventory ConfigMap {NAMESPACE}/{name}"
     data = obj.get("data") or {}
     labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
     expected = applyset_id(name, str(meta.get("namespace") or NAMESPACE))
+    ours = str(annotations.get(ANNOTATION_TOOLING) or "").startswith("konfig/") or (
+        DATA_MEMBERS in data and DATA_STACK in data
+    )
     if labels.get(LABEL_ID) != expected:
+        if not ours:
+            raise InventoryError(
+                f"ConfigMap {NAMESPACE}/{name} is not a Konfig inventory: label {LABEL_ID} "
+                f"is {labels.get(LABEL_ID)!r}, expected {expected!r}",
+                hint="another tool owns this name; delete or rename it",
+            )
+        found = "missing" if LABEL_ID not in labels else f"{labels[LABEL_ID]!r}"
         raise InventoryError(
-            f"{where} is not a Konfig inventory: label {LABEL_ID} is "
-            f"{labels.get(LABEL_ID)!r}, expected {expected!r}",
-            hint="another tool owns this name; delete or rename it",
+            f"{where}: label {LABEL_ID} is {found}, expected {expected!r} (changed by hand?)",
+            hint=f"put it back: kubectl -n {NAMESPACE} label --overwrite configmap {name} "
+            f"{LABEL_ID}={expected}",
         )
+    if DATA_MEMBERS not in data:
+        raise InventoryError(f"{where} has no data.{DATA_MEMBERS}", hint=repair_hint(name, obj))
     try:
         raw = json.loads(data.get(DATA_MEMBERS) or "[]")
-    except json.JSONDecodeError as exc:
-        raise InventoryError(f"{where}: data.{DATA_MEMBERS} is not JSON: {exc}") from exc
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise InventoryError(
+            f"{where}: data.{DATA_MEMBERS} is not JSON: {exc}", hint=repair_hint(name, obj)
+        ) from None
     if not isinstance(raw, list):
-        raise InventoryError(f"{where}: data.{DATA_MEMBERS} must be a JSON list")
+        raise InventoryError(
+            f"{where}: data.{DATA_MEMBERS} must be a JSON list, not {type(raw).__name__}",
+            hint=repair_hint(name, obj),
+        )
     members: list[Member] = []
-    for item in raw:
+    for number, item in enumerate(raw, 1):
         if not isinstance(item, dict) or not isinstance(item.get("id"), str):
-            raise InventoryError(f"{where}: data.{DATA_MEMBERS} has an entry without an id")
+            raise InventoryError(
+                f'{where}: data.{DATA_MEMBERS} entry {number} has no "id" string: '
+                f"{json.dumps(item)[:200]}",
+                hint=repair_hint(name, obj),
+            )
         try:
             parse_id(item["id"])
         except ResourceIdError as exc:
-            raise InventoryError(exc.message, hint=exc.hint) from None
-        members.append(Member(item["id"], str(item.get("uid") or "")))
+            raise InventoryError(
+                f"{where}: data.{DATA_MEMBERS} entry {number}: {exc.message}",
+                hint=repair_hint(name, obj),
+            ) from None
+        uid = item.get("uid") or ""
+        if not isinstance(uid, str):
+            raise InventoryError(
+                f'{where}: data.{DATA_MEMBERS} entry {number} ({item["id"]}): "uid" must '
+                f"be a string, not {json.dumps(uid)[:100]}",
+                hint=repair_hint(name, obj),
+            )
+        members.append(Member(item["id"], uid))
+    recorded = str(data.get(DATA_STACK) or "")
+    if stack is not None and recorded and recorded != stack_path_of(stack):
+        raise InventoryError(
+            f"{where}: data.{DATA_STACK} is {recorded!r}, but this ConfigMap is the "
+            f"inventory of {stack_path_of(stack)!r} (changed or copied by hand?)",
+            hint=f"set data.{DATA_STACK} back to {stack_path_of(stack)!r}: kubectl -n "
+            f"{NAMESPACE} edit configmap {name}",
+        )
     return Inventory(
-        stack_path=str(data.get(DATA_STACK) or ""),
+        stack_path=recorded,
         members=tuple(sorted(members)),
         commit=str(data.get(DATA_COMMIT) or ""),
         spec_digest=str(data.get(DATA_DIGEST) or ""),
@@ -285,7 +342,7 @@ def parse_inventory(obj: Mapping[str, Any]) -> Inventory:
 def read_inventory(kube: KubeApi, stack: str | Any) -> Inventory | None:
     """The stack's inventory in the cluster, or None when it has none."""
     obj = kube.get(PARENT_API_VERSION, PARENT_KIND, inventory_name(stack), NAMESPACE)
-    return None if obj is None else parse_inventory(obj)
+    return None if obj is None else parse_inventory(obj, stack=stack_path_of(stack))
 
 
 def ensure_namespace(kube: KubeApi) -> None:
