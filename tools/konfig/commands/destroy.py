@@ -12,7 +12,7 @@ import os
 
 import click
 
-from konfig.commands._common import load_repository, report_problems, timeouts_of
+from konfig.commands._common import load_repository, report_problems, timeouts_of, tofu_context
 from konfig.commands._console import info
 from konfig.commands._options import kube_options
 from konfig.commands._results import (
@@ -94,7 +94,8 @@ def command(
     with Connections(
         repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
     ) as conns:
-        plans = plan_destroys(conns, targets, note=None if as_json else info)
+        tofu = tofu_context(repo.root)
+        plans = plan_destroys(conns, targets, note=None if as_json else info, tofu=tofu)
         if not as_json:
             show_plans([StackPreview(p.path, deleted=True, plan=p) for p in plans])
         confirm("destroy these stacks", yes=yes)
@@ -109,6 +110,7 @@ def command(
                 lease_duration=lease_duration,
                 on_lock_wait=printer.lock_wait,
                 stop=stop.event,
+                tofu=tofu,
             )
 
         with graceful("the destroy") as stop:

@@ -17,10 +17,17 @@ from konfig.engine.lock import StackLock
 from konfig.engine.plan import StackPlan
 from konfig.engine.planner import plan_stack
 from konfig.engine.stackrun import INTERRUPTED, ApplyOptions, EventSink, StackResult
-from konfig.errors import UsageError
+from konfig.errors import KonfigError, UsageError
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.locking import LockWait, run_locked
 from konfig.pipeline.selection import gone_stack
+from konfig.pipeline.terraform import (
+    TofuContext,
+    destroy_hybrid,
+    discard,
+    has_terraform,
+    plan_destroy_hybrid,
+)
 from konfig.repo.layout import Repository, Stack, resolve_stacks
 
 
@@ -58,15 +65,31 @@ def plan_destroys(
     targets: Sequence[DestroyTarget],
     *,
     note: Callable[[str], None] | None = None,
+    tofu: TofuContext | None = None,
 ) -> list[StackPlan]:
-    """Each target's plan with no Spec: every owned, existing member is a delete."""
+    """Each target's plan with no Spec: every owned, existing member is a delete, and
+    every Terraform resource of a stack whose stack.yaml has a ``terraform`` section
+    (refused without its ``allowDestroy``: raises before anything is written)."""
     plans: list[StackPlan] = []
     for t in targets:
         kube = conns.kube(t.stack)
         prior = read_inventory(kube, t.stack)
         if prior is None and note is not None:
             note(f"{t.stack.path}: no inventory in the cluster, nothing to destroy")
-        plans.append(plan_stack(kube, t.stack, None, prior, deleted=True))
+        if tofu is not None and has_terraform(t.stack, None):
+            hybrid = plan_destroy_hybrid(
+                kube, t.stack, prior, tofu, conns.target(t.stack), lock=False
+            )
+            discard(hybrid)
+            refused = hybrid.plan.refusals()
+            if refused:
+                raise KonfigError(
+                    f"{t.stack.path}: nothing was destroyed: "
+                    + "; ".join(c.refused for c in refused)
+                )
+            plans.append(hybrid.plan)
+        else:
+            plans.append(plan_stack(kube, t.stack, None, prior, deleted=True))
     return plans
 
 
@@ -80,13 +103,27 @@ def destroy_locked(
     lease_duration: int,
     on_lock_wait: LockWait | None = None,
     stop: threading.Event | None = None,
+    tofu: TofuContext | None = None,
 ) -> StackResult:
     """Destroy one stack under its Lease (planned again under the lock); ``stop`` as in
-    :func:`konfig.pipeline.applying.apply_locked`."""
+    :func:`konfig.pipeline.applying.apply_locked`. A stack with Terraform resources:
+    :func:`konfig.pipeline.terraform.destroy_hybrid`."""
     kube = conns.kube(stack)
 
     def work(lock: StackLock) -> StackResult:
         prior = read_inventory(kube, stack)
+        if tofu is not None and has_terraform(stack, None):
+            return destroy_hybrid(
+                kube,
+                stack,
+                prior,
+                tofu,
+                conns.target(stack),
+                options,
+                emit,
+                lost=lock.lost,
+                stop=stop,
+            )
         plan = plan_stack(kube, stack, None, prior, deleted=True)
         return destroy_stack(kube, plan, prior, options, emit, lost=lock.lost, stop=stop)
 

@@ -506,3 +506,92 @@ def apply_hybrid(
         objects=tuple(results) + result.objects,
         seconds=time.monotonic() - started,
     )
+
+
+# --- destroying ----------------------------------------------------------------------
+
+
+def plan_destroy_hybrid(
+    kube: Kube,
+    stack: Stack,
+    prior: Inventory | None,
+    tctx: TofuContext,
+    target: KubeTarget,
+    *,
+    lock: bool,
+) -> HybridPlan:
+    """The destroy plan of both runtimes: every object the inventory owns and every
+    resource OpenTofu's state records is a delete (refused without the stack's opt-in)."""
+    ctx = stack_tofu(tctx, stack, target)
+    state = read_state(kube, ctx.backend, where=stack.path)
+    kplan = plan_stack(kube, stack, None, prior, deleted=True)
+    planned: PlannedStack | None = None
+    tchanges: tuple[Change, ...] = ()
+    if state_addresses(state):
+        planned = tofu_plan(ctx, None, values={}, state=state, lock=lock, destroy=True)
+        tchanges = refuse_destroys(planned.plan.changes, ctx.terraform)
+    plan = replace(kplan, changes=tuple(sorted((*kplan.changes, *tchanges), key=lambda c: c.id)))
+    return HybridPlan(plan, planned, Spec(()), {}, ctx)
+
+
+def destroy_hybrid(
+    kube: Kube,
+    stack: Stack,
+    prior: Inventory | None,
+    tctx: TofuContext,
+    target: KubeTarget,
+    options: ApplyOptions,
+    emit: EventSink,
+    *,
+    lost: threading.Event | None = None,
+    stop: threading.Event | None = None,
+) -> StackResult:
+    """Destroy both runtimes under the stack's lock: refused as a whole when the stack
+    does not allow destroying one of its Terraform resources; else the Kubernetes objects
+    first (they use the database), then ``tofu apply`` of the destroy plan."""
+    from konfig.engine.destroyer import destroy_stack
+
+    started = time.monotonic()
+    path = stack.path
+    hybrid = plan_destroy_hybrid(kube, stack, prior, tctx, target, lock=True)
+    refused = hybrid.plan.refusals()
+    if refused:
+        discard(hybrid)
+        listed = "; ".join(c.refused for c in refused)
+        return StackResult(path, False, (), f"{path}: nothing was destroyed: {listed}")
+    kplan = replace(
+        hybrid.plan, changes=tuple(c for c in hybrid.plan.changes if c.runtime != "Terraform")
+    )
+    result = destroy_stack(kube, kplan, prior, options, emit, lost=lost, stop=stop)
+    tofu = hybrid.tofu
+    if tofu is None or not tofu.plan.has_changes:
+        discard(hybrid)
+        return result
+    if not result.ok:
+        discard(hybrid)
+        return replace(
+            result,
+            error=f"{result.error}; the Terraform resources were kept (destroy again once "
+            "the Kubernetes objects are gone)",
+        )
+    emit(Event(path, "level", f"OpenTofu: destroying {len(tofu.plan.changes)} resources"))
+    outcome = tofu_apply(tofu)
+    results = list(result.objects)
+    by_id = tofu.addresses
+    for c in tofu.plan.changes:
+        error = outcome.errors.get(by_id.get(c.id, ""))
+        if outcome.ok:
+            done = ObjectResult(c.id, "deleted", c.reason, phase="destroy")
+        else:
+            done = ObjectResult(
+                c.id, "failed", error or "not destroyed: OpenTofu stopped", phase="destroy"
+            )
+        results.append(done)
+        emit(Event(path, "object", done.message, done))
+    return replace(
+        result,
+        ok=result.ok and outcome.ok,
+        objects=tuple(results),
+        error=None if outcome.ok else f"{path}: {outcome.error}",
+        seconds=time.monotonic() - started,
+    )

@@ -242,3 +242,81 @@ def test_database_preview_apply_drift_and_guarded_removal(
     assert written
     for path in written:
         assert password.encode() not in path.read_bytes(), path
+
+
+def test_destroy_missing_credentials_and_a_held_state_lock(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    cluster: Cluster,
+    kube: Kube,
+    tofu: Tofu,
+    tofu_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name = unique("gonedb")
+    db = name.replace("-", "_")
+    address = _stack(repo_builder, name)
+    root = repo_builder.root
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+
+    # Credentials come from the apply environment: a missing variable is named.
+    with monkeypatch.context() as m:
+        m.delenv("T_PGPASSWORD")
+        res = konfig("apply", address, "--yes", kc, cwd=root)
+    assert res.code == 1
+    assert "T_PGPASSWORD (provider postgresql, argument password)" in res.err, res.err
+    assert "nothing was changed" in res.err
+    assert tofu.psql(f"SELECT count(*) FROM pg_roles WHERE rolname = '{db}'") == "0"
+
+    res = konfig("apply", address, "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    assert tofu.psql(f"SELECT count(*) FROM pg_database WHERE datname = '{db}'") == "1"
+
+    # Another tofu client holds the state's lock: a clear error with how to release it.
+    lease_name = f"lock-tfstate-default-{state_suffix('appops/' + address)}"
+    lease = kube.get("coordination.k8s.io/v1", "Lease", lease_name, STATE_NAMESPACE)
+    assert lease is not None
+    held = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": lease_name,
+            "namespace": STATE_NAMESPACE,
+            "annotations": {
+                "app.terraform.io/lock-info": json.dumps(
+                    {"ID": "1234-held", "Operation": "OperationTypeApply", "Who": "other@ci"}
+                )
+            },
+        },
+        "spec": {"holderIdentity": "1234-held"},
+    }
+    kube.apply(held, dry_run=False, field_manager="other-tofu")
+    _stack(repo_builder, name, extra="")  # unchanged stack, but OpenTofu must take the lock
+    tofu.psql(f'ALTER ROLE "{db}" NOLOGIN')
+    res = konfig("apply", address, "--yes", kc, cwd=root)
+    assert res.code == 1
+    assert "the Terraform state is locked by another tofu client" in res.out + res.err
+    assert "force-unlock" in res.out + res.err
+    assert tofu.psql(f"SELECT rolcanlogin FROM pg_roles WHERE rolname = '{db}'") == "f"
+    kube.apply(
+        {**held, "metadata": {"name": lease_name, "namespace": STATE_NAMESPACE}, "spec": {}},
+        dry_run=False,
+        field_manager="other-tofu",
+    )
+    released = kube.get("coordination.k8s.io/v1", "Lease", lease_name, STATE_NAMESPACE)
+    assert released is not None and not (released.get("spec") or {}).get("holderIdentity")
+
+    # konfig destroy: the database is kept unless the stack allows destroying it.
+    res = konfig("destroy", address, "--yes", kc, cwd=root)
+    assert res.code == 1
+    assert "terraform.allowDestroy" in res.out + res.err
+    assert tofu.psql(f"SELECT count(*) FROM pg_database WHERE datname = '{db}'") == "1"
+    assert kube.get("apps/v1", "Deployment", name, name) is not None
+
+    _stack(repo_builder, name, extra="  allowDestroy: ['cyrilgdn/postgresql:*']\n")
+    res = konfig("destroy", address, "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    assert tofu.psql(f"SELECT count(*) FROM pg_database WHERE datname = '{db}'") == "0"
+    assert tofu.psql(f"SELECT count(*) FROM pg_roles WHERE rolname = '{db}'") == "0"
+    assert kube.get("apps/v1", "Deployment", name, name) is None
+    assert kube.get("v1", "Secret", f"{name}-db", name) is None
