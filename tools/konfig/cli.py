@@ -16,6 +16,7 @@ import click
 
 from konfig import __version__
 from konfig.commands._console import error
+from konfig.commands._help import Group
 from konfig.commands._signals import Terminated, exit_code, terminate_as_interrupt
 from konfig.errors import EXIT_UNEXPECTED, EXIT_USAGE, KonfigError
 
@@ -41,7 +42,7 @@ COMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
+class LazyGroup(Group):
     """A click group that imports each subcommand's module on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -66,7 +67,18 @@ class LazyGroup(click.Group):
 )
 @click.pass_context
 def cli(ctx: click.Context, root: Path | None) -> None:
-    """Konfig: compile, test, check, preview and apply KCL stacks on Kubernetes."""
+    """Konfig: compile, test, check, preview and apply KCL stacks on Kubernetes.
+
+    Stacks are addressed as appops/<project>/<stack> or <project>/<stack>. Exit codes:
+    0 ok, 1 findings or a failed stack, 2 usage error, 3 unexpected error.
+    `konfig COMMAND --help` describes a command.
+
+    \b
+    Examples:
+      konfig list
+      konfig test --update guestbook/dev
+      konfig preview guestbook/dev
+    """
     ctx.obj = {"root": root}
 
 

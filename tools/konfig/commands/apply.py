@@ -135,6 +135,11 @@ def command(
     level in dependency order with server-side apply; objects the stack no longer
     declares are pruned; the stack's inventory records what it owns, the commit and
     the spec digest. Exit 0 when every stack applied, 1 otherwise.
+
+    \b
+    Examples:
+      konfig apply guestbook/dev                       # show the plan, ask, apply
+      konfig apply --all --yes --plan preview.json --json   # CI: exactly what was previewed
     """
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     repo = load_repository(ctx)

@@ -9,13 +9,21 @@ import click
 from konfig.commands._common import cache_state
 from konfig.commands._console import echo_json, echo_stacks, info
 from konfig.commands._outputs import github_output_file, write_stack_outputs
+from konfig.detect import gitrepo
 from konfig.detect.changeset import ChangeSet, affected_stacks
 from konfig.errors import EXIT_OK
 from konfig.repo.layout import find_root
 
 
 @click.command("changed")
-@click.option("--base", required=True, metavar="REF", help="Base commit (e.g. origin/main).")
+@click.option(
+    "--base",
+    default=None,
+    metavar="REF",
+    help="Base commit (e.g. origin/main). Default: the branch a pull request from here "
+    "targets: the default branch of the remote the current branch tracks (as cloned: "
+    "origin/HEAD), else the current branch's upstream.",
+)
 @click.option(
     "--head",
     default="HEAD",
@@ -33,23 +41,39 @@ from konfig.repo.layout import find_root
 @click.option("--no-cache", is_flag=True, help="Do not read or write .cache/konfig.")
 @click.pass_context
 def command(
-    ctx: click.Context, base: str, head: str, as_json: bool, github_output: bool, no_cache: bool
+    ctx: click.Context,
+    base: str | None,
+    head: str,
+    as_json: bool,
+    github_output: bool,
+    no_cache: bool,
 ) -> int:
-    """List the stacks affected by the changes between the merge base of BASE and HEAD.
+    """List the stacks affected by the changes from the merge base of BASE to HEAD.
 
     A changed file affects a stack when it is inside the stack, is a project-level file
     (project.yaml, <project>/base/**), is imported by the stack's KCL (transitively, per
     package), or matches a repo-wide trigger in konfig.yaml. Stacks present at the merge
     base but gone at HEAD are listed as deleted stacks.
+
+    \b
+    Examples:
+      konfig changed                                  # against the upstream branch
+      konfig changed --base origin/main --json --github-output
     """
     # Only the root is needed: stacks are found from the git trees, so the (slow, for
     # thousands of stacks) parse of every stack.yaml in the work tree is skipped.
     given = (ctx.obj or {}).get("root")
     root = find_root(Path(given) if given else None)
     output_file = github_output_file() if github_output else None
+    if base is None:
+        default = gitrepo.default_base(root)
+        base = default.ref
+        info(f"comparing with {base} ({default.why}); pass --base to choose another")
     changes = affected_stacks(
         root, base, head, cache=cache_state(root, enabled=not no_cache, git_required=True)
     )
+    if head == "HEAD":
+        _note_uncommitted(gitrepo.uncommitted(root))
     if output_file is not None:
         write_stack_outputs(
             output_file, changes.stack_paths, changes.deleted_stacks, changes.projects
@@ -59,6 +83,16 @@ def command(
     else:
         _print_human(changes)
     return EXIT_OK
+
+
+def _note_uncommitted(paths: list[str]) -> None:
+    if paths:
+        more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
+        info(
+            f"not included: uncommitted changes to {paths[0]}{more} (konfig changed compares "
+            "commits: commit them, or use --changed-from REF of compile, test, check or "
+            "preview, which compare with the work tree)"
+        )
 
 
 def _print_human(changes: ChangeSet) -> None:

@@ -52,6 +52,12 @@ def command(
     kubernetesVersion, CRDs in the repo), policy/* (KCL policies under
     base/pkg/policies, switched off per stack in stack.yaml with a reason).
     Exit code 1 when there is an error finding.
+
+    \b
+    Examples:
+      konfig check                                    # every stack and the layout
+      konfig check guestbook/prod --format json
+      konfig check --changed-from origin/main
     """
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     if fmt is None:

@@ -68,6 +68,10 @@ def command(
     The comment is found by its hidden marker and its author across all pages of
     comments; an unchanged body sends no write; a body over GitHub's 65,536
     characters is refused before anything is sent.
+
+    \b
+    Example:
+      konfig comment --repo acme/config --pr 12 --body-file comment.md
     """
     repo = parse_repo(repo)
     body = _read_body(body_file)

@@ -62,6 +62,12 @@ def command(
 
     A broken stack never stops the others: its error is reported with file, line
     and column, the others still compile, and the exit code is 1.
+
+    \b
+    Examples:
+      konfig compile guestbook/prod                   # one Spec to stdout
+      konfig compile --all --out out/ -j 4 --json
+      konfig compile --changed-from origin/main
     """
     repo = load_repository(ctx)
     report_problems(repo)

@@ -47,9 +47,19 @@ from konfig.report.previews import StackPreview
     show_default=True,
     help="Seconds to wait for each deletion wave to finish.",
 )
-@click.option("--concurrency", type=click.IntRange(min=1, max=64), default=5, show_default=True)
 @click.option(
-    "--stack-concurrency", type=click.IntRange(min=1, max=64), default=4, show_default=True
+    "--concurrency",
+    type=click.IntRange(min=1, max=64),
+    default=5,
+    show_default=True,
+    help="Objects deleted at once within a wave.",
+)
+@click.option(
+    "--stack-concurrency",
+    type=click.IntRange(min=1, max=64),
+    default=4,
+    show_default=True,
+    help="Stacks destroyed at once.",
 )
 @click.option("--no-wait", is_flag=True, help="Do not wait until deleted objects are gone.")
 @click.option(
@@ -57,9 +67,14 @@ from konfig.report.previews import StackPreview
     type=click.FloatRange(min=0),
     default=DEFAULT_LOCK_TIMEOUT,
     show_default=True,
+    help="Seconds to wait for an apply or destroy of the same stack to finish.",
 )
 @click.option(
-    "--lease-duration", type=click.IntRange(min=2), default=DEFAULT_DURATION, show_default=True
+    "--lease-duration",
+    type=click.IntRange(min=2),
+    default=DEFAULT_DURATION,
+    show_default=True,
+    help="Seconds after which a lock whose holder stopped renewing it is stale.",
 )
 @kube_options
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
@@ -84,6 +99,11 @@ def command(
     STACK is <project>/<stack> or appops/<project>/<stack>; a stack whose directory
     no longer exists is addressed by its path (its cluster: --context, else the
     kubeconfig's current context). Exit 0 when everything is gone.
+
+    \b
+    Examples:
+      konfig destroy guestbook/dev
+      konfig destroy appops/old/dev --deleted --yes
     """
     repo = load_repository(ctx)
     report_problems(repo)

@@ -55,7 +55,13 @@ def _scope_of(ctx: click.Context, paths: Iterable[Path]) -> WriteScope:
 )
 @click.pass_context
 def command(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> int:
-    """Format KCL files (default: everything under base/ and appops/)."""
+    """Format KCL files (default: everything under base/ and appops/).
+
+    \b
+    Examples:
+      konfig fmt
+      konfig fmt --check appops/guestbook
+    """
     if paths:
         files = _kcl_files(paths)
         scope = _scope_of(ctx, paths)

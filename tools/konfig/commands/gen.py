@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from konfig.commands._console import info
+from konfig.commands._help import Group
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.gen import compare, generate
 from konfig.gen.contracts import DOCS_DIR as CONTRACT_DOCS
@@ -24,13 +25,13 @@ MODELS_DIR = "base/pkg/models/frontend"
 DOCS_FILE = "docs/models/frontend.md"
 
 
-@click.group("gen")
+@click.group("gen", cls=Group)
 def command() -> None:
     """Generate KCL schemas, the models reference and the contracts' docs.
 
     \b
     Examples:
-      konfig gen schemas --crd crds/certificate.yaml
+      konfig gen schemas --check
       konfig gen docs --check
       konfig gen contracts
     """
@@ -64,13 +65,20 @@ def command() -> None:
 def schemas(
     ctx: click.Context, k8s_version: str | None, crds: tuple[Path, ...], out: str, check: bool
 ) -> int:
-    """Render one KCL schema per Kubernetes kind (core/v1, apps/v1, batch/v1,
+    """Generate KCL schemas from the Kubernetes OpenAPI definitions and CRDs.
+
+    One KCL schema per Kubernetes kind (core/v1, apps/v1, batch/v1,
     networking.k8s.io/v1, autoscaling/v2, policy/v1, rbac.authorization.k8s.io/v1, plus
     every definition they reference) and per CRD version, with field types, required
     fields, enums, declared defaults and docstrings from the API descriptions.
 
     Re-running gives byte-identical files; generated files the generator no longer
     produces are removed (hand-written .k files in --out are left alone).
+
+    \b
+    Examples:
+      konfig gen schemas
+      konfig gen schemas --k8s-version 1.32 --check
     """
     root_opt = (ctx.obj or {}).get("root")
     root = find_root(Path(root_opt) if root_opt else None)
@@ -136,8 +144,16 @@ def schemas(
 )
 @click.pass_context
 def docs(ctx: click.Context, check: bool) -> int:
-    """Write the frontend models reference (docs/models/frontend.md) from the KCL source:
-    types and defaults as declared, descriptions from the docstrings."""
+    """Write the frontend models reference, docs/models/frontend.md.
+
+    Generated from the KCL source: types and defaults as declared, descriptions from
+    the docstrings.
+
+    \b
+    Examples:
+      konfig gen docs
+      konfig gen docs --check
+    """
     root_opt = (ctx.obj or {}).get("root")
     root = find_root(Path(root_opt) if root_opt else None)
     sources = {
@@ -180,9 +196,10 @@ def _display(path: Path, root: Path) -> str:
 )
 @click.pass_context
 def contracts_docs(ctx: click.Context, check: bool) -> int:
-    """Write the file formats' reference (docs/contracts/) and the editor settings
-    (.vscode/settings.json: which schema checks which YAML file) from the JSON Schemas
-    in tools/konfig/contracts/.
+    """Write the file formats' reference, docs/contracts/, and the editor settings.
+
+    Generated from the JSON Schemas in tools/konfig/contracts/: a page per format, and
+    .vscode/settings.json (which schema checks which YAML file as it is edited).
 
     \b
     Example:

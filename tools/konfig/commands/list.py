@@ -17,6 +17,11 @@ def command(ctx: click.Context, as_json: bool) -> int:
 
     Layout problems (a name that does not match its directory, a stack outside a
     project, a nested project, ...) are reported on stderr and make the exit code 1.
+
+    \b
+    Examples:
+      konfig list
+      konfig list --json
     """
     repo = load_repository(ctx)
     report_problems(repo)

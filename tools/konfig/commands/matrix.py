@@ -69,7 +69,12 @@ def _parse(name: str, text: str) -> list[str]:
     help="Append `matrix` (the JSON array) and `count` to $GITHUB_OUTPUT.",
 )
 def command(stacks_json: str, deleted_json: str, max_jobs: int, github_output: bool) -> int:
-    """Split the stacks of --stacks into at most --max-jobs matrix chunks."""
+    """Split the stacks of --stacks into at most --max-jobs matrix chunks.
+
+    \b
+    Example:
+      konfig matrix --stacks '["appops/a/dev", "appops/b/dev"]' --max-jobs 16
+    """
     stacks = _parse("--stacks", stacks_json)
     deleted = _parse("--deleted", deleted_json)
     matrix = chunks(stacks, max_jobs, keep_one=bool(deleted))

@@ -44,6 +44,11 @@ def command(
     affects it. Inventories in those clusters whose stack is gone at HEAD but was
     applied from a commit of this repository are deleted stacks (to destroy);
     inventories of other repositories sharing a cluster are ignored.
+
+    \b
+    Examples:
+      konfig pending --json
+      konfig pending --github-output
     """
     output_file = github_output_file() if github_output else None
     repo = load_repository(ctx)

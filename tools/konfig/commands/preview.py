@@ -136,6 +136,12 @@ def command(
     Secret values are masked in every format. Secrets from encrypted files are
     decrypted in memory with the key in SOPS_AGE_KEY_FILE / SOPS_AGE_KEY and compared
     key by key; without a key the preview says which it could not compare.
+
+    \b
+    Examples:
+      konfig preview guestbook/dev
+      konfig preview --changed-from origin/main --format markdown --out preview.md
+      konfig preview --all --format json --detailed-exitcode
     """
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     repo = load_repository(ctx)

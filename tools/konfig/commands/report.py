@@ -152,6 +152,11 @@ def command(
     occurs in, then the exceptions (failed stacks, stacks whose change differs). The
     footer says what was left out. The full report, with every stack's diff, goes to
     --summary-file and --full-out.
+
+    \b
+    Examples:
+      konfig report --results results/ --sha "$SHA" --out comment.md --summary-file summary.md
+      konfig report --apply apply.json --sha "$SHA"
     """
     if placeholder:
         _emit(reportlib.render_placeholder(sha, run_url), out)

@@ -16,6 +16,7 @@ import click
 
 from konfig.commands._common import load_repository
 from konfig.commands._console import echo_json, error, info, warn
+from konfig.commands._help import Group
 from konfig.commands._keys import KEY_ENV, KEY_FILE_ENV, take_keyring_from_env
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.secrets import edit as edits
@@ -26,9 +27,16 @@ from konfig.secrets.keys import Keyring
 from konfig.secrets.rules import RULES_FILE, Rules, load_rules
 
 
-@click.group("secrets")
+@click.group("secrets", cls=Group)
 def command() -> None:
-    """Encrypted files: encrypt, edit, rotate, check (SOPS format, age keys)."""
+    """Encrypted files: encrypt, edit, rotate, check (SOPS format, age keys).
+
+    \b
+    Examples:
+      konfig secrets keygen -o ~/.config/konfig/age.key
+      konfig secrets edit appops/webshop/prod/secrets.enc.yaml
+      konfig secrets check
+    """
 
 
 def _root(ctx: click.Context) -> Path:
@@ -66,9 +74,14 @@ def keygen(output: Path) -> int:
     """Create a new age key file and print its recipient (public key).
 
     Give the recipient to .sops.yaml; keep the file secret (SOPS_AGE_KEY_FILE).
+
+    \b
+    Example:
+      konfig secrets keygen -o ~/.config/konfig/age.key
     """
     if output.exists():
         raise UsageError(f"{output} exists; refusing to overwrite a key")
+    output.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # e.g. ~/.config/konfig
     keyring, text = Keyring.generate(source=str(output))
     fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -91,6 +104,10 @@ def encrypt(ctx: click.Context, file: str, output: str | None) -> int:
 
     By default FILE is replaced by its encrypted form (name it *.enc.yaml), so no
     plaintext copy is left to commit.
+
+    \b
+    Example:
+      konfig secrets encrypt appops/webshop/dev/secrets.enc.yaml
     """
     root = _root(ctx)
     target = output if output not in (None, "-") else file
@@ -128,6 +145,10 @@ def edit_cmd(ctx: click.Context, file: str) -> int:
 
     The plaintext goes to a private 0600 temporary file that is overwritten and removed
     afterwards; values left unchanged keep their exact ciphertext.
+
+    \b
+    Example:
+      konfig secrets edit appops/webshop/prod/secrets.enc.yaml
     """
     root = _root(ctx)
     rel = _rel(root, file)
@@ -165,6 +186,11 @@ def rotate(ctx: click.Context, files: tuple[str, ...], all_files: bool) -> int:
 
     Run it after adding or removing a recipient; a removed recipient cannot decrypt
     what is written from now on (rotate the values themselves too if they saw them).
+
+    \b
+    Examples:
+      konfig secrets rotate appops/webshop/prod/secrets.enc.yaml
+      konfig secrets rotate --all
     """
     root = _root(ctx)
     if all_files == bool(files):
@@ -184,11 +210,16 @@ def rotate(ctx: click.Context, files: tuple[str, ...], all_files: bool) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def check(ctx: click.Context, as_json: bool) -> int:
-    """Check every *.enc.yaml file: encrypted, no plain-text values, encrypted for the
-    recipients .sops.yaml names, and (with a key) decrypts with a matching MAC.
+    """Check every *.enc.yaml file: encrypted, for the right recipients, decryptable.
 
-    Exit 1 when a file has a problem. Plain-text Secret data in compiled stacks is
-    checked by `konfig check`.
+    Each file must be encrypted with no plain-text values, for the recipients
+    .sops.yaml names, and (with a key) decrypt with a matching MAC. Exit 1 when a file
+    has a problem. Plain-text Secret data in compiled stacks is checked by `konfig check`.
+
+    \b
+    Examples:
+      konfig secrets check
+      konfig secrets check --json
     """
     root = _root(ctx)
     report = audit_files(

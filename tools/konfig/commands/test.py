@@ -62,6 +62,12 @@ def command(
     ci-test/stdout.golden.yaml (resources by id; key and list order do not matter).
     Without STACKs: every stack and every *_test.k under base/ and appops/. With
     STACKs: those stacks and the unit tests inside them and their project's base/.
+
+    \b
+    Examples:
+      konfig test                                     # every golden and KCL unit test
+      konfig test guestbook/prod --update             # rewrite that stack's golden
+      konfig test --junit out/junit.xml
     """
     repo = load_repository(ctx)
     if not as_json:

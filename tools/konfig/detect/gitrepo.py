@@ -322,3 +322,61 @@ def read_blobs(root: Path, blob_ids: Iterable[str]) -> dict[str, bytes]:
 def blob_id(data: bytes) -> str:
     """The id git gives a blob with this content (so work-tree files share cache keys)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+@dataclass(frozen=True)
+class DefaultBase:
+    """The branch a change is compared with when the user names none, and why."""
+
+    ref: str  # e.g. origin/main
+    why: str
+
+
+def default_base(root: Path) -> DefaultBase:
+    """What a pull request from here would merge into: the default branch of the remote
+    the current branch tracks (``origin`` when it tracks none), as ``git clone`` records
+    it (``<remote>/HEAD``), else ``<remote>/main`` or ``<remote>/master``, else the
+    current branch's upstream. UsageError saying what to pass when there is none."""
+    repo = open_repo(root).repo
+    remote, upstream = "origin", None
+    try:
+        tracking = repo.active_branch.tracking_branch()
+    except TypeError:  # a detached HEAD (a CI checkout) tracks nothing
+        tracking = None
+    if tracking is not None:
+        remote, upstream = tracking.remote_name, tracking.name
+    try:
+        target = str(repo.git.symbolic_ref("--quiet", "--short", f"refs/remotes/{remote}/HEAD"))
+        return DefaultBase(target, f"the default branch of {remote}")
+    except git.GitCommandError:
+        pass
+    for name in ("main", "master"):
+        try:
+            repo.git.rev_parse("--verify", "--quiet", f"refs/remotes/{remote}/{name}")
+            return DefaultBase(f"{remote}/{name}", f"{remote}'s {name} branch")
+        except git.GitCommandError:
+            continue
+    if upstream is not None:
+        return DefaultBase(upstream, "the upstream of the current branch")
+    raise UsageError(
+        "no branch to compare with: the repository has no remote default branch",
+        hint="pass --base REF, the branch your change will merge into (e.g. --base main)",
+    )
+
+
+def uncommitted(root: Path) -> list[str]:
+    """Paths under the Konfig root whose changes are not committed: modified or staged
+    tracked files and untracked files that are not ignored (a rename: both paths)."""
+    g = open_repo(root)
+    try:
+        out = g.cmd.status(
+            "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--", g.prefix or "."
+        )
+    except git.GitCommandError as exc:
+        raise GitError(f"git status failed: {exc.stderr.strip()}") from exc
+    paths: set[str] = set()
+    for record in _split_z(out):
+        rel = _strip(g, record[3:])
+        if rel is not None:
+            paths.add(rel)
+    return sorted(paths)

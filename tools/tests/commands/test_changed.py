@@ -1,6 +1,7 @@
 import json
 from pathlib import Path
 
+import git
 import pytest
 from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import KonfigRunner, RepoBuilder
@@ -131,3 +132,57 @@ def test_compile_changed_from_nothing(repo: RepoBuilder, konfig: KonfigRunner) -
     result = konfig("compile", "--changed-from", "HEAD", cwd=repo.root)
     assert result.code == 0
     assert "no stacks affected since HEAD" in result.err
+
+
+def _clone(repo: RepoBuilder, dest: Path) -> Path:
+    """A clone as a newcomer makes one: origin/HEAD names origin's default branch."""
+    git.Repo.clone_from(repo.root, dest)
+    with git.Repo(dest).config_writer() as config:
+        config.set_value("user", "name", "Konfig Test")
+        config.set_value("user", "email", "test@konfig.invalid")
+    return dest
+
+
+def test_without_base_compares_with_the_default_branch(
+    repo: RepoBuilder, konfig: KonfigRunner, tmp_path: Path
+) -> None:
+    clone = _clone(repo, tmp_path / "clone")
+    clone_git = git.Repo(clone)
+    clone_git.git.checkout("-q", "-b", "feature")
+    (clone / "appops/shop/dev/main.k").write_text("import base.pkg.models.frontend\n")
+    clone_git.git.commit("-q", "-am", "edit")
+    result = konfig("changed", "--json", cwd=clone)
+    assert result.code == 0, result.err
+    assert "comparing with origin/main (the default branch of origin)" in result.err
+    data = json.loads(result.out)
+    assert data["base"] == clone_git.commit("origin/main").hexsha
+    assert [s["path"] for s in data["stacks"]] == ["appops/shop/dev"]
+    assert "uncommitted" not in result.err
+
+
+def test_says_when_uncommitted_changes_are_left_out(
+    repo: RepoBuilder, konfig: KonfigRunner, tmp_path: Path
+) -> None:
+    clone = _clone(repo, tmp_path / "clone")
+    (clone / "appops/shopfront/dev/main.k").write_text("import base.pkg.models.frontend\n")
+    (clone / "appops/shop/qa").mkdir()
+    (clone / "appops/shop/qa/stack.yaml").write_text("name: qa\n")
+    result = konfig("changed", cwd=clone)
+    assert result.code == 0, result.err
+    assert "no stacks affected" in result.out
+    assert (
+        "not included: uncommitted changes to appops/shop/qa/stack.yaml and 1 more "
+        "(konfig changed compares commits" in result.err
+    )
+    # --head names a commit: the work tree is not what was asked about
+    named = konfig("changed", "--head", "main", cwd=clone)
+    assert named.code == 0 and "uncommitted" not in named.err
+
+
+def test_without_base_and_without_a_remote_says_what_to_pass(
+    repo: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    result = konfig("changed", cwd=repo.root)
+    assert result.code == 2
+    assert "no branch to compare with" in result.err
+    assert "pass --base REF" in result.err
