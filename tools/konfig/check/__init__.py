@@ -17,6 +17,7 @@ from konfig.check.schema import check_schema
 from konfig.check.secretrules import check_secret_files, check_secret_specs
 from konfig.check.specrules import check_spec
 from konfig.check.structure import check_structure, within_selection
+from konfig.check.terraform import check_terraform
 from konfig.repo.layout import STACK_FILE, Repository
 from konfig.secrets.keys import Keyring
 
@@ -61,6 +62,7 @@ def check(
         findings.extend(check_spec(repo.root, stack, spec, kinds))
         findings.extend(check_secret_specs(repo.root, stack, spec))
         findings.extend(check_schema(repo.root, stack, spec, kinds, repo.config.kubernetes_version))
+        findings.extend(check_terraform(repo.root, stack, spec))
         if policies:
             options = dict(result.inputs.options) if result.inputs else {}
             jobs.append(PolicyJob(stack, spec, options))

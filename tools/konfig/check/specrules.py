@@ -35,6 +35,19 @@ def check_spec(root: Path, stack: Stack, spec: Spec, kinds: KindCatalog) -> list
     ids = Counter(r.id for r in spec.resources)
     reported: set[str] = set()
     for r in spec.resources:
+        if r.is_terraform:
+            # konfig.check.terraform checks its shape; ids and edges are checked here
+            if ids[r.id] > 1 and r.id not in reported:
+                reported.add(r.id)
+                add("spec/duplicate-id", f"{ids[r.id]} resources have the id {r.id!r}", r)
+            for dep in r.depends_on:
+                if dep not in ids:
+                    add(
+                        "spec/dangling-dependency",
+                        f"{r.id} depends on {dep!r}, which is not in the stack's Spec",
+                        r,
+                    )
+            continue
         missing = [
             label
             for label, value in (

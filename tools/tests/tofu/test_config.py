@@ -3,13 +3,16 @@ runtime (Spec resources, stack.yaml, the JSON configuration, OpenTofu's JSON pla
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from konfig import outputs
+from konfig.check.terraform import check_terraform
 from konfig.errors import ConfigError
 from konfig.masking import MASK, MASK_AFTER, MASK_BEFORE, mask_sensitive
+from konfig.repo.layout import Stack
 from konfig.spec import SpecError, spec_from_items
 from konfig.tofu import plans
 from konfig.tofu.config import Backend, configuration
@@ -42,7 +45,11 @@ def _items() -> list[dict[str, Any]]:
         {
             "id": DB,
             "type": "Terraform",
-            "attributes": {"name": "shop", "owner": f"${{konfig:{ROLE}.name}}", "x": "a${b}"},
+            "attributes": {
+                "name": "shop",
+                "owner": f"${{konfig:{ROLE}.name}}",
+                "template": "a${b}",
+            },
             "extensions": {"provider": PROVIDER},
         },
         {
@@ -89,7 +96,7 @@ def test_references_add_edges_and_become_opentofu_expressions() -> None:
     }
     db = doc["resource"]["postgresql_database"]["shop"]
     assert db["owner"] == "${postgresql_role.shop.name}"
-    assert db["x"] == "a$${b}"  # a literal ${ is escaped
+    assert db["template"] == "a$${b}"  # a literal ${ is escaped
     assert db["depends_on"] == ["postgresql_role.shop"]
     role = doc["resource"]["postgresql_role"]["shop"]
     assert role["password_wo"] == "${var.wo_0}" and role["password_wo_version"] == "42"
@@ -241,3 +248,51 @@ def test_sensitive_values_that_change_say_so_without_the_values() -> None:
     assert (before, after) == ({"p": MASK_BEFORE}, {"p": MASK_AFTER})
     before, after = mask_sensitive({"p": "one"}, {"p": "one"}, True, True)
     assert (before, after) == ({"p": MASK}, {"p": MASK})
+
+
+def _check(tmp_path: Path, items: list[dict[str, Any]], raw: dict[str, Any]) -> list[str]:
+    stack = Stack("shop", "prod", "appops/shop/prod", "appops/shop", raw)
+    (tmp_path / stack.path).mkdir(parents=True, exist_ok=True)
+    (tmp_path / stack.path / "main.k").write_text('name = "shop"\n')
+    findings = check_terraform(tmp_path, stack, spec_from_items(items))
+    return sorted(f"{f.rule}: {f.message}" for f in findings)
+
+
+def test_check_validates_terraform_resources_against_the_provider_schema(tmp_path: Path) -> None:
+    assert _check(tmp_path, _items(), STACK) == []
+    items = _items()
+    items[0]["attributes"] |= {"login": "yes", "nickname": "x", "password_wo": "pw"}
+    items[1]["attributes"]["owner"] = f"${{konfig:{ROLE}.colour}}"
+    items.append(
+        {
+            "id": "cyrilgdn/postgresql:postgresql_table:t",
+            "type": "Terraform",
+            "attributes": {},
+            "extensions": {"provider": PROVIDER},
+        }
+    )
+    items.append(
+        {
+            "id": "cyrilgdn/postgresql:postgresql_schema:s",
+            "type": "Terraform",
+            "attributes": {"name": "s"},
+            "extensions": {"provider": PROVIDER | {"version": "9.9.9", "config": "replica"}},
+        }
+    )
+    found = _check(tmp_path, items, STACK)
+    expected = [
+        f"terraform/schema: {ROLE}: login: expected bool, got 'yes'",
+        f"terraform/schema: {ROLE}: password_wo: a write-only argument takes a secret",
+        "terraform/schema: cyrilgdn/postgresql:postgresql_table:t: provider "
+        "konfig.local/cyrilgdn/postgresql 1.26.0 has no resource type 'postgresql_table'",
+        f"terraform/reference: {DB}: owner refers to {ROLE}.colour: {ROLE} has no attribute "
+        "'colour'",
+        "terraform/invalid-resource: cyrilgdn/postgresql:postgresql_schema:s uses provider "
+        "configuration 'replica', which stack.yaml does not define",
+        "terraform/unknown-provider: cyrilgdn/postgresql:postgresql_schema:s: Konfig has no "
+        "schema of provider konfig.local/cyrilgdn/postgresql 9.9.9",
+    ]
+    for text in expected:
+        assert any(f.startswith(text) for f in found), (text, found)
+    assert any(f.startswith(f"terraform/schema: {ROLE}: nickname: unknown argument") for f in found)
+    assert len(found) == len(expected) + 1, found
