@@ -448,7 +448,10 @@ def apply_hybrid(
         for c in terraform_changes:
             error = outcome.errors.get(by_id.get(c.id, ""))
             if outcome.ok or (error is None and c.action == "unchanged"):
-                done = ObjectResult(c.id, _APPLIED[c.action], c.reason)
+                outcome_name = _APPLIED[c.action]
+                done = ObjectResult(
+                    c.id, outcome_name, f"{outcome_name} {c.kind} {c.name} ({c.api_version})"
+                )
             elif error is not None:
                 done = ObjectResult(c.id, "failed", error)
             else:
@@ -581,7 +584,8 @@ def destroy_hybrid(
     for c in tofu.plan.changes:
         error = outcome.errors.get(by_id.get(c.id, ""))
         if outcome.ok:
-            done = ObjectResult(c.id, "deleted", c.reason, phase="destroy")
+            message = f"deleted {c.kind} {c.name} ({c.api_version})"
+            done = ObjectResult(c.id, "deleted", message, phase="destroy")
         else:
             done = ObjectResult(
                 c.id, "failed", error or "not destroyed: OpenTofu stopped", phase="destroy"
