@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import TEMPLATE_ROOT, RepoBuilder
 
 HEAVY = ("kubernetes", "git", "networkx", "jinja2", "kubernetes_validate", "rich", "kcl_lib")
@@ -71,3 +72,29 @@ def test_compile_from_the_cache_loads_no_compiler(repo_builder: RepoBuilder) -> 
     # nor the worker pool, nor importlib.metadata (kcl-lib's version comes from its
     # dist-info directory's name)
     assert not modules & {"konfig.build.workers", "konfig.build.batch", "importlib.metadata"}
+
+
+def test_changed_validates_an_unchanged_konfig_yaml_once(repo_builder: RepoBuilder) -> None:
+    """konfig.yaml found valid is remembered in the cache: a later ``konfig changed``
+    (a new push) neither validates it again nor imports jsonschema; an edited
+    konfig.yaml is validated again."""
+    root = repo_builder.root
+    repo_builder.write(".gitignore", "/.cache/\n")
+    repo_builder.stack("shop", "dev")
+    git_init(root)
+    git_commit(root, "base")
+    repo_builder.write("appops/shop/dev/main.k", "import base.pkg.models.frontend\n")
+    git_commit(root, "first push")
+    args = ["changed", "--base", "HEAD~1", "--json"]
+    code, modules, _ = loaded(args, root)
+    assert code == 0 and "jsonschema" in modules  # the first run validates
+    repo_builder.write("appops/shop/dev/main.k", "import base.pkg.models.frontend\n\n")
+    git_commit(root, "second push")
+    code, modules, out = loaded(args, root)
+    assert code == 0 and "appops/shop/dev" in out
+    assert "jsonschema" not in modules
+    konfig_yaml = root / "konfig.yaml"
+    konfig_yaml.write_text(konfig_yaml.read_text() + "\n# edited\n")
+    git_commit(root, "konfig.yaml edited")
+    code, modules, _ = loaded(args, root)
+    assert code == 0 and "jsonschema" in modules

@@ -53,6 +53,7 @@ from konfig.repo.layout import APPOPS, KCL_MOD_VAR, KCL_YAML, MAIN, PROJECT_FILE
 from konfig.repo.settings import (
     CONFIG_FILE,
     RepoConfig,
+    contracts_memo,
     is_production,
     path_matches,
     repo_config_from_data,
@@ -71,13 +72,18 @@ def within(path: str, parent: str) -> bool:
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def read_config(snapshot: Snapshot) -> RepoConfig:
-    """``konfig.yaml`` of the snapshot; defaults when it is missing or unreadable."""
+def read_config(snapshot: Snapshot, root: Path | None = None) -> RepoConfig:
+    """``konfig.yaml`` of the snapshot; defaults when it is missing or unreadable.
+
+    With ``root`` (the repository, whose cache may be written) a text found valid
+    before is not validated again (:func:`konfig.contracts.validate`'s memo): keeps
+    jsonschema's import out of a warm ``konfig changed``."""
     text = snapshot.text(CONFIG_FILE)
     if text is None:
         return RepoConfig()
+    memo = contracts_memo(root) if root is not None else None
     try:
-        return repo_config_from_data(yaml.load(text, Loader=_Loader))
+        return repo_config_from_data(yaml.load(text, Loader=_Loader), text=text, memo=memo)
     except (yaml.YAMLError, ConfigError):
         # an invalid konfig.yaml is reported by every other command; for change
         # detection the defaults still give the right answer, since konfig.yaml is
@@ -301,7 +307,7 @@ def changes_from(
     cache: Path | None = None,
 ) -> ChangeSet:
     layout = find_layout(snapshot.files)
-    config = read_config(snapshot)
+    config = read_config(snapshot, root if cache is not None else None)
     reasons = _Reasons()
     paths = sorted({c.path for c in changes})
 
