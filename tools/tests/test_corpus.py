@@ -1,31 +1,92 @@
 """The bad-input corpus: each case under ``corpus/<case>/`` is a repository overlay
-(``repo/``) on the template's real base/, and ``case.yaml`` names the command to run
-and the finding it must give (rule, file, line). Every case must exit 1 with that
-finding and leave the repository exactly as it was."""
+(``repo/``) on the template's real base/, and ``case.yaml`` says what to run and what it
+must answer. ``corpus/README.md`` lists every case and what it answers now.
+
+Every case runs konfig as its own process, and every case must:
+
+* end within its bound (``bound``, seconds; 120 unless told) with the exit code it
+  expects (1 unless told), print no Python traceback, and leave no process running;
+* leave the repository exactly as it was (but for konfig's cache in ``.cache/``,
+  and unless ``changes: true``), leave a folder
+  outside it (``outside/``) untouched, and leave no temporary file behind (konfig's
+  ``TMPDIR`` is a folder of the case's own, empty at the end).
+
+``case.yaml`` keys:
+
+* ``command``: konfig's arguments; ``check`` and ``test`` cases that expect a finding
+  (``expect: {rule, file, line}``) run with JSON output and must report it;
+* ``expect``: ``exit``, ``output`` (texts stdout + stderr must contain), ``absent``
+  (texts they must not), ``rule``/``file``/``line``;
+* ``git``: ``commit`` (a git repository with one commit of everything) or ``empty``
+  (``git init``, no commit);
+* ``move_out``: repository folders moved to ``outside/`` and replaced by a symlink to
+  where they went (a folder that leads out of the repository);
+* ``kubeconfig``: ``cluster`` (the test session's control plane: the case is a
+  ``cluster`` test), ``silent`` (a server that accepts connections and never
+  answers) or ``refused``; ``exec`` adds an ``exec`` credential plugin running that
+  shell command; the kubeconfig is passed as ``--kubeconfig``;
+* ``readonly``: the repository is mounted read-only for the command;
+* ``before``: commands run first, each ``[konfig, ...]`` or ``[kubectl, ...]`` (on
+  the ``cluster``), and each must succeed;
+* ``signal``: ``{name: SIGTERM, after: "text"}`` sends that signal once konfig has
+  printed the text (or ``after_seconds``).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from fixtures.repos import KonfigRunner, copy_template
+from fixtures.faults import (
+    Running,
+    SilentServer,
+    closed_port_url,
+    exec_user,
+    plugin_script,
+    processes_in_group,
+    readonly_prefix,
+    wait_until_gone,
+    write_kubeconfig,
+)
+from fixtures.repos import AUTHOR, copy_template
 
 CORPUS = Path(__file__).parent / "corpus"
 CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "case.yaml").is_file())
 
 
+def _spec(case: str) -> dict[str, Any]:
+    data = yaml.safe_load((CORPUS / case / "case.yaml").read_text(encoding="utf-8"))
+    assert isinstance(data, dict), case
+    return data
+
+
+def _params() -> Iterator[Any]:
+    for case in CASES:
+        needs_cluster = _spec(case).get("kubeconfig") == "cluster"
+        yield pytest.param(case, id=case, marks=[pytest.mark.cluster] if needs_cluster else [])
+
+
 def _snapshot(root: Path) -> dict[str, str]:
-    return {
-        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        if p.is_file()
-        else "<dir>"
-        for p in sorted(root.rglob("*"))
-    }
+    out: dict[str, str] = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if rel.split("/")[0] in (".git", ".cache"):
+            continue  # git's own files, konfig's cache
+        if p.is_symlink():
+            out[rel] = "-> " + str(p.readlink())
+        elif p.is_file():
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+        else:
+            out[rel] = "<dir>"
+    return out
 
 
 def _check_findings(out: str) -> list[tuple[str, str | None, int | None]]:
@@ -47,27 +108,110 @@ def _test_findings(out: str) -> list[tuple[str, str | None, int | None]]:
     return found
 
 
+def _git(root: Path, *args: str) -> None:
+    env = {**AUTHOR, "PATH": "/usr/bin:/bin", "HOME": str(root.parent)}
+    subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+
+
 def test_corpus_is_big_enough() -> None:
-    assert len(CASES) >= 15
+    assert len(CASES) >= 30
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_corpus_case(case: str, tmp_path: Path, konfig: KonfigRunner) -> None:
-    spec: dict[str, Any] = yaml.safe_load((CORPUS / case / "case.yaml").read_text())
+def test_every_case_is_in_the_readme() -> None:
+    readme = (CORPUS / "README.md").read_text(encoding="utf-8")
+    missing = [case for case in CASES if f"`{case}`" not in readme]
+    assert missing == [], f"corpus/README.md does not list {missing}"
+
+
+@pytest.mark.parametrize("case", list(_params()))
+def test_corpus_case(case: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    spec = _spec(case)
+    expect: dict[str, Any] = spec.get("expect") or {}
     builder = copy_template(tmp_path / "repo")
-    shutil.copytree(CORPUS / case / "repo", builder.root, dirs_exist_ok=True)
-    before = _snapshot(builder.root)
+    root = builder.root
+    shutil.copytree(CORPUS / case / "repo", root, dirs_exist_ok=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not konfig's\n", encoding="utf-8")
+    for rel in spec.get("move_out") or []:
+        target = outside / Path(rel).name
+        shutil.move(str(root / rel), target)
+        (root / rel).symlink_to(target, target_is_directory=True)
+    if spec.get("git") in ("commit", "empty"):
+        _git(root, "init", "-q", "-b", "main")
+        if spec["git"] == "commit":
+            _git(root, "add", "-A")
+            _git(root, "commit", "-q", "-m", "corpus")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp), "NO_COLOR": "1"}
 
     command = [str(a) for a in spec["command"]]
-    if command[0] == "check":
-        result = konfig(*command, "--format", "json", cwd=builder.root)
-        findings = _check_findings(result.out)
-    else:
-        result = konfig(*command, "--json", cwd=builder.root)
-        findings = _test_findings(result.out)
+    server: SilentServer | None = None
+    kubeconfig = spec.get("kubeconfig")
+    cluster = request.getfixturevalue("cluster") if kubeconfig == "cluster" else None
+    if kubeconfig is not None:
+        if cluster is not None:
+            path = cluster.kubeconfig
+        else:
+            if kubeconfig == "silent":
+                server = SilentServer()
+                request.addfinalizer(server.close)
+                url = server.url
+            else:
+                url = closed_port_url()
+            user: dict[str, object] = {"token": "corpus"}
+            if spec.get("exec"):
+                user = exec_user(plugin_script(tmp_path / "plugin.sh", f"{spec['exec']}\n"))
+            path = write_kubeconfig(tmp_path / "kubeconfig", url, user)
+        command += ["--kubeconfig", str(path)]
+    for step in spec.get("before") or []:
+        step = [str(a) for a in step]
+        if step[0] == "kubectl":
+            assert cluster is not None, f"{case}: kubectl needs kubeconfig: cluster"
+            cluster.kubectl(*step[1:])
+        else:
+            assert step[0] == "konfig", step
+            extra = ["--kubeconfig", str(cluster.kubeconfig)] if cluster is not None else []
+            run = Running(root, [*step[1:], *extra], env=env)
+            code, out, err, _ = run.finish(120)
+            assert code == 0, f"{step}: {out}{err}"
 
-    expect = spec["expect"]
-    wanted = (expect["rule"], expect["file"], expect["line"])
-    assert result.code == 1, result.out + result.err
-    assert wanted in findings, f"{wanted} not in {findings}"
-    assert _snapshot(builder.root) == before, "the command changed the repository"
+    if "rule" in expect:
+        command += ["--format", "json"] if command[0] == "check" else ["--json"]
+    before = _snapshot(root)
+    outside_before = _snapshot(outside)
+    bound = float(spec.get("bound", 120))
+    prefix = readonly_prefix(root) if spec.get("readonly") else None
+    run = Running(root, command, env=env, prefix=prefix)
+    group = [run.proc.pid]
+    sig = spec.get("signal")
+    if sig is not None:
+        if "after" in sig:
+            run.wait_for(
+                lambda: any(sig["after"] in line for line in run.out + run.err),
+                repr(sig["after"]),
+                bound,
+            )
+        else:
+            run.wait_for(lambda: False, "nothing", float(sig["after_seconds"]), expired_ok=True)
+        group = processes_in_group(run.proc.pid)
+        run.proc.send_signal(getattr(signal, sig["name"]))
+    code, out, err, _ = run.finish(bound)
+    text = out + err
+
+    assert code == expect.get("exit", 1), text
+    assert "Traceback" not in text, text
+    assert wait_until_gone(group) == [], "processes left running"
+    for wanted in expect.get("output") or []:
+        assert wanted in text, f"{wanted!r} not in:\n{text}"
+    for unwanted in expect.get("absent") or []:
+        assert unwanted not in text, f"{unwanted!r} in:\n{text}"
+    if "rule" in expect:
+        findings = _check_findings(out) if command[0] == "check" else _test_findings(out)
+        wanted_finding = (expect["rule"], expect["file"], expect["line"])
+        assert wanted_finding in findings, f"{wanted_finding} not in {findings}"
+    if not spec.get("changes"):
+        assert _snapshot(root) == before, "the command changed the repository"
+    assert _snapshot(outside) == outside_before, "the command wrote outside the repository"
+    assert list(tmp.iterdir()) == [], "temporary files left behind"

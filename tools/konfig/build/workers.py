@@ -93,7 +93,9 @@ _LIBC = _load_libc() if hasattr(os, "fork") else None
 _PR_SET_PDEATHSIG = 1
 
 
-def _worker_main(conn: Connection, stderr_path: str, memory_bytes: int, tmp: str) -> None:
+def _worker_main(
+    conn: Connection, stderr_path: str, memory_bytes: int, tmp: str, parent: int
+) -> None:
     """The loop of one worker: receive (function, argument, CPU budget), send the outcome."""
     # a crash is reported by the parent; a traceback dump from the caller's faulthandler
     # (inherited through fork, writing to the caller's stderr) would only add noise
@@ -103,6 +105,8 @@ def _worker_main(conn: Connection, stderr_path: str, memory_bytes: int, tmp: str
     if _LIBC is not None:
         # a parent killed with SIGKILL cannot stop its workers: the kernel does
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)  # the parent died before the line above: nobody will send us work
     tempfile.tempdir = tmp
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if memory_bytes > 0:
@@ -145,7 +149,7 @@ class _Worker:
         self.conn: Connection = parent
         self.process = ctx.Process(
             target=_worker_main,
-            args=(child, self.stderr_path, limits.memory_mib << 20, tmp),
+            args=(child, self.stderr_path, limits.memory_mib << 20, tmp, os.getpid()),
             daemon=True,
         )
         self.process.start()

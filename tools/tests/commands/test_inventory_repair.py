@@ -85,7 +85,11 @@ def test_a_hand_edited_inventory_is_refused_with_how_to_repair_it(
     before = kube.get("v1", "ConfigMap", name, inv.NAMESPACE)
     assert before is not None
 
-    for command in (["preview", address], ["apply", address, "--yes"]):
+    for command in (
+        ["preview", address],
+        ["apply", address, "--yes"],
+        ["destroy", address, "--yes"],
+    ):
         res = konfig(*command, kc, cwd=root)
         text = res.out + res.err
         assert res.code == 1, text

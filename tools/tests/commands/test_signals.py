@@ -9,18 +9,14 @@ never gets an address here, or while a worker compiles a stack that takes long.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
 from fixtures.cluster import Cluster
-from fixtures.faults import konfig_command, processes_in_group, wait_until_gone
+from fixtures.faults import Running, processes_in_group, wait_until_gone
 from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
@@ -65,67 +61,6 @@ def kube(cluster: Cluster) -> Iterator[Kube]:
     k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
     yield k
     k.close()
-
-
-class Running:
-    """konfig in its own process group, its stderr read line by line as it comes."""
-
-    def __init__(self, cwd: Path, args: list[str], env: dict[str, str] | None = None) -> None:
-        full_env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-        full_env["PYTHONUNBUFFERED"] = "1"
-        full_env.update(env or {})
-        self.proc = subprocess.Popen(
-            konfig_command(*args),
-            cwd=cwd,
-            env=full_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        self.out: list[str] = []
-        self.err: list[str] = []
-        self._readers = [
-            threading.Thread(target=self._read, args=(stream, lines), daemon=True)
-            for stream, lines in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))
-        ]
-        for reader in self._readers:
-            reader.start()
-
-    @staticmethod
-    def _read(stream: IO[str] | None, lines: list[str]) -> None:
-        assert stream is not None
-        for line in stream:
-            lines.append(line)
-
-    def wait_for(self, predicate: object, what: str, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while not (predicate() if callable(predicate) else False):
-            if self.proc.poll() is not None:
-                self.finish(5)
-                raise AssertionError(f"konfig ended before {what}:\n{''.join(self.err)}")
-            if time.monotonic() > deadline:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                raise AssertionError(f"timed out waiting for {what}:\n{''.join(self.err)}")
-            time.sleep(0.1)
-
-    def wait_for_line(self, text: str, timeout: float = 120) -> None:
-        self.wait_for(lambda: any(text in line for line in self.err), repr(text), timeout)
-
-    def finish(self, timeout: float) -> tuple[int, str, str, float]:
-        started = time.monotonic()
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            raise AssertionError(
-                f"konfig did not stop within {timeout:g}s:\n{''.join(self.err)}"
-            ) from None
-        seconds = time.monotonic() - started
-        for reader in self._readers:
-            reader.join(5)
-        return self.proc.returncode, "".join(self.out), "".join(self.err), seconds
 
 
 def _lb_stack(repo_builder: RepoBuilder) -> tuple[str, str]:
@@ -248,7 +183,7 @@ def test_sigterm_during_compile_stops_the_workers_and_removes_their_files(
     assert returncode == 143, out + err
     assert "error: terminated (SIGTERM)" in err
     assert "Traceback" not in out + err
-    assert wait_until_gone(workers) == []
+    assert wait_until_gone(workers, 15) == []
     assert list(tmp.iterdir()) == []  # the workers' folder (stderr files, batches) is gone
 
 
@@ -263,8 +198,9 @@ def test_compile_workers_die_with_a_parent_killed_by_sigkill(
         repo_builder.root, ["compile", "spin/dev", "--no-cache"], env={"TMPDIR": str(tmp)}
     )
     run.wait_for(lambda: _workers_started(tmp), "a compile worker")
+    time.sleep(0.5)  # into the KCL run
     workers = [p for p in processes_in_group(run.proc.pid) if p != run.proc.pid]
     assert workers, "no worker process"
     run.proc.send_signal(signal.SIGKILL)
     run.finish(10)
-    assert wait_until_gone(workers) == []
+    assert wait_until_gone(workers, 15) == []
