@@ -26,6 +26,7 @@ from konfig.pipeline.terraform import (
     destroy_hybrid,
     discard,
     has_terraform,
+    kept_terraform,
     plan_destroy_hybrid,
 )
 from konfig.repo.layout import Repository, Stack, resolve_stacks
@@ -76,6 +77,10 @@ def plan_destroys(
         prior = read_inventory(kube, t.stack)
         if prior is None and note is not None:
             note(f"{t.stack.path}: no inventory in the cluster, nothing to destroy")
+        if t.deleted and note is not None:
+            kept = kept_terraform(kube, t.stack)
+            if kept is not None:
+                note(kept)
         if tofu is not None and has_terraform(t.stack, None):
             hybrid = plan_destroy_hybrid(
                 kube, t.stack, prior, tofu, conns.target(t.stack), lock=False

@@ -15,7 +15,12 @@ from konfig.engine.inventory import read_inventory
 from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
 from konfig.errors import KonfigError
 from konfig.pipeline.connections import Connections
-from konfig.pipeline.terraform import TofuContext, has_terraform, preview_hybrid
+from konfig.pipeline.terraform import (
+    TofuContext,
+    has_terraform,
+    kept_terraform,
+    preview_hybrid,
+)
 from konfig.repo.layout import Stack
 from konfig.report.previews import StackError, StackPreview
 from konfig.secrets.refs import Resolver, secret_data
@@ -111,6 +116,9 @@ def preview_deleted(
         prior = read_inventory(kube, stack)
         if prior is None and note is not None:
             note(f"{stack.path}: no inventory in the cluster, nothing to delete")
+        kept = kept_terraform(kube, stack)
+        if kept is not None and note is not None:
+            note(kept)
         plan = plan_stack(kube, stack, None, prior, deleted=True, workers=workers)
         return StackPreview(stack.path, context=plan.context, deleted=True, plan=plan)
     except KonfigError as exc:

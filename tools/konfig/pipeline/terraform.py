@@ -599,3 +599,17 @@ def destroy_hybrid(
         error=None if outcome.ok else f"{path}: {outcome.error}",
         seconds=time.monotonic() - started,
     )
+
+
+def kept_terraform(kube: Kube, stack: Stack) -> str | None:
+    """For a stack whose directory is gone: what its OpenTofu state still records (kept:
+    without its stack.yaml neither the credentials nor the opt-in to destroy are known)."""
+    backend = Backend(suffix=state_suffix(stack.path))
+    found = sorted(state_addresses(read_state(kube, backend, where=stack.path)))
+    if not found:
+        return None
+    return (
+        f"{stack.path}: its Terraform resources are kept ({', '.join(found)}; state Secret "
+        f"{backend.namespace}/{backend.secret_name}): to destroy them, restore the stack with "
+        "`terraform.allowDestroy` and no resources, apply, then delete it"
+    )

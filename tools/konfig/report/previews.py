@@ -201,7 +201,7 @@ def render_text(preview: Preview, *, color: bool = False, diff: bool = False) ->
                 for f in c.fields:
                     lines.append(f"        {f.path}: {_value(f.before)} → {_value(f.after)}")
             if c.secrets:
-                lines.append(f"        encrypted values: {_key_statuses(c)}")
+                lines.append(f"        secret keys (encrypted or generated): {_key_statuses(c)}")
             if c.refused:
                 lines.append("        " + style(f"REFUSED: {c.refused}", "red", bold=True))
             if diff and c.diff:
@@ -280,7 +280,7 @@ def render_markdown(preview: Preview) -> str:
             for c in changing:
                 reason = c.reason
                 if c.secrets:
-                    reason += f" (encrypted values: {_key_statuses(c)})"
+                    reason += f" (secret keys, encrypted or generated: {_key_statuses(c)})"
                 if c.refused:
                     reason += f" **⛔ REFUSED: {c.refused}**"
                 out.append(f"| {c.action} | `{c.id}` | {_md_cell(reason)} |")

@@ -306,6 +306,15 @@ def test_destroy_missing_credentials_and_a_held_state_lock(
     released = kube.get("coordination.k8s.io/v1", "Lease", lease_name, STATE_NAMESPACE)
     assert released is not None and not (released.get("spec") or {}).get("holderIdentity")
 
+    # A stack whose directory is gone: its Terraform resources are kept, and said so.
+    stack_dir = root / "appops" / name / "dev"
+    stack_dir.rename(root / "parked")
+    res = konfig("preview", "--deleted", f"appops/{address}", kc, cwd=root)
+    (root / "parked").rename(stack_dir)
+    assert res.code == 0, res.err
+    assert "its Terraform resources are kept" in res.err
+    assert f"postgresql_database.{db}" in res.err
+
     # konfig destroy: the database is kept unless the stack allows destroying it.
     res = konfig("destroy", address, "--yes", kc, cwd=root)
     assert res.code == 1
