@@ -366,11 +366,18 @@ def default_base(root: Path) -> DefaultBase:
 
 def uncommitted(root: Path) -> list[str]:
     """Paths under the Konfig root whose changes are not committed: modified or staged
-    tracked files and untracked files that are not ignored (a rename: both paths)."""
+    tracked files and untracked files that are not ignored (a rename: both paths); a
+    folder holding only untracked files is one path ending in ``/`` (git does not walk
+    into it: on 5,000 stacks that walk cost more than the rest of ``konfig changed``)."""
     g = open_repo(root)
     try:
         out = g.cmd.status(
-            "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--", g.prefix or "."
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=normal",
+            "--no-renames",
+            "--",
+            g.prefix or ".",
         )
     except git.GitCommandError as exc:
         raise GitError(f"git status failed: {exc.stderr.strip()}") from exc

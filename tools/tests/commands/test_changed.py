@@ -171,7 +171,7 @@ def test_says_when_uncommitted_changes_are_left_out(
     assert result.code == 0, result.err
     assert "no stacks affected" in result.out
     assert (
-        "not included: uncommitted changes to appops/shop/qa/stack.yaml and 1 more "
+        "not included: uncommitted changes to appops/shop/qa/ and 1 more "
         "(konfig changed compares commits" in result.err
     )
     # --head names a commit: the work tree is not what was asked about
