@@ -146,10 +146,23 @@ def test_database_preview_apply_drift_and_guarded_removal(
     outputs += [md.out, md.err]
     assert f"| create | `{role_id}` |" in md.out
 
-    # 2. Apply: OpenTofu first, then the Secret and the Deployment that reads it.
-    res = konfig("apply", address, "--yes", kc, cwd=root)
+    # The PR comment from the saved preview shows them (and the refusal column is empty).
+    saved = root.parent / "preview.json"
+    res = konfig("preview", address, kc, "--format", "json", "--out", str(saved), cwd=root)
+    assert res.code == 0, res.err
+    outputs.append(saved.read_text())
+    comment = konfig("report", "--preview", str(saved), "--sha", "abc1234", cwd=root)
+    outputs += [comment.out, comment.err]
+    assert comment.code == 0, comment.err
+    assert role_id in comment.out and db_id in comment.out and "REFUSED" not in comment.out
+
+    # 2. Apply what was previewed (--plan, as on merge): OpenTofu first, then the
+    # ConfigMap, the Secret and the Deployment that reads them.
+    res = konfig("apply", address, "--yes", "--plan", str(saved), "--json", kc, cwd=root)
     outputs += [res.out, res.err]
     assert res.code == 0, res.out + res.err
+    applied = {o["id"]: o["outcome"] for o in json.loads(res.out)["stacks"][0]["objects"]}
+    assert applied[role_id] == applied[db_id] == applied[secret_id] == "created", applied
     assert tofu.psql(f"SELECT rolcanlogin FROM pg_roles WHERE rolname = '{db}'") == "t"
     owner = f"SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = '{db}'"
     assert tofu.psql(owner) == db
