@@ -37,6 +37,7 @@ from konfig.repo.files import WriteScope, atomic_write_text
 # What the caller's environment may not pass on to tofu: the runtime sets these itself.
 _DROPPED = ("TF_", "PG", "KUBE_", "KUBECONFIG", "SOPS_")
 INIT_STAMP = ".konfig-init"
+LOG_PREFIX = ".konfig-tofu-"  # a run's output, removed once read
 TAIL = 40  # lines of tofu's output quoted in an error
 
 
@@ -173,24 +174,35 @@ class Workdir:
         Its output is scrubbed of the run's secret values, except ``data`` (JSON that
         the caller parses and masks structurally; never shown as it is)."""
         command = [self.settings.binary, *args]
+        # tofu writes its progress to a file, not a pipe: if konfig dies (kill -9), tofu
+        # is not killed by SIGPIPE mid-apply; it finishes, writes its state and releases
+        # its lock. Data (JSON holding values in clear) only ever goes through a pipe.
+        log_path = self.path / f"{LOG_PREFIX}{os.getpid()}-{threading.get_ident()}.log"
+        log = None
+        if not data:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.scope.check(log_path)
+            log = log_path.open("w+", encoding="utf-8")
         try:
             proc = subprocess.Popen(
                 command,
                 cwd=self.path,
                 env=self._env(variables),
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stdout=log or subprocess.PIPE,
+                stderr=subprocess.STDOUT if log else subprocess.PIPE,
                 text=True,
                 start_new_session=True,
             )
         except FileNotFoundError:
+            _close(log, log_path)
             raise TofuError(
                 f"{self.what}: cannot run OpenTofu: {self.settings.binary!r} not found",
                 hint="install OpenTofu (hack/tofu build) and put it on PATH or set "
                 "KONFIG_TOFU to its path",
             ) from None
         except OSError as exc:
+            _close(log, log_path)
             raise TofuError(f"{self.what}: cannot run {self.settings.binary}: {exc}") from None
         with _LOCK:
             _RUNNING.add(proc)
@@ -211,11 +223,13 @@ class Workdir:
             raise TofuError(
                 f"{self.what}: tofu {args[0]} did not finish within {timeout:.0f}s; it was "
                 "stopped with SIGTERM (state written, lock released)",
-                output=self.scrub(out + err),
+                output=self.scrub((out or "") + (err or "") + _close(log, log_path)),
             ) from None
         finally:
             with _LOCK:
                 _RUNNING.discard(proc)
+        if log is not None:
+            out, err = _close(log, log_path), ""
         if data and proc.returncode == 0:
             return Run(0, out or "")
         return Run(proc.returncode, self.scrub((out or "") + (err or "")))
@@ -363,6 +377,17 @@ class Workdir:
         except (ValueError, IndexError) as exc:
             raise TofuError(f"{self.what}: tofu providers schema printed no JSON: {exc}") from None
         return data if isinstance(data, dict) else {}
+
+
+def _close(log: Any, path: Path) -> str:
+    """The text of a run's log file, which is then closed and removed ("" without one)."""
+    if log is None or log.closed:
+        return ""
+    log.seek(0)
+    text = str(log.read())
+    log.close()
+    path.unlink(missing_ok=True)
+    return text
 
 
 def _file_text(path: str | None) -> str:

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import subprocess
-from collections.abc import Iterator
+import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -342,3 +346,88 @@ def test_destroy_missing_credentials_and_a_held_state_lock(
     assert tofu.psql(f"SELECT count(*) FROM pg_roles WHERE rolname = '{db}'") == "0"
     assert kube.get("apps/v1", "Deployment", name, name) is None
     assert kube.get("v1", "Secret", f"{name}-db", name) is None
+
+
+def test_kill_9_while_opentofu_applies_then_a_rerun_converges(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    cluster: Cluster,
+    kube: Kube,
+    tofu: Tofu,
+    tofu_env: Path,
+    tmp_path: Path,
+) -> None:
+    name = unique("killdb")
+    db = name.replace("-", "_")
+    address = _stack(repo_builder, name)
+    root = repo_builder.root
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    # Another session creates the same role and does not commit: OpenTofu's CREATE ROLE
+    # waits for it, so konfig can be killed while OpenTofu is applying.
+    blocker = subprocess.Popen(
+        ["psql", "-X", "-w", "-q", "-v", "ON_ERROR_STOP=1", "-d", "postgres"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=tofu.env(),
+    )
+    assert blocker.stdin is not None
+    blocker.stdin.write(f'BEGIN; CREATE ROLE "{db}";\n')
+    blocker.stdin.flush()
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND query ILIKE 'CREATE ROLE%'"
+    )
+    log = (tmp_path / "apply.log").open("w")
+    konfig_bin = str(Path(sys.executable).parent / "konfig")
+    proc = subprocess.Popen(
+        [konfig_bin, "apply", address, "--yes", kc, "--lease-duration", "5"],
+        cwd=root,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        _until(lambda: tofu.psql(waiting) == "1", 120, "OpenTofu's CREATE ROLE to wait")
+        os.killpg(proc.pid, signal.SIGKILL)  # konfig dies; OpenTofu runs in its own session
+        proc.wait(30)
+    finally:
+        blocker.stdin.write("ROLLBACK;\n")
+        blocker.stdin.close()
+        blocker.wait(30)
+        log.close()
+    # OpenTofu was not killed with konfig: it finishes, records the objects in its state
+    # and releases its lock; the Kubernetes part never ran.
+    suffix = state_suffix(f"appops/{address}")
+
+    def tofu_done() -> bool:
+        lease = kube.get(
+            "coordination.k8s.io/v1", "Lease", f"lock-tfstate-default-{suffix}", STATE_NAMESPACE
+        )
+        held = lease is not None and (lease.get("spec") or {}).get("holderIdentity")
+        count = tofu.psql(f"SELECT count(*) FROM pg_database WHERE datname = '{db}'")
+        return not held and count == "1"
+
+    _until(tofu_done, 120, "OpenTofu to finish the apply konfig started")
+    assert kube.get("apps/v1", "Deployment", name, name) is None
+    assert kube.get("v1", "Secret", f"{name}-db", name) is None
+
+    # The re-run takes over the stale stack lock and converges; the role gets the
+    # password the Secret now holds.
+    res = konfig("apply", address, "--yes", kc, "--lock-timeout", "90", cwd=root)
+    assert res.code == 0, res.out + res.err
+    secret = kube.get("v1", "Secret", f"{name}-db", name)
+    assert secret is not None and kube.get("apps/v1", "Deployment", name, name) is not None
+    password = base64.b64decode(secret["data"]["PGPASSWORD"]).decode()
+    assert _login(tofu, db, password, db) == db
+    res = konfig("preview", address, kc, "--detailed-exitcode", cwd=root)
+    assert res.code == 0, res.out + res.err
+
+
+def _until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.5)
