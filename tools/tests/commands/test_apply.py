@@ -267,30 +267,37 @@ def test_two_concurrent_applies_never_interleave(
         f"--kubeconfig={cluster.kubeconfig}",
     ]
     first = subprocess.Popen(
-        cmd, cwd=repo_builder.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd, cwd=repo_builder.root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
+    first_lines: list[tuple[float, str]] = []
+
+    def read(proc: subprocess.Popen[str], into: list[tuple[float, str]]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            into.append((time.monotonic(), line))
+
+    readers = [threading.Thread(target=read, args=(first, first_lines))]
+    readers[0].start()
     name = inv.inventory_name(f"appops/{project}/dev")
     deadline = time.monotonic() + 60
     while kube.get("coordination.k8s.io/v1", "Lease", name, "konfig-system") is None:
         assert time.monotonic() < deadline, "the first apply never took the lock"
-        assert first.poll() is None, first.communicate()
+        assert first.poll() is None, "".join(line for _, line in first_lines)
         time.sleep(0.1)
     second = subprocess.Popen(
-        cmd, cwd=repo_builder.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd, cwd=repo_builder.root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     lines: list[tuple[float, str]] = []
-
-    def read() -> None:
-        assert second.stderr is not None
-        for line in second.stderr:
-            lines.append((time.monotonic(), line))
-
-    reader = threading.Thread(target=read)
-    reader.start()
-    _out1, err1 = first.communicate(timeout=120)
-    first_done = time.monotonic()
+    readers.append(threading.Thread(target=read, args=(second, lines)))
+    readers[1].start()
+    first.wait(timeout=120)
     second.wait(timeout=120)
-    reader.join()
+    for reader in readers:
+        reader.join()
+    err1 = "".join(line for _, line in first_lines)
+    # the first apply's last write: its final inventory, just before it releases the
+    # lock (its exit comes later, after printing, and takes a while on a loaded machine)
+    first_done = max(t for t, line in first_lines if "inventory konfig." in line)
     # both time out on the load balancer: exit 1, naming the object and the condition
     assert first.returncode == 1, err1
     assert second.returncode == 1
