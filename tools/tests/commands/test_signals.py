@@ -204,3 +204,62 @@ def test_compile_workers_die_with_a_parent_killed_by_sigkill(
     run.proc.send_signal(signal.SIGKILL)
     run.finish(10)
     assert wait_until_gone(workers, 15) == []
+
+
+FINALIZER_MAIN = """\
+import base.pkg.models.frontend
+
+extras: frontend.Manifests {{
+    manifests = [
+        {{apiVersion = "v1", kind = "Namespace", metadata.name = "{ns}"}}
+        {{
+            apiVersion = "v1"
+            kind = "ConfigMap"
+            metadata = {{name = "held", namespace = "{ns}", finalizers = ["konfig.test/hold"]}}
+        }}
+    ]
+}}
+"""
+
+
+@pytest.mark.cluster
+def test_sigterm_during_destroy_keeps_what_survives_in_the_inventory_and_releases_the_lock(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    """destroy waits for a ConfigMap held by a finalizer to go; SIGTERM stops it there."""
+    ns = unique("p19des")
+    repo_builder.stack(ns, "dev", main=FINALIZER_MAIN.format(ns=ns), stack_yaml=STACK_YAML)
+    address = f"{ns}/dev"
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    assert konfig("apply", address, "--yes", "--no-wait", kc, cwd=repo_builder.root).code == 0
+
+    run = Running(repo_builder.root, ["destroy", address, "--yes", "--timeout", "300", kc])
+    run.wait_for(
+        lambda: (
+            (kube.get("v1", "ConfigMap", "held", ns) or {})
+            .get("metadata", {})
+            .get("deletionTimestamp")
+            is not None
+        ),
+        "the ConfigMap to be deleted",
+    )
+    time.sleep(0.5)  # waiting for it to go
+    run.proc.send_signal(signal.SIGTERM)
+    returncode, out, err, seconds = run.finish(30)
+    assert returncode == 143, out + err
+    assert seconds < 15, seconds
+    assert "Traceback" not in out + err
+    assert "SIGTERM received: stopping the destroy" in err
+    assert "stopped by a signal" in err
+    assert _lease(kube, address) is None
+    stored = inv.read_inventory(kube, f"appops/{address}")
+    assert stored is not None  # the survivors stay owned: the next destroy retries them
+    assert stored.ids() == {f"v1:Namespace:{ns}", f"v1:ConfigMap:{ns}:held"}
+
+    cluster.kubectl(
+        "-n", ns, "patch", "configmap", "held", "--type", "merge",
+        "-p", '{"metadata": {"finalizers": null}}',
+    )  # fmt: skip
+    res = konfig("destroy", address, "--yes", kc, cwd=repo_builder.root)
+    assert res.code == 0, res.out + res.err
+    assert inv.read_inventory(kube, f"appops/{address}") is None
