@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test unit demo bench bench-changed bench-cache bench-batch bench-startup bench-report bench-report-repo cluster-build cluster-up cluster-down sops-build tofu-build tofu-up tofu-down constraints clean
+.PHONY: venv lint test unit demo bench bench-changed bench-cache bench-batch bench-startup bench-preview bench-report bench-report-repo cluster-build cluster-up cluster-down sops-build tofu-build tofu-up tofu-down constraints clean
 
 # constraints.txt pins every package (konfig's and the tools'): installs are reproducible
 $(STAMP): pyproject.toml constraints.txt
@@ -61,6 +61,10 @@ bench-cache: venv
 ## bench-batch: cold compile of 1,000 generated stacks, batches vs a KCL process per stack
 bench-batch: venv
 	$(BIN)/python hack/bench_compile_batch.py
+
+## bench-preview: konfig preview of a 100-object stack vs kubectl diff --server-side (starts hack/cluster)
+bench-preview: venv
+	$(BIN)/python hack/bench_preview.py
 
 ## bench-startup: CPU seconds of konfig --version, list and --help, and what they import
 bench-startup: venv

@@ -119,6 +119,9 @@ def main() -> int:
         print(f"generated {made.projects} projects / {made.stacks} stacks in {root}")
     else:
         root = args.repo.resolve()
+        if not (root / "appops").is_dir():
+            parser.error(f"--repo {args.repo}: no generated repository there (no appops/); "
+                         "leave --repo out to generate one")  # fmt: skip
     repo = discover(root)
     stacks = [s.path for s in repo.stacks]
     n = len(stacks)
