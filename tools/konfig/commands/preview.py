@@ -141,7 +141,7 @@ def command(
     Examples:
       konfig preview guestbook/dev
       konfig preview --changed-from origin/main --format markdown --out preview.md
-      konfig preview --all --format json --detailed-exitcode
+      konfig preview guestbook/dev guestbook/prod --format json --detailed-exitcode
     """
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     repo = load_repository(ctx)
