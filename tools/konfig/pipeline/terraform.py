@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import secrets
 import threading
@@ -278,6 +279,40 @@ def ensure_state_namespace(kube: Kube) -> None:
         )
 
 
+INTENT_PREFIX = "konfig-tofu-intent-"
+
+
+def read_intent(kube: Kube, backend: Backend) -> list[str]:
+    """The Terraform ids an apply was creating when it last stopped without finishing
+    (konfig killed while OpenTofu applied): objects that may exist unrecorded."""
+    found = kube.get("v1", "ConfigMap", INTENT_PREFIX + backend.suffix, backend.namespace)
+    raw = ((found or {}).get("data") or {}).get("creating") or "[]"
+    try:
+        ids = json.loads(raw)
+    except ValueError:
+        return []
+    return [str(i) for i in ids] if isinstance(ids, list) else []
+
+
+def write_intent(kube: Kube, backend: Backend, ids: list[str]) -> None:
+    """Record (before ``tofu apply``) what it is about to create, and clear it after: the
+    next plan imports what the state lacks of it (OpenTofu's own state is written only
+    at the end, so a killed apply leaves created objects unrecorded)."""
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": INTENT_PREFIX + backend.suffix,
+                "namespace": backend.namespace,
+                "labels": {"app.kubernetes.io/managed-by": "konfig"},
+            },
+            "data": {"creating": json.dumps(sorted(ids))},
+        },
+        dry_run=False,
+    )
+
+
 def state_values_by_id(state: Mapping[str, Any] | None, planned: PlannedStack) -> dict[str, Any]:
     by_address = plans.state_values(state or {})
     return {rid: by_address[a] for a, rid in planned.ids.items() if a in by_address}
@@ -337,7 +372,14 @@ def plan_hybrid(
             # A preview of a stack without state yet: plan against an empty local state
             # (the kubernetes backend would create its Secret: a preview writes nothing).
             ctx = replace(ctx, backend=Backend(kind="local", path=PREVIEW_STATE))
-        planned = tofu_plan(ctx, spec, values=write_only_values(spec, data), state=state, lock=lock)
+        planned = tofu_plan(
+            ctx,
+            spec,
+            values=write_only_values(spec, data),
+            state=state,
+            lock=lock,
+            members=read_intent(kube, ctx.backend),
+        )
         tchanges = refuse_destroys(planned.plan.changes, ctx.terraform)
         values = planned.plan.values
     lookup = lookup_of(
@@ -443,7 +485,13 @@ def apply_hybrid(
     terraform_changes = list(tofu.plan.changes) if tofu is not None else []
     if tofu is not None and tofu.plan.has_changes:
         emit(Event(path, "level", f"OpenTofu: {len(terraform_changes)} resources"))
+        backend = hybrid.context.backend
+        creating = [c.id for c in terraform_changes if c.action in ("create", "replace")]
+        if creating:
+            write_intent(kube, backend, creating)
         outcome = tofu_apply(tofu)
+        if creating or read_intent(kube, backend):
+            write_intent(kube, backend, [])
         by_id = tofu.addresses
         for c in terraform_changes:
             error = outcome.errors.get(by_id.get(c.id, ""))

@@ -256,7 +256,9 @@ class Workdir:
                 output=text,
             )
         if "Cannot import non-existent remote object" in text:
-            missing = re.findall(
+            # "While attempting to import an existing object to "<address>", ..." (the
+            # diagnostic may also name it in a "with <address>," line)
+            missing = re.findall(r'import an existing object to\s+"([^"]+)"', text) or re.findall(
                 r"^[│\s]*with ([A-Za-z0-9_]+\.[A-Za-z0-9_-]+),", text, re.MULTILINE
             )
             return ImportMissing(

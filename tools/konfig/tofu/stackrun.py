@@ -29,6 +29,7 @@ from konfig.tofu.model import StackTerraform, TerraformResource, terraform_resou
 from konfig.tofu.runner import Cluster, ImportMissing, Run, TofuError, TofuSettings, Workdir
 
 PLAN_FILE = "konfig.tfplan"
+_CREDENTIAL = re.compile(r"password|secret|token|key|cert", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,15 @@ def plan_stack(
             state_providers=providers,
         )
         variables = _variables(ctx, config, values)
-        workdir.secrets |= {v for v in variables.values() if len(v) >= 4}
+        # scrub credentials and write-only values from tofu's output (not a host, a
+        # port or a user name: those are not secret, and "postgres" is in every address)
+        workdir.secrets |= {
+            variables[v.name]
+            for v in config.variables
+            if v.name in variables
+            and len(variables[v.name]) >= 4
+            and (v.secret or _CREDENTIAL.search(v.argument))
+        }
         workdir.write_config(config.document, CONFIG_FILE)
         workdir.init(config.document["terraform"])
         try:

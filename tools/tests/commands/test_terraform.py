@@ -431,3 +431,110 @@ def _until(check: Callable[[], bool], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(0.5)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_kill_9_of_opentofu_itself_its_lock_is_named_and_a_rerun_adopts_what_it_created(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    cluster: Cluster,
+    kube: Kube,
+    tofu: Tofu,
+    tofu_env: Path,
+    tmp_path: Path,
+) -> None:
+    name = unique("orphdb")
+    db = name.replace("-", "_")
+    address = _stack(repo_builder, name)
+    root = repo_builder.root
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    blocker = subprocess.Popen(
+        ["psql", "-X", "-w", "-q", "-v", "ON_ERROR_STOP=1", "-d", "postgres"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=tofu.env(),
+    )
+    assert blocker.stdin is not None
+    # CREATE DATABASE waits for this lock; CREATE ROLE does not: OpenTofu creates the
+    # role, then waits to create the database.
+    blocker.stdin.write("BEGIN; LOCK TABLE pg_catalog.pg_database IN SHARE ROW EXCLUSIVE MODE;\n")
+    blocker.stdin.flush()
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND query ILIKE 'CREATE DATABASE%'"
+    )
+    log = (tmp_path / "apply.log").open("w")
+    konfig_bin = str(Path(sys.executable).parent / "konfig")
+    proc = subprocess.Popen(
+        [konfig_bin, "apply", address, "--yes", kc, "--lease-duration", "5"],
+        cwd=root,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        _until(lambda: tofu.psql(waiting) == "1", 120, "OpenTofu's CREATE DATABASE to wait")
+        # kill -9 of OpenTofu and its provider plugin (their own session), then konfig
+        for child in _children(proc.pid):
+            os.killpg(child, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        blocker.stdin.write("ROLLBACK;\n")
+        blocker.stdin.close()
+        blocker.wait(30)
+        log.close()
+    # The role exists and no state records it; the apply had recorded what it was
+    # creating, so the next plan can import what exists of it.
+    assert tofu.psql(f"SELECT count(*) FROM pg_roles WHERE rolname = '{db}'") == "1"
+    intent = kube.get(
+        "v1",
+        "ConfigMap",
+        f"konfig-tofu-intent-{state_suffix('appops/' + address)}",
+        STATE_NAMESPACE,
+    )
+    assert intent is not None and f"postgresql_role:{db}" in intent["data"]["creating"]
+
+    # OpenTofu's lock is left held: the re-run says so, and how to release it.
+    res = konfig("apply", address, "--yes", kc, "--lock-timeout", "90", cwd=root)
+    assert res.code == 1
+    text = res.out + res.err
+    assert "the Terraform state is locked by another tofu client" in text, text
+    assert "force-unlock" in text and "patch lease" in text
+    suffix = state_suffix(f"appops/{address}")
+    cluster.kubectl(
+        "-n",
+        STATE_NAMESPACE,
+        "patch",
+        "lease",
+        f"lock-tfstate-default-{suffix}",
+        "--type=json",
+        "-p",
+        '[{"op":"remove","path":"/spec/holderIdentity"}]',
+    )
+    # Released: the preview shows the role adopted (imported), the re-run converges.
+    res = konfig("preview", address, kc, "--format", "json", cwd=root)
+    assert res.code == 0, res.err
+    adopted = _by_id(res.out)[f"cyrilgdn/postgresql:postgresql_role:{db}"]
+    assert adopted["action"] == "update" and "apply adopts it" in str(adopted["reason"])
+    res = konfig("apply", address, "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    secret = kube.get("v1", "Secret", f"{name}-db", name)
+    assert secret is not None
+    password = base64.b64decode(secret["data"]["PGPASSWORD"]).decode()
+    assert _login(tofu, db, password, db) == db
+    res = konfig("preview", address, kc, "--detailed-exitcode", cwd=root)
+    assert res.code == 0, res.out + res.err
