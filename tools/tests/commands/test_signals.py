@@ -263,3 +263,30 @@ def test_sigterm_during_destroy_keeps_what_survives_in_the_inventory_and_release
     res = konfig("destroy", address, "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.out + res.err
     assert inv.read_inventory(kube, f"appops/{address}") is None
+
+
+@pytest.mark.cluster
+def test_sigterm_during_an_apply_of_two_stacks_on_threads_stops_both(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    """Stacks applied at once run on threads; the handler runs on the main thread."""
+    (ns1, address1), (ns2, address2) = _lb_stack(repo_builder), _lb_stack(repo_builder)
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    run = Running(repo_builder.root, ["apply", address1, address2, "--yes", "--timeout", "300", kc])
+    run.wait_for(
+        lambda: sum("waiting for Service/edge" in line for line in run.err) == 2,
+        "both stacks to wait",
+    )
+    run.proc.send_signal(signal.SIGTERM)
+    returncode, out, err, seconds = run.finish(30)
+    assert returncode == 143, out + err
+    assert seconds < 15, seconds
+    assert "Traceback" not in out + err
+    assert "apply failed for 2 of 2 stacks" in err
+    for ns, address in ((ns1, address1), (ns2, address2)):
+        assert _lease(kube, address) is None
+        stored = inv.read_inventory(kube, f"appops/{address}")
+        assert stored is not None and stored.commit == ""
+        assert f"v1:ConfigMap:{ns}:after" not in stored.ids()
+        assert f"v1:Service:{ns}:edge" in stored.ids()
+        assert konfig("destroy", address, "--yes", kc, cwd=repo_builder.root).code == 0
