@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import re
 import secrets
@@ -146,6 +147,23 @@ def _version(value: str) -> str:
     return str(int(hashlib.sha256(value.encode()).hexdigest()[:12], 16))
 
 
+def scram_verifier(password: str, *, iterations: int = 4096) -> str:
+    """PostgreSQL's SCRAM-SHA-256 verifier of ``password`` (RFC 5802/7677, as
+    ``pg_authid.rolpassword`` stores it): PostgreSQL takes it as is, so the clear password
+    never reaches the server, its log (a failed statement is logged with its text) or
+    ``pg_stat_activity``; the role still logs in with the clear password."""
+    salt = secrets.token_bytes(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    stored_key = hashlib.sha256(client_key).digest()
+    server_key = hmac.new(salted, b"Server Key", "sha256").digest()
+
+    def b64(raw: bytes) -> str:
+        return base64.b64encode(raw).decode()
+
+    return f"SCRAM-SHA-256${iterations}:{b64(salt)}${b64(stored_key)}:{b64(server_key)}"
+
+
 def write_only_values(
     spec: Spec, data: Mapping[str, Mapping[str, str]]
 ) -> dict[tuple[str, str], WriteOnlyValue]:
@@ -160,7 +178,8 @@ def write_only_values(
                     "which is neither generated nor from an encrypted file in this stack"
                 )
             value = base64.b64decode(encoded).decode()
-            out[(w.secret, w.key)] = WriteOnlyValue(value, _version(value))
+            given = scram_verifier(value) if w.format == "scram-sha-256" else value
+            out[(w.secret, w.key)] = WriteOnlyValue(given, _version(value))
     return out
 
 

@@ -14,6 +14,7 @@ A ``type: Terraform`` resource's ``extensions``::
         version: password_wo_version   # set to a version of the value (changes with it)
         secret: v1:Secret:shop-prod:shop-db   # the value is this Secret's key
         key: password
+        format: scram-sha-256      # optional: OpenTofu gets a SCRAM-SHA-256 verifier
 
 A Kubernetes Secret's ``extensions.generated`` lists keys whose value Konfig generates
 at the first apply and keeps from the live Secret afterwards::
@@ -98,6 +99,10 @@ class WriteOnly:
     version: str  # the argument that carries a version of the value ("" for none)
     secret: str  # the Secret's id
     key: str
+    format: str = ""  # "scram-sha-256": OpenTofu gets a SCRAM verifier, not the password
+
+
+FORMATS = ("", "scram-sha-256")
 
 
 @dataclass(frozen=True)
@@ -171,7 +176,12 @@ def _write_only(rid: str, raw: Any) -> tuple[WriteOnly, ...]:
                 raise TerraformSpecError(f"{at} needs `{name}`")
         if not isinstance(version, str):
             raise TerraformSpecError(f"{at}.version must be the name of an argument")
-        out.append(WriteOnly(str(attribute), version, str(secret), str(key)))
+        fmt = entry.get("format", "")
+        if fmt not in FORMATS:
+            raise TerraformSpecError(
+                f"{at}.format must be one of {', '.join(repr(f) for f in FORMATS)}, got {fmt!r}"
+            )
+        out.append(WriteOnly(str(attribute), version, str(secret), str(key), str(fmt)))
     names = [w.attribute for w in out]
     if len(set(names)) != len(names):
         raise TerraformSpecError(f"{where} lists an attribute twice")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
-from fixtures.tofu import Tofu
+from fixtures.tofu import TOFU_SCRIPT, Tofu
 from kubeutil import unique
 
 from konfig.engine.kube import Kube, KubeTarget, connect
@@ -254,6 +254,17 @@ def test_database_preview_apply_drift_and_guarded_removal(
     # The password never appeared in any output, nor in any file the runs wrote.
     for text_out in outputs:
         assert password not in text_out
+    # PostgreSQL itself never saw it: OpenTofu passed a SCRAM verifier (and its log would
+    # quote a failed statement's text)
+    status = subprocess.run(
+        [str(TOFU_SCRIPT), "status"],
+        env={**os.environ, "KONFIG_TOFU_DIR": str(tofu.dir)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pg_log = Path(json.loads(status.stdout.strip().splitlines()[-1])["pg_log"])
+    assert password not in pg_log.read_text(encoding="utf-8", errors="replace")
     written = [p for p in tofu_env.rglob("*") if p.is_file() and not p.is_symlink()]
     written += [p for p in (root / ".cache").rglob("*") if p.is_file()]
     assert written
