@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test unit demo bench bench-changed bench-cache bench-batch bench-startup bench-preview bench-report bench-report-repo cluster-build cluster-up cluster-down sops-build tofu-build tofu-up tofu-down constraints clean
+.PHONY: venv lint test unit demo bench bench-changed bench-cache bench-batch bench-startup bench-preview bench-report bench-report-repo cluster-build cluster-up cluster-down sops-build tofu-build tofu-up tofu-down forge-build forge-up forge-down constraints clean
 
 # constraints.txt pins every package (konfig's and the tools'): installs are reproducible
 $(STAMP): pyproject.toml constraints.txt
@@ -32,15 +32,15 @@ lint: venv
 	$(BIN)/ruff format --check tools hack
 	$(BIN)/mypy
 
-## test: lint, every test (the local Kubernetes control plane, the sops CLI, OpenTofu and PostgreSQL are built and started as needed), then konfig test and konfig check on the example stacks
-test: lint cluster-build sops-build tofu-build
+## test: lint, every test (the local Kubernetes control plane, the sops CLI, OpenTofu and PostgreSQL, and the local forge are built and started as needed), then konfig test and konfig check on the example stacks
+test: lint cluster-build sops-build tofu-build forge-build
 	$(BIN)/python -m pytest
 	$(BIN)/konfig test --all
 	$(BIN)/konfig check --all
 
-## unit: tests that need no cluster and no OpenTofu/PostgreSQL
+## unit: tests that need no cluster, no OpenTofu/PostgreSQL and no forge
 unit: venv
-	$(BIN)/python -m pytest -m "not cluster and not tofu"
+	$(BIN)/python -m pytest -m "not cluster and not tofu and not forge"
 
 ## demo: the whole loop on the example stacks
 demo: venv
@@ -101,6 +101,16 @@ tofu-up:
 
 tofu-down:
 	hack/tofu down
+
+## forge-build: build Gitea (Go module proxy) and act_runner (../shared/forge) (cached in .cache/forge)
+forge-build:
+	hack/forge build
+
+forge-up:
+	hack/forge up
+
+forge-down:
+	hack/forge down
 
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache

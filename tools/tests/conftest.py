@@ -4,4 +4,5 @@ pytest_plugins = [
     "fixtures.tofu",
     "fixtures.monorepo",
     "fixtures.github_server",
+    "fixtures.forge",
 ]

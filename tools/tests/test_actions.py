@@ -194,15 +194,20 @@ def test_changed_stacks_outputs_json(config_repo: tuple[RepoBuilder, str], tmp_p
     head = git_commit(repo.root, "change")
     result = run_action(
         "changed-stacks",
-        {"config-path": str(repo.root), "base": base, "head": head, "max-jobs": "1"},
+        {"config-path": str(repo.root), "base": base, "head": head, "shards": "3"},
         tmp_path,
     )
     assert result.code == 0, result.log
     assert json.loads(result.outputs["stacks"]) == ["appops/alpha/dev", "appops/my app/dev"]
     assert json.loads(result.outputs["deleted-stacks"]) == []
     assert result.outputs["has-changes"] == "true"
-    matrix = json.loads(result.outputs["matrix"])
-    assert [json.loads(c["stacks"]) for c in matrix] == [["appops/alpha/dev", "appops/my app/dev"]]
+    shards = json.loads(result.outputs["shards"])
+    assert [json.loads(c["stacks"]) for c in shards] == [
+        ["appops/alpha/dev"],
+        ["appops/my app/dev"],
+        [],
+    ]
+    assert [json.loads(c["deleted"]) for c in shards] == [[], [], []]
     changed_file = json.loads(result.outputs["changed-file"])
     assert json.loads(Path(changed_file).read_text())["stacks"][0]["path"] == "appops/alpha/dev"
 

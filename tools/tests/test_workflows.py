@@ -118,3 +118,21 @@ def test_third_party_actions_pinned_by_sha() -> None:
                 f"{path}: {ref} is not pinned by commit SHA"
             )
             assert "# v" in line, f"{path}: {ref} has no version comment"
+
+
+def test_shard_matrices_match_the_changed_jobs_shard_count() -> None:
+    """The fan-out is a static matrix (Gitea expands no matrix built from a job output):
+    every shard job's list must be exactly 0..N-1 for the N shards `changed` makes,
+    or stacks would go unchecked (a missing shard) or fail (a shard that is not there)."""
+    workflow = yaml.safe_load((ROOT / ".github/workflows/preview.yml").read_text())
+    jobs = workflow["jobs"]
+    [changed_step] = [s for s in jobs["changed"]["steps"] if s.get("id") == "changed"]
+    count = int(changed_step["with"]["shards"])
+    sharded = {
+        name for name, job in jobs.items() if "shard" in job.get("strategy", {}).get("matrix", {})
+    }
+    assert sharded == {"verify", "preview"}
+    for name in sharded:
+        assert jobs[name]["strategy"]["matrix"]["shard"] == list(range(count)), name
+        assert jobs[name]["needs"] == "changed"
+        assert "include" not in jobs[name]["strategy"]["matrix"], "no dynamic matrix"

@@ -13,6 +13,7 @@ from konfig.errors import EXIT_OK, UsageError
 from konfig.forge.client import (
     DEFAULT_API_URL,
     DEFAULT_MARKER,
+    GITHUB_ACTIONS_LOGIN,
     GitHub,
     parse_repo,
     upsert_comment,
@@ -39,14 +40,22 @@ from konfig.forge.client import (
 @click.option(
     "--author",
     default=None,
-    help="Login the comment is written as, when the token may not call GET /user "
-    "(github-actions[bot] for GITHUB_TOKEN, <app-slug>[bot] for a GitHub App).",
+    help="Login the token comments as. Default: asked with GET /user; where the token "
+    f"may not ask (GitHub's GITHUB_TOKEN), {GITHUB_ACTIONS_LOGIN}. Set it for a GitHub "
+    "App installation token (<app-slug>[bot]).",
+)
+@click.option(
+    "--head-sha",
+    default=None,
+    metavar="SHA",
+    help="Write only while SHA is still the pull request's head: a run that a newer push "
+    "overtook never overwrites the newer report.",
 )
 @click.option(
     "--api-url",
     default=DEFAULT_API_URL,
     show_default=True,
-    help="GitHub API base URL (GitHub Enterprise: https://HOST/api/v3).",
+    help="API base URL (GitHub Enterprise: https://HOST/api/v3, Gitea: https://HOST/api/v1).",
 )
 @click.option(
     "--token-env",
@@ -60,6 +69,7 @@ def command(
     body_file: Path,
     marker: str,
     author: str | None,
+    head_sha: str | None,
     api_url: str,
     token_env: str,
 ) -> int:
@@ -71,7 +81,8 @@ def command(
 
     \b
     Example:
-      konfig comment --repo acme/config --pr 12 --body-file comment.md
+      konfig comment --repo acme/config --pr 12 --body-file comment.md \\
+        --head-sha "$HEAD_SHA" --api-url "$GITHUB_API_URL"
     """
     repo = parse_repo(repo)
     body = _read_body(body_file)
@@ -82,8 +93,19 @@ def command(
             hint="in a workflow: env: {GITHUB_TOKEN: ${{ github.token }}}",
         )
     with GitHub(token, api_url=api_url) as client:
-        result = upsert_comment(client, repo, number, body, marker=marker, author=author)
-    info(f"comment {result.action}: {result.comment.url or result.comment.id}")
+        result = upsert_comment(
+            client, repo, number, body, marker=marker, author=author, head_sha=head_sha
+        )
+    if result.comment is None:
+        info(
+            f"comment not written: the pull request's head is now {result.head}, this body "
+            f"is about {head_sha} (the run for the newer head reports)"
+        )
+        return EXIT_OK
+    info(
+        f"comment {result.action}: {result.comment.url or result.comment.id} "
+        f"(as {result.author}, from {result.author_source})"
+    )
     if result.duplicates:
         warn(
             f"{len(result.duplicates)} older duplicate comment(s) with the same marker "

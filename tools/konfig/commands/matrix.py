@@ -1,15 +1,24 @@
-"""``konfig matrix``: split a JSON list of stacks into chunks for a GitHub Actions matrix.
+"""``konfig matrix``: split a JSON list of stacks into shards for a CI job matrix.
 
-GitHub Actions is the distributed engine: many changed stacks become at most
-``--max-jobs`` parallel jobs, each given a JSON array of stacks. The output is a
-JSON array of ``{"index": N, "stacks": "<JSON array>"}`` objects, usable as
-``strategy.matrix.include``; the stacks stay a JSON string so paths with spaces or
-commas survive the trip through the matrix untouched.
+The CI system is the distributed engine: many changed stacks spread over several
+jobs, each given a JSON array of stacks. Two forms:
+
+- ``--shards N`` (what the workflows use): exactly N shards, ``{"index", "stacks",
+  "deleted"}`` each, for a *static* matrix ``shard: [0, ..., N-1]`` whose jobs pick
+  their own with ``fromJSON(needs.<job>.outputs.shards)[matrix.shard]``. Both GitHub
+  and Gitea run that; Gitea does not expand a matrix built from a job output. Empty
+  shards come last; every deleted stack is in shard 0. ``--shard I/N`` prints one.
+- ``--max-jobs N``: at most N non-empty chunks ``{"index", "stacks"}``, usable as a
+  dynamic ``strategy.matrix.include`` on GitHub only.
+
+Stacks stay JSON strings inside the objects, so paths with spaces or commas survive
+the trip through a matrix or an expression untouched.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import click
@@ -17,6 +26,9 @@ import click
 from konfig.commands._console import echo_json
 from konfig.commands._outputs import append_github_output, github_output_file
 from konfig.errors import EXIT_OK, UsageError
+
+# A static matrix is written out in the workflow; more jobs than this is a typo.
+MAX_SHARDS = 256
 
 
 def chunks(stacks: list[str], max_jobs: int, *, keep_one: bool = False) -> list[dict[str, Any]]:
@@ -37,6 +49,21 @@ def chunks(stacks: list[str], max_jobs: int, *, keep_one: bool = False) -> list[
     return out
 
 
+def shards(stacks: list[str], deleted: list[str], count: int) -> list[dict[str, Any]]:
+    """Exactly ``count`` shards of the stacks (the chunks of :func:`chunks`, then empty
+    ones); the deleted stacks all go to shard 0, which previews them."""
+    parts = chunks(stacks, count)
+    gone = json.dumps(sorted(dict.fromkeys(deleted)))
+    return [
+        {
+            "index": index,
+            "stacks": parts[index]["stacks"] if index < len(parts) else "[]",
+            "deleted": gone if index == 0 else "[]",
+        }
+        for index in range(count)
+    ]
+
+
 def _parse(name: str, text: str) -> list[str]:
     try:
         value = json.loads(text or "[]")
@@ -47,6 +74,16 @@ def _parse(name: str, text: str) -> list[str]:
     return value
 
 
+def _parse_shard(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not match:
+        raise UsageError(f"--shard {text!r}: expected I/N, e.g. 0/8")
+    index, count = int(match[1]), int(match[2])
+    if not 1 <= count <= MAX_SHARDS or index >= count:
+        raise UsageError(f"--shard {text}: I must be below N, and N between 1 and {MAX_SHARDS}")
+    return index, count
+
+
 @click.command("matrix")
 @click.option("--stacks", "stacks_json", required=True, help="JSON array of stack paths.")
 @click.option(
@@ -54,33 +91,67 @@ def _parse(name: str, text: str) -> list[str]:
     "deleted_json",
     default="[]",
     show_default=True,
-    help="JSON array of deleted stacks: with none changed, one empty chunk is kept.",
+    help="JSON array of deleted stacks: in shard 0 (with --max-jobs and no stacks, one "
+    "empty chunk is kept for them).",
+)
+@click.option(
+    "--shards",
+    "shard_count",
+    type=click.IntRange(min=1, max=MAX_SHARDS),
+    default=None,
+    help="Exactly this many shards, for a static matrix of that length (GitHub and Gitea).",
+)
+@click.option(
+    "--shard",
+    "one_shard",
+    default=None,
+    metavar="I/N",
+    help="Print only shard I of N (0-based), e.g. 0/8.",
 )
 @click.option(
     "--max-jobs",
     type=click.IntRange(min=1, max=256),
-    default=16,
-    show_default=True,
-    help="At most this many chunks (GitHub allows 256 jobs per matrix).",
+    default=None,
+    help="At most this many non-empty chunks, for a dynamic matrix (GitHub only) "
+    "[default: 16 when neither --shards nor --shard is given].",
 )
 @click.option(
     "--github-output",
     is_flag=True,
-    help="Append `matrix` (the JSON array) and `count` to $GITHUB_OUTPUT.",
+    help="Append `shards` (or, with --max-jobs, `matrix`) and `count` to $GITHUB_OUTPUT.",
 )
-def command(stacks_json: str, deleted_json: str, max_jobs: int, github_output: bool) -> int:
-    """Split the stacks of --stacks into at most --max-jobs matrix chunks.
+def command(
+    stacks_json: str,
+    deleted_json: str,
+    shard_count: int | None,
+    one_shard: str | None,
+    max_jobs: int | None,
+    github_output: bool,
+) -> int:
+    """Split the stacks of --stacks into shards (or chunks) for a CI job matrix.
 
     \b
     Example:
-      konfig matrix --stacks '["appops/a/dev", "appops/b/dev"]' --max-jobs 16
+      konfig matrix --stacks '["appops/a/dev", "appops/b/dev"]' --shards 8
+      konfig matrix --stacks "$STACKS" --shard 1/8
     """
+    if sum(x is not None for x in (shard_count, one_shard, max_jobs)) > 1:
+        raise UsageError("give one of --shards, --shard and --max-jobs")
     stacks = _parse("--stacks", stacks_json)
     deleted = _parse("--deleted", deleted_json)
-    matrix = chunks(stacks, max_jobs, keep_one=bool(deleted))
+    outputs: dict[str, str]
+    result: Any
+    if one_shard is not None:
+        index, count = _parse_shard(one_shard)
+        result = shards(stacks, deleted, count)[index]
+        outputs = {"shard": json.dumps(result)}
+    elif shard_count is not None:
+        result = shards(stacks, deleted, shard_count)
+        outputs = {"shards": json.dumps(result), "count": str(len(result))}
+    else:
+        result = chunks(stacks, max_jobs or 16, keep_one=bool(deleted))
+        outputs = {"matrix": json.dumps(result), "count": str(len(result))}
     if github_output:
-        append_github_output(
-            github_output_file(), {"matrix": json.dumps(matrix), "count": str(len(matrix))}
-        )
-    echo_json(matrix)
+        append_github_output(github_output_file(), outputs)
+    echo_json(result)
     return EXIT_OK

@@ -1,10 +1,15 @@
-"""The GitHub API: the one module that talks to GitHub (or an API-compatible forge).
+"""The forge API: the one module that talks to GitHub or Gitea.
 
 It uses PyGithub with a configurable base URL (``https://api.github.com``, a GitHub
-Enterprise ``https://HOST/api/v3``, or any forge that speaks the same REST subset).
-Konfig needs very little of the API: who am I, list an issue's comments (all pages),
-create a comment, edit a comment. :func:`upsert_comment` builds the sticky PR comment
-on top of those.
+Enterprise ``https://HOST/api/v3``, Gitea's ``https://HOST/api/v1``: Gitea serves the
+same REST subset). Konfig needs very little of the API: who am I, a pull request's
+head, list an issue's comments (all pages), create a comment, edit a comment.
+:func:`upsert_comment` builds the sticky PR comment on top of those.
+
+Who "I" am decides which comment is Konfig's own (docs/forges.md): ``GET /user``
+answers for Gitea's job token (``gitea-actions``) and for personal tokens; GitHub's
+``GITHUB_TOKEN`` may not ask (HTTP 403) and always comments as
+:data:`GITHUB_ACTIONS_LOGIN`, which is then assumed.
 
 Nothing here reads the environment or prints: the CLI passes the token and prints.
 """
@@ -28,6 +33,10 @@ _T = TypeVar("_T")
 DEFAULT_API_URL = "https://api.github.com"
 # GitHub rejects issue comment bodies longer than this with HTTP 422.
 DEFAULT_MARKER = "konfig:preview"
+# The author of every comment made with GitHub Actions' GITHUB_TOKEN, which may not call
+# GET /user. Assumed when GET /user answers 403: only a workflow of the repository can
+# comment as this login, and the marker tells Konfig's comment from other workflows'.
+GITHUB_ACTIONS_LOGIN = "github-actions[bot]"
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _MARKER_RE = re.compile(r"^[A-Za-z0-9_.:/-]+$")
@@ -45,12 +54,22 @@ class Comment:
     url: str
 
 
+AuthorSource = Literal["given", "GET /user", "GITHUB_TOKEN fallback"]
+
+
 @dataclass(frozen=True)
 class UpsertResult:
-    action: Literal["created", "updated", "unchanged"]
-    comment: Comment
+    # "stale": the body is about a commit that is no longer the pull request's head
+    # (a newer push overtook this run); nothing was written.
+    action: Literal["created", "updated", "unchanged", "stale"]
+    comment: Comment | None
     # Other comments carrying the marker written by the same identity (left alone).
     duplicates: tuple[int, ...] = ()
+    # The identity the comment was searched for, and how it was learnt.
+    author: str = ""
+    author_source: AuthorSource = "given"
+    # With a head SHA to check: the pull request's head at the time of writing.
+    head: str | None = None
 
 
 def parse_repo(full_name: str) -> str:
@@ -135,7 +154,6 @@ class GitHub:
             timeout=30,
             **kwargs,
         )
-        self._objects: dict[int, Any] = {}
 
     def close(self) -> None:
         self._gh.close()
@@ -151,7 +169,8 @@ class GitHub:
 
         ``GITHUB_TOKEN`` and GitHub App installation tokens get 403 "Resource not
         accessible by integration" from ``GET /user``; their comments are authored by
-        ``github-actions[bot]`` / ``<app-slug>[bot]``, which the caller must supply.
+        ``github-actions[bot]`` / ``<app-slug>[bot]``. Gitea answers for its job token
+        (``gitea-actions``).
         """
         try:
             user = self._gh.get_user()
@@ -173,6 +192,14 @@ class GitHub:
         except _TRANSPORT_ERRORS as exc:
             raise self._unreachable(exc) from exc
 
+    def pull_head(self, repo: str, number: int) -> str:
+        """The commit a pull request's head branch points at now."""
+        return self._call(
+            f"GET /repos/{repo}/pulls/{number}",
+            "read the pull request's head",
+            lambda: str(self._gh.get_repo(repo).get_pull(number).head.sha),
+        )
+
     def list_comments(self, repo: str, number: int) -> list[Comment]:
         """Every comment on issue/PR ``number``, following every page."""
 
@@ -180,7 +207,6 @@ class GitHub:
             issue = self._gh.get_repo(repo).get_issue(number)
             comments = []
             for item in issue.get_comments():
-                self._objects[item.id] = item
                 comments.append(_comment(item))
             return comments
 
@@ -191,7 +217,6 @@ class GitHub:
 
         def call() -> Comment:
             item = self._gh.get_repo(repo).get_issue(number).create_comment(body)
-            self._objects[item.id] = item
             return _comment(item)
 
         return self._call(
@@ -199,18 +224,16 @@ class GitHub:
         )
 
     def update_comment(self, repo: str, number: int, comment_id: int, body: str) -> Comment:
+        """Edit a comment by its API path. PyGithub's ``IssueComment.edit`` PATCHes the
+        comment's ``url`` field, which Gitea's comments do not carry (it answers 400)."""
         _check_length(body)
+        path = f"/repos/{repo}/issues/comments/{comment_id}"
 
         def call() -> Comment:
-            item = self._objects.get(comment_id)
-            if item is None:
-                item = self._gh.get_repo(repo).get_issue(number).get_comment(comment_id)
-            item.edit(body)
-            return _comment(item)
+            _, data = self._gh.requester.requestJsonAndCheck("PATCH", path, input={"body": body})
+            return _comment_from_json(data)
 
-        return self._call(
-            f"PATCH /repos/{repo}/issues/comments/{comment_id}", "update the comment", call
-        )
+        return self._call(f"PATCH {path}", "update the comment", call)
 
     def _unreachable(self, exc: Exception) -> GitHubError:
         return GitHubError(
@@ -260,6 +283,18 @@ def _comment(item: Any) -> Comment:
     )
 
 
+def _comment_from_json(data: Any) -> Comment:
+    if not isinstance(data, dict):
+        raise GitHubError(f"the API answered the comment edit with {type(data).__name__}")
+    user = data.get("user") or {}
+    return Comment(
+        id=int(data["id"]),
+        author=str(user.get("login") or ""),
+        body=str(data.get("body") or ""),
+        url=str(data.get("html_url") or ""),
+    )
+
+
 def _check_length(body: str) -> None:
     length = chars(body)  # as GitHub counts: UTF-16 code units
     if length > COMMENT_LIMIT:
@@ -278,33 +313,40 @@ def upsert_comment(
     *,
     marker: str = DEFAULT_MARKER,
     author: str | None = None,
+    head_sha: str | None = None,
 ) -> UpsertResult:
     """Create Konfig's comment on PR ``number``, or update it in place.
 
-    The comment is found by its hidden ``marker`` line AND its author (``author``, or
-    the token's own login); all pages are searched. An unchanged body sends no write.
-    The length is checked before any request, so GitHub never answers 422.
+    The comment is found by its hidden ``marker`` line AND its author: ``author``, else
+    the token's own login (``GET /user``), else, when the token may not ask (GitHub's
+    ``GITHUB_TOKEN``), :data:`GITHUB_ACTIONS_LOGIN`. All pages are searched. An
+    unchanged body sends no write. The length is checked before any request, so the
+    forge never answers 422. With ``head_sha``, nothing is written unless that commit
+    is still the pull request's head (the run was not overtaken by a newer push).
     """
     body = with_marker(body, marker)
     _check_length(body)
-    login = author or client.identity()
-    if login is None:
-        raise UsageError(
-            "this token may not read its own identity (GET /user answered 403), so konfig "
-            "cannot tell its comment from other bots' comments",
-            hint="pass --author LOGIN: github-actions[bot] for GITHUB_TOKEN, "
-            "<app-slug>[bot] for a GitHub App token",
-        )
+    source: AuthorSource = "given"
+    login = author
+    if not login:
+        login, source = client.identity(), "GET /user"
+        if login is None:
+            login, source = GITHUB_ACTIONS_LOGIN, "GITHUB_TOKEN fallback"
+    head = None
+    if head_sha:
+        head = client.pull_head(repo, number)
+        if head != head_sha:
+            return UpsertResult("stale", None, (), login, source, head)
     existing, duplicates = find_own_comment(
         client.list_comments(repo, number), marker=marker, author=login
     )
     if existing is None:
-        return UpsertResult("created", client.create_comment(repo, number, body))
+        created = client.create_comment(repo, number, body)
+        return UpsertResult("created", created, (), login, source, head)
     if _normalise(existing.body) == _normalise(body):
-        return UpsertResult("unchanged", existing, duplicates)
-    return UpsertResult(
-        "updated", client.update_comment(repo, number, existing.id, body), duplicates
-    )
+        return UpsertResult("unchanged", existing, duplicates, login, source, head)
+    updated = client.update_comment(repo, number, existing.id, body)
+    return UpsertResult("updated", updated, duplicates, login, source, head)
 
 
 # Transport failures PyGithub lets through (connection refused, DNS, timeouts).
@@ -313,6 +355,7 @@ _TRANSPORT_ERRORS: tuple[type[Exception], ...] = (OSError, requests.RequestExcep
 __all__ = [
     "DEFAULT_API_URL",
     "DEFAULT_MARKER",
+    "GITHUB_ACTIONS_LOGIN",
     "Comment",
     "GitHub",
     "GitHubError",

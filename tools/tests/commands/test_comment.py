@@ -49,7 +49,7 @@ def test_create_then_update_then_unchanged(
     assert len(github_server.writes) == writes_before
 
 
-def test_token_env_and_author_for_actions_token(
+def test_actions_token_without_get_user_falls_back_to_github_actions_bot(
     github_server: FakeGitHub,
     konfig: KonfigRunner,
     body: Path,
@@ -57,15 +57,32 @@ def test_token_env_and_author_for_actions_token(
 ) -> None:
     github_server.tokens["ghs_x"] = None  # GET /user answers 403, like GITHUB_TOKEN
     monkeypatch.setenv("BOT_TOKEN", "ghs_x")
-    github_server.add_comment(REPO, 12, "github-actions[bot]", f"{MARK}\nold")
-    denied = konfig(*args(github_server, body, "--token-env", "BOT_TOKEN"))
-    assert denied.code == 2
-    assert "--author" in denied.err
-    ok = konfig(
-        *args(github_server, body, "--token-env", "BOT_TOKEN", "--author", "github-actions[bot]")
-    )
+    github_server.add_comment(REPO, 12, "other-bot", f"{MARK}\nnot ours")
+    ours = github_server.add_comment(REPO, 12, "github-actions[bot]", f"{MARK}\nold")
+    ok = konfig(*args(github_server, body, "--token-env", "BOT_TOKEN"))
     assert ok.code == 0, ok.err
-    assert "comment updated" in ok.err
+    assert "comment updated" in ok.err and "GITHUB_TOKEN fallback" in ok.err
+    assert ours.body.endswith("no changes\n")
+    assert github_server.comments_on(REPO, 12)[0].body == f"{MARK}\nnot ours"
+
+
+def test_head_sha_keeps_a_stale_run_from_writing(
+    github_server: FakeGitHub,
+    konfig: KonfigRunner,
+    body: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    github_server.tokens["tok"] = "konfig-bot"
+    monkeypatch.setenv("GITHUB_TOKEN", "tok")
+    github_server.heads[(REPO, 12)] = "b" * 40
+    stale = konfig(*args(github_server, body, "--head-sha", "a" * 40))
+    assert stale.code == 0, stale.err
+    assert "not written" in stale.err and "b" * 40 in stale.err
+    assert github_server.writes == [] and github_server.comments_on(REPO, 12) == []
+    current = konfig(*args(github_server, body, "--head-sha", "b" * 40))
+    assert current.code == 0 and "comment created" in current.err
+    gone = konfig(*args(github_server, body), "--pr", "13", "--head-sha", "c" * 40)
+    assert gone.code == 1 and "/pulls/13" in gone.err
 
 
 def test_missing_token_is_usage_error(

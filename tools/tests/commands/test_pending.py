@@ -32,6 +32,48 @@ def test_matrix_github_output(
     assert bad.code == 2 and "not valid JSON" in bad.err
 
 
+def test_matrix_fixed_shards_for_a_static_matrix(
+    konfig: KonfigRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "github_output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    stacks = json.dumps([f"appops/p/s {i}" for i in range(5)])
+    deleted = json.dumps(["appops/gone/dev"])
+    args = ("matrix", "--stacks", stacks, "--deleted", deleted)
+    result = konfig(*args, "--shards", "4", "--github-output")
+    assert result.code == 0, result.err
+    shards = json.loads(result.out)
+    assert [s["index"] for s in shards] == [0, 1, 2, 3]
+    assert [json.loads(s["stacks"]) for s in shards] == [
+        ["appops/p/s 0", "appops/p/s 1"],
+        ["appops/p/s 2"],
+        ["appops/p/s 3"],
+        ["appops/p/s 4"],
+    ]
+    assert [json.loads(s["deleted"]) for s in shards] == [["appops/gone/dev"], [], [], []]
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("shards<<KONFIG_EOF_") and json.dumps(shards) in text
+    assert "count<<" in text
+
+    # Fewer stacks than shards: the tail is empty, and every shard is always there.
+    few = json.loads(konfig("matrix", "--stacks", '["appops/a/dev"]', "--shards", "3").out)
+    assert [json.loads(s["stacks"]) for s in few] == [["appops/a/dev"], [], []]
+    # 2,000 stacks over 8 shards: 250 each.
+    many = json.dumps([f"appops/p{i:04d}/dev" for i in range(2000)])
+    spread = json.loads(konfig("matrix", "--stacks", many, "--shards", "8").out)
+    assert [len(json.loads(s["stacks"])) for s in spread] == [250] * 8
+    one = json.loads(konfig("matrix", "--stacks", many, "--shard", "7/8").out)
+    assert one == spread[7]
+
+    for bad_args, message in [
+        (("--shard", "8/8"), "I must be below N"),
+        (("--shard", "x"), "expected I/N"),
+        (("--shards", "2", "--max-jobs", "2"), "one of --shards"),
+    ]:
+        bad = konfig("matrix", "--stacks", stacks, *bad_args)
+        assert bad.code == 2 and message in bad.err, bad.err
+
+
 @pytest.mark.cluster
 def test_pending_follows_the_inventories(
     konfig: KonfigRunner,

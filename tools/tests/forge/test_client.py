@@ -6,7 +6,7 @@ import pytest
 import requests
 from fixtures.github_server import FakeGitHub
 
-from konfig.errors import KonfigError, UsageError
+from konfig.errors import KonfigError
 from konfig.forge.client import (
     Comment,
     GitHub,
@@ -95,16 +95,33 @@ def test_creates_when_only_other_bots_comment(github_server: FakeGitHub) -> None
     assert [w.method for w in github_server.writes] == ["POST"]
 
 
-def test_integration_token_needs_author(github_server: FakeGitHub) -> None:
-    github_server.tokens["ghs_integration"] = None
+def test_integration_token_falls_back_to_github_actions_bot(github_server: FakeGitHub) -> None:
+    github_server.tokens["ghs_integration"] = None  # GET /user: 403, like GITHUB_TOKEN
     gh = GitHub("ghs_integration", api_url=github_server.url, throttle=False, retries=0)
-    with pytest.raises(UsageError, match="--author"):
-        upsert_comment(gh, REPO, 7, "x")
-    assert github_server.writes == []
+    github_server.add_comment(REPO, 7, "someone", f"{MARK}\nquoted by a human")
     github_server.add_comment(REPO, 7, "github-actions[bot]", f"{MARK}\nold")
-    result = upsert_comment(gh, REPO, 7, "new", author="github-actions[bot]")
-    assert result.action == "updated"
-    assert github_server.comments_on(REPO, 7)[0].body == f"{MARK}\nnew"
+    result = upsert_comment(gh, REPO, 7, "new")
+    assert (result.action, result.author, result.author_source) == (
+        "updated",
+        "github-actions[bot]",
+        "GITHUB_TOKEN fallback",
+    )
+    assert [c.body for c in github_server.comments_on(REPO, 7)] == [
+        f"{MARK}\nquoted by a human",
+        f"{MARK}\nnew",
+    ]
+    given = upsert_comment(gh, REPO, 7, "newer", author="github-actions[bot]")
+    assert (given.action, given.author_source) == ("updated", "given")
+
+
+def test_head_sha_guard_reads_the_pull_request(github_server: FakeGitHub) -> None:
+    github_server.heads[(REPO, 7)] = "f" * 40
+    with client(github_server) as gh:
+        stale = upsert_comment(gh, REPO, 7, "x", head_sha="e" * 40)
+        assert (stale.action, stale.comment, stale.head) == ("stale", None, "f" * 40)
+        assert github_server.writes == []
+        fresh = upsert_comment(gh, REPO, 7, "x", head_sha="f" * 40)
+        assert fresh.action == "created" and fresh.head == "f" * 40
 
 
 def test_too_long_is_refused_before_any_request(github_server: FakeGitHub) -> None:
