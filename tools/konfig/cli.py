@@ -15,10 +15,11 @@ from pathlib import Path
 import click
 
 from konfig import __version__
+from konfig.commands._common import LAYOUT_ERRORS
 from konfig.commands._console import error
 from konfig.commands._help import Group
 from konfig.commands._signals import Terminated, exit_code, terminate_as_interrupt
-from konfig.errors import EXIT_UNEXPECTED, EXIT_USAGE, KonfigError
+from konfig.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNEXPECTED, EXIT_USAGE, KonfigError
 
 # Subcommand name -> module exposing ``command``. Modules are imported only when their
 # command runs (or for --help): the Kubernetes and GitHub clients alone take about half a
@@ -90,6 +91,15 @@ def _quiet_libraries() -> None:
     root = logging.getLogger()
     if not root.handlers:
         root.addHandler(logging.NullHandler())
+
+
+@cli.result_callback()
+@click.pass_context
+def _exit_code(ctx: click.Context, /, code: object, **_params: object) -> object:
+    """A layout error reported by the command makes its exit code at least 1."""
+    if (ctx.obj or {}).get(LAYOUT_ERRORS) and (code is None or code == EXIT_OK):
+        return EXIT_FINDINGS
+    return code
 
 
 def run(argv: list[str] | None = None) -> int:

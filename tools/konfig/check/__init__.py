@@ -16,7 +16,7 @@ from konfig.check.policy import PolicyJob, check_policies_many
 from konfig.check.schema import check_schema
 from konfig.check.secretrules import check_secret_files, check_secret_specs
 from konfig.check.specrules import check_spec
-from konfig.check.structure import check_structure, within_selection
+from konfig.check.structure import check_structure, layout_findings, within_selection
 from konfig.check.terraform import check_terraform
 from konfig.repo.layout import STACK_FILE, Repository
 from konfig.secrets.keys import Keyring
@@ -36,7 +36,12 @@ def check(
     limited to ``scope`` (directories; None: the whole repository). With a ``keyring``,
     encrypted files it can open are decrypted and their MAC checked (in memory)."""
     clear_cache()
-    findings = [f for f in check_structure(repo) if scope is None or within_selection(f, scope)]
+    layout = set(layout_findings(repo))
+    findings = [
+        f
+        for f in check_structure(repo)
+        if scope is None or f in layout or within_selection(f, scope)
+    ]
     findings.extend(check_secret_files(repo.root, scope, keyring))
     by_path = {s.path: s for s in repo.stacks}
     kinds = scan_repository(repo.root)

@@ -60,8 +60,19 @@ APPOPS_ALLOWED_FILES = frozenset({"README.md", ".gitkeep", ".gitignore", "OWNERS
 CI_TEST = "ci-test"
 
 
+def layout_findings(repo: Repository) -> list[Finding]:
+    """Discovery's problems: each makes a stack or project unusable, so `konfig check`
+    reports them whatever stacks it was asked about, as every other command does."""
+    return [
+        Finding(
+            f"structure/{p.rule}", f"{p.message}: {p.hint}" if p.hint else p.message, p.file, p.line
+        )
+        for p in repo.problems
+    ]
+
+
 def check_structure(repo: Repository) -> list[Finding]:
-    findings = [Finding(f"structure/{p.rule}", p.message, p.file, p.line) for p in repo.problems]
+    findings = layout_findings(repo)
     findings.extend(_config_files(repo))
     findings.extend(_appops_top(repo))
     findings.extend(_projects(repo))

@@ -4,16 +4,17 @@ compile settings from the environment."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from konfig.commands._console import warn
+from konfig.commands._console import error, warn
 from konfig.commands._options import TIMEOUTS_KEY
 from konfig.errors import UsageError
 from konfig.repo.files import usable_cache
-from konfig.repo.layout import Repository, cache_dir, discover, find_root
+from konfig.repo.layout import Problem, Repository, cache_dir, discover, find_root
 
 if TYPE_CHECKING:
     from konfig.build.compiler import CompileSettings
@@ -24,16 +25,34 @@ COMPILE_TIMEOUT_ENV = "KONFIG_COMPILE_TIMEOUT"
 COMPILE_MEMORY_ENV = "KONFIG_COMPILE_MEMORY"
 COMPILE_BATCH_ENV = "KONFIG_COMPILE_BATCH"
 
+# ctx.obj key: a layout error was reported, so the command cannot exit 0 (cli.py)
+LAYOUT_ERRORS = "layout_errors"
 
-def load_repository(ctx: click.Context) -> Repository:
+
+def repository_root(ctx: click.Context) -> Path:
+    """The repository root (``--root``, else walking up to kcl.mod), without discovery."""
     root = (ctx.obj or {}).get("root") if ctx.obj else None
-    found = find_root(Path(root) if root else None)
-    return discover(found)
+    return find_root(Path(root) if root else None)
 
 
-def report_problems(repo: Repository) -> None:
-    for problem in repo.problems:
-        warn(str(problem))
+def load_repository(ctx: click.Context, *, report: bool = True) -> Repository:
+    """The repository, its layout errors already reported (see :func:`report_problems`);
+    ``report=False`` for `konfig check`, which reports them as findings."""
+    repo = discover(repository_root(ctx))
+    if report:
+        report_problems(ctx, repo.problems)
+    return repo
+
+
+def report_problems(ctx: click.Context, problems: Iterable[Problem]) -> None:
+    """Every layout problem is an error, in every command, printed before anything else
+    runs; the command goes on with the usable stacks and exits 1 at the end."""
+    found = False
+    for problem in problems:
+        error(str(problem))
+        found = True
+    if found and isinstance(ctx.find_root().obj, dict):
+        ctx.find_root().obj[LAYOUT_ERRORS] = True
 
 
 def timeouts_of(ctx: click.Context) -> Timeouts:

@@ -18,7 +18,6 @@ from konfig.commands._common import (
     cache_state,
     compile_settings,
     load_repository,
-    report_problems,
     timeouts_of,
     tofu_context,
 )
@@ -143,7 +142,6 @@ def command(
     """
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     repo = load_repository(ctx)
-    report_problems(repo)
     selected = select_stacks(repo, stacks, all_stacks=all_stacks)
     if not selected:
         raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from konfig.commands._common import cache_state
+from konfig.commands._common import cache_state, report_problems, repository_root
 from konfig.commands._console import echo_json, echo_stacks, info
 from konfig.commands._outputs import github_output_file, write_stack_outputs
 from konfig.detect import gitrepo
 from konfig.detect.changeset import ChangeSet, affected_stacks
 from konfig.errors import EXIT_OK
-from konfig.repo.layout import find_root
 
 
 @click.command("changed")
@@ -53,7 +50,9 @@ def command(
     A changed file affects a stack when it is inside the stack, is a project-level file
     (project.yaml, <project>/base/**), is imported by the stack's KCL (transitively, per
     package), or matches a repo-wide trigger in konfig.yaml. Stacks present at the merge
-    base but gone at HEAD are listed as deleted stacks.
+    base but gone at HEAD are listed as deleted stacks. A changed stack with a layout
+    error (its name, its project) is reported as an error, left out, and the exit code
+    is 1.
 
     \b
     Examples:
@@ -61,9 +60,9 @@ def command(
       konfig changed --base origin/main --json --github-output
     """
     # Only the root is needed: stacks are found from the git trees, so the (slow, for
-    # thousands of stacks) parse of every stack.yaml in the work tree is skipped.
-    given = (ctx.obj or {}).get("root")
-    root = find_root(Path(given) if given else None)
+    # thousands of stacks) parse of every stack.yaml in the work tree is skipped; the
+    # changed stacks' own layout errors are found there too.
+    root = repository_root(ctx)
     output_file = github_output_file() if github_output else None
     if base is None:
         default = gitrepo.default_base(root)
@@ -72,6 +71,7 @@ def command(
     changes = affected_stacks(
         root, base, head, cache=cache_state(root, enabled=not no_cache, git_required=True)
     )
+    report_problems(ctx, changes.problems)
     if head == "HEAD":
         _note_uncommitted(gitrepo.uncommitted(root))
     if output_file is not None:

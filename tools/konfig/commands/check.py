@@ -62,7 +62,7 @@ def command(
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     if fmt is None:
         fmt = "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text"
-    repo = load_repository(ctx)
+    repo = load_repository(ctx, report=False)  # its layout problems are findings
     selection = select_for_command(
         repo,
         stacks,

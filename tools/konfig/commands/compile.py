@@ -9,7 +9,7 @@ import click
 from konfig.build.compiler import (
     CompileResult,
 )
-from konfig.commands._common import cache_state, compile_settings, load_repository, report_problems
+from konfig.commands._common import cache_state, compile_settings, load_repository
 from konfig.commands._console import compile_progress, echo_json, error, info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
@@ -70,7 +70,6 @@ def command(
       konfig compile --changed-from origin/main
     """
     repo = load_repository(ctx)
-    report_problems(repo)
     state = cache_state(repo.root, enabled=not no_cache, git_required=changed_from is not None)
     if changed_from is not None:
         if stacks or all_stacks:

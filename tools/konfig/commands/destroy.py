@@ -12,7 +12,7 @@ import os
 
 import click
 
-from konfig.commands._common import load_repository, report_problems, timeouts_of, tofu_context
+from konfig.commands._common import load_repository, timeouts_of, tofu_context
 from konfig.commands._console import info
 from konfig.commands._options import kube_options
 from konfig.commands._results import (
@@ -106,7 +106,6 @@ def command(
       konfig destroy appops/old/dev --deleted --yes
     """
     repo = load_repository(ctx)
-    report_problems(repo)
     targets = destroy_targets(repo, stacks, deleted=deleted)
     printer = Printer(quiet=as_json, prefix=True)
     options = ApplyOptions(concurrency=concurrency, timeout=timeout, wait=not no_wait)

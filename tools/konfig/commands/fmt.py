@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from konfig.build import kcl
-from konfig.commands._common import load_repository
+from konfig.commands._common import repository_root
 from konfig.commands._console import info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.repo.files import WriteScope, atomic_write_text
@@ -66,7 +66,7 @@ def command(ctx: click.Context, paths: tuple[Path, ...], check: bool) -> int:
         files = _kcl_files(paths)
         scope = _scope_of(ctx, paths)
     else:
-        root = load_repository(ctx).root
+        root = repository_root(ctx)
         files = _kcl_files(root / d for d in DEFAULT_DIRS)
         scope = WriteScope.repository(root)
     unformatted: list[Path] = []

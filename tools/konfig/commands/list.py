@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from konfig.commands._common import load_repository, report_problems
+from konfig.commands._common import load_repository
 from konfig.commands._console import echo_json
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
 
@@ -24,7 +24,6 @@ def command(ctx: click.Context, as_json: bool) -> int:
       konfig list --json
     """
     repo = load_repository(ctx)
-    report_problems(repo)
     if as_json:
         echo_json([{"project": s.project, "stack": s.name, "path": s.path} for s in repo.stacks])
     else:

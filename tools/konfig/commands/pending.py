@@ -6,7 +6,7 @@ import os
 
 import click
 
-from konfig.commands._common import load_repository, report_problems, timeouts_of
+from konfig.commands._common import load_repository, timeouts_of
 from konfig.commands._console import echo_json, echo_stacks, info
 from konfig.commands._options import kube_options
 from konfig.commands._outputs import github_output_file, write_stack_outputs
@@ -52,8 +52,6 @@ def command(
     """
     output_file = github_output_file() if github_output else None
     repo = load_repository(ctx)
-    if not as_json:
-        report_problems(repo)
     env_kubeconfig = os.environ.get("KUBECONFIG")
     with Connections(
         repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
@@ -70,6 +68,8 @@ def command(
         echo_stacks(((s.path, s.reasons) for s in result.stacks), result.deleted_stacks)
         for path in result.foreign:
             info(f"ignored: inventory of {path}, not applied from this repository's history")
+        for path in result.unusable:
+            info(f"not applied: {path} has a layout error (above); fix it to apply it")
         info(
             f"{len(result.stacks)} stacks to apply, {len(result.deleted_stacks)} to destroy, "
             f"{len(result.up_to_date)} up to date at {result.head[:12]}"

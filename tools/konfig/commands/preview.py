@@ -17,7 +17,6 @@ from konfig.commands._common import (
     cache_state,
     compile_settings,
     load_repository,
-    report_problems,
     timeouts_of,
     tofu_context,
 )
@@ -145,7 +144,6 @@ def command(
     """
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     repo = load_repository(ctx)
-    report_problems(repo)
     state = cache_state(repo.root, enabled=not no_cache, git_required=changed_from is not None)
     deleted_paths = list(deleted)
     if changed_from is not None:

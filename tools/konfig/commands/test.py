@@ -14,7 +14,7 @@ from konfig.build.compiler import CompileResult
 from konfig.build.kcltests import UnitTestResult, discover_packages, run_packages
 from konfig.check.findings import Finding
 from konfig.check.formats import as_github
-from konfig.commands._common import cache_state, compile_settings, load_repository, report_problems
+from konfig.commands._common import cache_state, compile_settings, load_repository
 from konfig.commands._console import compile_progress, echo_json, info
 from konfig.commands._options import selection_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
@@ -70,8 +70,6 @@ def command(
       konfig test --junit out/junit.xml
     """
     repo = load_repository(ctx)
-    if not as_json:
-        report_problems(repo)
     selection = select_for_command(
         repo,
         stacks,

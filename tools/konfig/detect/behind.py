@@ -12,11 +12,13 @@ after apply and prune succeeded). A stack is pending when
   rules, evaluated once per distinct recorded commit).
 
 A **deleted** stack is an inventory found in a cluster the repository's stacks
-target whose stack no longer exists at ``head``, and which this repository
-provably applied: its recorded commit is in this repository's history and has the
-stack's ``stack.yaml``. Any other inventory (another repository sharing the
-cluster, an apply that never finished) is left alone and listed as ``foreign``:
-a destroy must never be inferred from a name alone.
+target whose stack no longer exists at ``head`` (no ``stack.yaml`` there), and which
+this repository provably applied: its recorded commit is in this repository's history
+and has the stack's ``stack.yaml``. A stack whose ``stack.yaml`` is still at ``head``
+but which a layout error makes unusable (a ``name`` that does not match, a missing
+``project.yaml``) is listed as ``unusable``, never as deleted. Any other inventory
+(another repository sharing the cluster, an apply that never finished) is left alone
+and listed as ``foreign``: a destroy must never be inferred from a name alone.
 
 Pure: the caller reads the inventories (kube.py + inventory.py) and passes them in.
 """
@@ -46,6 +48,7 @@ class Pending:
     deleted_stacks: tuple[str, ...]
     up_to_date: tuple[str, ...]
     foreign: tuple[str, ...] = ()
+    unusable: tuple[str, ...] = ()  # inventories of stacks present at head but unusable
 
     @property
     def stack_paths(self) -> list[str]:
@@ -67,6 +70,7 @@ class Pending:
             "projects": self.projects,
             "up_to_date": list(self.up_to_date),
             "foreign": list(self.foreign),
+            "unusable": list(self.unusable),
         }
 
 
@@ -123,8 +127,10 @@ def pending_stacks(
     current = set(paths)
     deleted: set[str] = set()
     foreign: set[str] = set()
-    for inv in found:
-        if inv.stack_path in current:
+    others = [inv for inv in found if inv.stack_path not in current]
+    still_there = _stack_files_at(root, head_sha, [inv.stack_path for inv in others])
+    for inv in others:
+        if inv.stack_path in still_there:
             continue
         if _applied_from_here(root, inv):
             deleted.add(inv.stack_path)
@@ -136,7 +142,17 @@ def pending_stacks(
         deleted_stacks=tuple(sorted(deleted)),
         up_to_date=tuple(sorted(up_to_date)),
         foreign=tuple(sorted(foreign - deleted)),
+        unusable=tuple(sorted(still_there)),
     )
+
+
+def _stack_files_at(root: Path, commit: str, stack_paths: Iterable[str]) -> set[str]:
+    """Which of ``stack_paths`` still have their ``stack.yaml`` at ``commit``."""
+    wanted = {f"{p}/stack.yaml": p for p in stack_paths if p}
+    if not wanted:
+        return set()
+    present = gitrepo.list_tree(root, commit, sorted(wanted))
+    return {wanted[f] for f in present if f in wanted}
 
 
 def _applied_from_here(root: Path, inv: Inventory) -> bool:

@@ -22,6 +22,12 @@ Stacks and projects are found from the file listing of a git tree (or the work t
 by parsing ``stack.yaml``: a directory with ``stack.yaml`` inside ``appops/<project>/``
 (which has ``project.yaml``), not nested in another stack. A stack present at the merge
 base but not at head is a *deleted stack*. Paths match component by component.
+
+Layout problems (one severity everywhere: the same errors every other command reports)
+are looked for where the change is: the ``project.yaml`` and ``stack.yaml`` of every
+affected stack (``name`` must be the directory's name) and a changed stack directory
+whose project has no ``project.yaml`` (or whose ``project.yaml`` the change deleted).
+Such a stack is listed in ``problems``, never among the affected nor the deleted stacks.
 """
 
 from __future__ import annotations
@@ -29,8 +35,10 @@ from __future__ import annotations
 import json
 import posixpath
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import partial
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
@@ -49,7 +57,17 @@ from konfig.detect.snapshot import Layout, Snapshot, find_layout, tree_snapshot,
 from konfig.errors import ConfigError
 from konfig.fingerprint import package_digest
 from konfig.repo.files import WriteError, WriteScope, atomic_write_text, remove
-from konfig.repo.layout import APPOPS, KCL_MOD_VAR, KCL_YAML, MAIN, PROJECT_FILE, STACK_FILE
+from konfig.repo.layout import (
+    APPOPS,
+    KCL_MOD_VAR,
+    KCL_YAML,
+    MAIN,
+    PROJECT_FILE,
+    STACK_FILE,
+    Problem,
+    check_named,
+    outside_project_hint,
+)
 from konfig.repo.settings import (
     CONFIG_FILE,
     RepoConfig,
@@ -58,6 +76,7 @@ from konfig.repo.settings import (
     path_matches,
     repo_config_from_data,
 )
+from konfig.repo.yamlio import load_yaml_text
 
 
 def within(path: str, parent: str) -> bool:
@@ -181,6 +200,7 @@ class ChangeSet:
     stacks: tuple[AffectedStack, ...]
     deleted_stacks: tuple[str, ...]
     projects: tuple[str, ...]
+    problems: tuple[Problem, ...] = ()  # layout errors of the changed stacks
 
     @property
     def stack_paths(self) -> list[str]:
@@ -197,6 +217,16 @@ class ChangeSet:
             ],
             "deleted_stacks": list(self.deleted_stacks),
             "projects": list(self.projects),
+            "problems": [
+                {
+                    "rule": p.rule,
+                    "message": p.message,
+                    "file": p.file,
+                    "line": p.line,
+                    "hint": p.hint,
+                }
+                for p in self.problems
+            ],
         }
 
 
@@ -277,6 +307,10 @@ class _Memo:
                 ),
                 deleted_stacks=tuple(out["deleted_stacks"]),
                 projects=tuple(out["projects"]),
+                problems=tuple(
+                    Problem(p["rule"], p["message"], p["file"], p["line"], p["hint"])
+                    for p in out["problems"]
+                ),
             )
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None  # missing or corrupt: computed again and rewritten
@@ -365,7 +399,11 @@ def changes_from(
         if s in reasons.by_stack:
             reasons.by_stack[s].insert(0, f"new stack (not present at {merge[:12]})")
 
-    affected = sorted(reasons.by_stack)
+    problems = layout_problems(snapshot, layout, sorted(reasons.by_stack), paths)
+    broken = {p.directory for p in problems}
+    affected = [
+        s for s in sorted(reasons.by_stack) if s not in broken and layout.stacks[s] not in broken
+    ]
     production = _production(snapshot, affected, config)
     stacks = tuple(
         AffectedStack(s, layout.stacks[s], tuple(reasons.by_stack[s]), s in production)
@@ -380,6 +418,7 @@ def changes_from(
         stacks=stacks,
         deleted_stacks=tuple(deleted),
         projects=tuple(projects),
+        problems=tuple(problems),
     )
 
 
@@ -402,6 +441,50 @@ def _production(snapshot: Snapshot, stacks: list[str], config: RepoConfig) -> se
     return found
 
 
+def layout_problems(
+    snapshot: Snapshot, layout: Layout, stacks: Sequence[str], paths: Sequence[str]
+) -> list[Problem]:
+    """The layout errors of the ``stacks`` (and their projects) a change affects, and of
+    the changed stack directories whose project has no ``project.yaml``."""
+    problems: list[Problem] = []
+    for orphan in sorted(layout.orphans):
+        lost = "/".join(orphan.split("/")[:2]) + "/" + PROJECT_FILE  # its project's file
+        if any(within(p, orphan) or p == lost for p in paths):
+            rel = f"{orphan}/{STACK_FILE}"
+            problems.append(
+                Problem(
+                    "stack-outside-project",
+                    f"stack is not inside a project (no {PROJECT_FILE} in a parent directory "
+                    f"under {APPOPS}/)",
+                    rel,
+                    hint=outside_project_hint(orphan),
+                )
+            )
+    named = {f"{s}/{STACK_FILE}": "stack" for s in stacks}
+    named |= {f"{layout.stacks[s]}/{PROJECT_FILE}": "project" for s in stacks}
+    texts = snapshot.read(sorted(p for p in named if p in snapshot.files))
+    for rel, raw in sorted(texts.items()):
+        kind = named[rel]
+        text = raw.decode("utf-8", errors="replace")
+        try:
+            data = load_yaml_text(text, file=rel)
+        except ConfigError as exc:
+            problems.append(Problem(f"{kind}-yaml", exc.message.split(": ", 1)[-1], rel, exc.line))
+            continue
+        expected = PurePosixPath(rel).parent.name
+        _, problem = check_named(data, rel, expected, kind, partial(_name_line, text))
+        if problem is not None:
+            problems.append(problem)
+    return problems
+
+
+def _name_line(text: str) -> int | None:
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("name:"):
+            return number
+    return None
+
+
 def _stack_diff(
     root: Path, merge: str, changes: list[gitrepo.FileChange], head: Layout
 ) -> tuple[list[str], list[str]]:
@@ -419,6 +502,7 @@ def _stack_diff(
         return [], []
     base_files = gitrepo.list_tree(root, merge, tuple(sorted(touched)))
     base = find_layout(base_files)
-    deleted = sorted(s for s in base.stacks if s not in head.stacks)
+    # a stack whose project.yaml is gone is broken, not deleted: never destroy it
+    deleted = sorted(s for s in base.stacks if s not in head.stacks and s not in head.orphans)
     added = sorted(s for s, p in head.stacks.items() if p in touched and s not in base.stacks)
     return deleted, added

@@ -136,6 +136,8 @@ class Layout:
 
     projects: frozenset[str]
     stacks: dict[str, str]  # stack path -> project path
+    # stack directories under appops/<p>/ whose project has no project.yaml
+    orphans: frozenset[str] = frozenset()
 
     def stack_of(self, path: str) -> str | None:
         """The stack directory holding ``path`` (component-wise), if any."""
@@ -171,9 +173,11 @@ def find_layout(paths: Iterable[str]) -> Layout:
             stack_dirs.append("/".join(parts[:-1]))
     stacks: dict[str, str] = {}
     taken: set[str] = set()
+    orphans: set[str] = set()
     for directory in sorted(stack_dirs, key=lambda d: d.count("/")):
         project = "/".join(directory.split("/")[:2])
         if project not in projects:
+            orphans.add(directory)
             continue
         parent = module_of(directory)
         while parent and parent not in taken:
@@ -182,4 +186,4 @@ def find_layout(paths: Iterable[str]) -> Layout:
             continue  # nested in another stack
         taken.add(directory)
         stacks[directory] = project
-    return Layout(frozenset(projects), stacks)
+    return Layout(frozenset(projects), stacks, frozenset(orphans))

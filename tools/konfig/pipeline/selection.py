@@ -35,6 +35,7 @@ from konfig.repo.layout import (
     deleted_stack,
     is_within,
     resolve_stacks,
+    unusable_error,
 )
 
 
@@ -67,8 +68,16 @@ def select_for_command(
         return stacks_for_files(repo, args, cache=cache)
     if all_stacks or not args:
         return Selection(repo.stacks, None, everything=True)
-    stacks = resolve_stacks(repo, args)
+    stacks = _resolve(repo, args)
     return Selection(tuple(stacks), _scope(stacks))
+
+
+def _resolve(repo: Repository, addresses: Sequence[str]) -> list[Stack]:
+    """The named stacks; when every one is unusable (a layout error), that error."""
+    stacks = resolve_stacks(repo, addresses)
+    if addresses and not stacks:
+        raise unusable_error(repo, addresses)
+    return stacks
 
 
 def _scope(stacks: Sequence[Stack]) -> tuple[str, ...]:
@@ -193,7 +202,7 @@ def select_stacks(repo: Repository, addresses: Sequence[str], *, all_stacks: boo
         return list(repo.stacks)
     if not addresses:
         raise UsageError("no stacks given", hint="name stacks (e.g. guestbook/dev) or pass --all")
-    return resolve_stacks(repo, addresses)
+    return _resolve(repo, addresses)
 
 
 def stacks_affected_since(

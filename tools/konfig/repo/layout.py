@@ -3,13 +3,15 @@
 A project is a directory under ``appops/`` holding ``project.yaml``; a stack is a
 directory inside a project holding ``stack.yaml``. ``name`` in each must equal the
 directory name. Discovery never raises for a bad project or stack: it returns
-:class:`Problem` records so that one broken stack never hides the others.
+:class:`Problem` records so that one broken stack never hides the others. Every such
+problem makes a stack (or a whole project) unusable, so every command reports it as an
+error, before anything else, and carries on with the other stacks.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
@@ -37,10 +39,17 @@ class Problem:
     message: str
     file: str
     line: int | None = None
+    hint: str | None = None  # how to fix it
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
-        return f"{where}: {self.message} [{self.rule}]"
+        text = f"{where}: {self.message} [{self.rule}]"
+        return f"{text}\n  hint: {self.hint}" if self.hint else text
+
+    @property
+    def directory(self) -> str:
+        """The project or stack directory the problem is about."""
+        return PurePosixPath(self.file).parent.as_posix()
 
 
 @dataclass(frozen=True)
@@ -90,7 +99,17 @@ class Repository:
 
     def stack(self, address: str) -> Stack:
         """Resolve ``appops/<project>/<stack>`` or ``<project>/<stack>`` (or a path)."""
-        return resolve_stacks(self, [address])[0]
+        found = resolve_stacks(self, [address])
+        if not found:
+            raise unusable_error(self, [address])
+        return found[0]
+
+    def unusable(self, path: str) -> tuple[Problem, ...]:
+        """The problems that make the stack directory ``path`` unusable: its own, or its
+        project's (a stack of a broken project is dropped with it)."""
+        return tuple(
+            p for p in self.problems if p.directory == path or is_within(path, p.directory)
+        )
 
 
 def cache_dir(root: Path) -> Path:
@@ -115,19 +134,43 @@ def _read_named(path: Path, root: Path, kind: str) -> tuple[dict[str, Any] | Non
     try:
         data = load_yaml_file(path, root=root)
     except ConfigError as exc:
-        return None, Problem(f"{kind}-yaml", exc.problem, rel, exc.line)
+        return None, Problem(
+            f"{kind}-yaml",
+            exc.problem,
+            rel,
+            exc.line,
+            f"fix the YAML; {kind}.yaml holds a mapping with at least `name: {path.parent.name}`",
+        )
+    return check_named(data, rel, path.parent.name, kind, lambda: _line_of_key(path, "name"))
+
+
+def check_named(
+    data: Any,
+    rel: str,
+    expected: str,
+    kind: str,
+    name_line: Callable[[], int | None] = lambda: None,
+) -> tuple[dict[str, Any] | None, Problem | None]:
+    """A parsed ``project.yaml`` / ``stack.yaml`` (``kind``: project or stack) at ``rel``
+    checked: a mapping whose ``name`` is ``expected``, the directory's name."""
+    fix = f"`name: {expected}`"
     if not isinstance(data, dict):
-        return None, Problem(f"{kind}-yaml", "expected a mapping with at least `name`", rel, 1)
-    expected = path.parent.name
+        return None, Problem(
+            f"{kind}-yaml", "expected a mapping with at least `name`", rel, 1, f"write {fix}"
+        )
     name = data.get("name")
     if name is None:
-        return None, Problem(f"{kind}-name", f"`name` is required and must be {expected!r}", rel, 1)
+        return None, Problem(
+            f"{kind}-name", f"`name` is required and must be {expected!r}", rel, 1, f"add {fix}"
+        )
     if name != expected:
         return None, Problem(
             f"{kind}-name",
             f"name {name!r} does not match the directory name {expected!r}",
             rel,
-            _line_of_key(path, "name"),
+            name_line(),
+            f"set {fix}, or rename the directory to {name!r}"
+            + (" (and its inventory with it: see docs/apply.md)" if kind == "stack" else ""),
         )
     return data, None
 
@@ -166,6 +209,7 @@ def discover(root: Path) -> Repository:
                         f"project inside project {enclosing.path!r}: projects must sit directly "
                         f"under {APPOPS}/",
                         f"{rel}/{PROJECT_FILE}",
+                        hint=f"move {rel} to {APPOPS}/{here.name}, or delete this {PROJECT_FILE}",
                     )
                 )
             elif here.parent != appops:
@@ -174,6 +218,7 @@ def discover(root: Path) -> Repository:
                         "project-location",
                         f"projects must be directories directly under {APPOPS}/",
                         f"{rel}/{PROJECT_FILE}",
+                        hint=f"move {rel} to {APPOPS}/{here.name}",
                     )
                 )
             else:
@@ -200,6 +245,7 @@ def discover(root: Path) -> Repository:
                         "stack-is-project",
                         "a directory cannot be both a project and a stack",
                         f"{rel}/{STACK_FILE}",
+                        hint=f"move the stack into a directory of its own under {rel}/",
                     )
                 )
                 continue
@@ -211,6 +257,7 @@ def discover(root: Path) -> Repository:
                         f"stack is not inside a project (no {PROJECT_FILE} in a parent directory "
                         f"under {APPOPS}/)",
                         f"{rel}/{STACK_FILE}",
+                        hint=outside_project_hint(rel),
                     )
                 )
                 continue
@@ -221,6 +268,7 @@ def discover(root: Path) -> Repository:
                         "stack-nested",
                         f"stack inside stack {outer.path!r}",
                         f"{rel}/{STACK_FILE}",
+                        hint=f"move it out of {outer.path}/ (stacks cannot nest)",
                     )
                 )
                 continue
@@ -248,6 +296,15 @@ def discover(root: Path) -> Repository:
     )
 
 
+def outside_project_hint(rel: str) -> str:
+    """How to fix a stack at ``rel`` (its directory) that is not inside a project."""
+    parts = PurePosixPath(rel).parts
+    if len(parts) >= 3 and parts[0] == APPOPS:
+        project = PurePosixPath(*parts[:2]).as_posix()
+        return f"add {project}/{PROJECT_FILE} with `name: {parts[1]}`"
+    return f"move the stack to {APPOPS}/<project>/<stack>/"
+
+
 def is_within(path: str, parent: str) -> bool:
     """Component-wise containment: ``appops/a/x`` is within ``appops/a``, not ``appops/ab``."""
     p, q = PurePosixPath(path).parts, PurePosixPath(parent).parts
@@ -264,18 +321,40 @@ def _enclosing(rel: str, by_path: dict[str, _T]) -> _T | None:
 
 
 def resolve_stacks(repo: Repository, addresses: Iterable[str]) -> list[Stack]:
-    """Map user-given stack addresses to stacks, in the given order, without duplicates."""
+    """Map user-given stack addresses to stacks, in the given order, without duplicates.
+
+    An address of a stack that a layout problem makes unusable is left out (every
+    command reports the problems first, as errors); an unknown address is a UsageError.
+    """
     by_path = {s.path: s for s in repo.stacks}
     found: list[Stack] = []
     for address in addresses:
         stack = _resolve_one(repo, by_path, address)
-        if stack not in found:
+        if stack is not None and stack not in found:
             found.append(stack)
     return found
 
 
-def _resolve_one(repo: Repository, by_path: dict[str, Stack], address: str) -> Stack:
+def unusable_error(repo: Repository, addresses: Iterable[str]) -> KonfigError:
+    """The error for addresses that name only unusable stacks: nothing left to do."""
+    named = ", ".join(addresses)
+    problems = [p for a in addresses for p in repo.unusable(_candidate_path(repo, a))]
+    where = "; ".join(f"{p.file}:{p.line}" if p.line else p.file for p in dict.fromkeys(problems))
+    return KonfigError(
+        f"{named}: unusable because of the layout errors above ({where}); nothing was done",
+        hint=problems[0].hint if problems and problems[0].hint else None,
+    )
+
+
+def _candidate_path(repo: Repository, address: str) -> str:
     cleaned = address.strip().rstrip("/")
+    for candidate in _candidates(repo, cleaned):
+        if repo.unusable(candidate) and (repo.root / candidate / STACK_FILE).is_file():
+            return candidate
+    return f"{APPOPS}/{cleaned}"
+
+
+def _candidates(repo: Repository, cleaned: str) -> list[str]:
     candidates = [cleaned, f"{APPOPS}/{cleaned}"]
     path = Path(cleaned)
     if path.exists():
@@ -283,9 +362,18 @@ def _resolve_one(repo: Repository, by_path: dict[str, Stack], address: str) -> S
             candidates.insert(0, path.resolve().relative_to(repo.root.resolve()).as_posix())
         except ValueError:
             pass
+    return candidates
+
+
+def _resolve_one(repo: Repository, by_path: dict[str, Stack], address: str) -> Stack | None:
+    cleaned = address.strip().rstrip("/")
+    candidates = _candidates(repo, cleaned)
     for candidate in candidates:
         if candidate in by_path:
             return by_path[candidate]
+    for candidate in candidates:
+        if repo.unusable(candidate) and (repo.root / candidate / STACK_FILE).is_file():
+            return None  # reported as a layout error already
     known = ", ".join(s.short for s in repo.stacks[:8])
     more = " ..." if len(repo.stacks) > 8 else ""
     raise UsageError(
