@@ -169,6 +169,44 @@ def _line_of_id(text: str, rid: str) -> int | None:
     return None
 
 
+_ID_LINE = "  - id: "  # how `konfig test --update` writes each resource's first line
+
+
+def golden_ids(root: Path, stack_path: str) -> dict[str, int] | None:
+    """The resource ids a stack's golden records, each with its line; None without one.
+
+    Only the ids (what `konfig check`'s ownership rule needs of the stacks it did not
+    compile): a line scan of the canonical file, a YAML parse only for a hand-written one.
+    """
+    try:
+        text = read_golden(root, stack_path)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if text is None:
+        return None
+    found: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith(_ID_LINE):
+            value = line[len(_ID_LINE) :].strip()
+            if value[:1] in ("'", '"'):
+                try:
+                    value = str(load_yaml_text(value, file=golden_path(stack_path)))
+                except ConfigError:
+                    continue
+            found.setdefault(value, number)
+    if found or "id:" not in text:
+        return found
+    try:
+        data = load_yaml_text(text, file=golden_path(stack_path))
+    except ConfigError:
+        return None
+    items = data.get("resources") if isinstance(data, Mapping) else None
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, Mapping) and isinstance(item.get("id"), str):
+            found.setdefault(item["id"], _line_of_id(text, item["id"]) or 1)
+    return found
+
+
 def read_golden(root: Path, stack_path: str) -> str | None:
     path = root / golden_path(stack_path)
     if not path.is_file():

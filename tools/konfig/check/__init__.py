@@ -12,6 +12,7 @@ from konfig.build.compiler import CompileError, CompileResult
 from konfig.check.findings import Finding, Severity, sorted_findings
 from konfig.check.kinds import scan_repository
 from konfig.check.locate import clear_cache
+from konfig.check.ownership import Declared, check_ownership
 from konfig.check.policy import PolicyJob, check_policies_many
 from konfig.check.schema import check_schema
 from konfig.check.secretrules import check_secret_files, check_secret_specs
@@ -31,10 +32,13 @@ def check(
     scope: Sequence[str] | None = None,
     policies: bool = True,
     keyring: Keyring | None = None,
+    declared: Sequence[Declared] = (),
 ) -> list[Finding]:
     """Every finding for the compiled stacks; structure and encrypted-file findings
     limited to ``scope`` (directories; None: the whole repository). With a ``keyring``,
-    encrypted files it can open are decrypted and their MAC checked (in memory)."""
+    encrypted files it can open are decrypted and their MAC checked (in memory).
+    ``declared``: what every stack declares, for the ownership rule (objects the
+    compiled stacks share with any stack)."""
     clear_cache()
     layout = set(layout_findings(repo))
     findings = [
@@ -73,6 +77,7 @@ def check(
             jobs.append(PolicyJob(stack, spec, options))
     for outcome in check_policies_many(repo.root, jobs).values():
         findings.extend(outcome.findings)
+    findings.extend(check_ownership(declared, [r.stack_path for r in compiled]))
     return sorted_findings(findings)
 
 

@@ -40,11 +40,11 @@ from konfig.pipeline.applying import (
     Planned,
     apply_locked,
     apply_options,
+    check_committed,
     check_order,
     check_shared,
     compare_saved,
     compile_specs,
-    head_commit,
     load_saved_preview,
     plan_all,
     resolve_secrets,
@@ -89,7 +89,19 @@ from konfig.report.previews import StackPreview
     default=None,
     help="A saved `konfig preview --format json`: refuse if the recomputed plan differs.",
 )
-@click.option("--commit", default=None, help="Commit to record (default: git HEAD).")
+@click.option(
+    "--commit",
+    default=None,
+    metavar="REF",
+    help="The commit expected to be applied: refused unless it is HEAD (recorded: HEAD).",
+)
+@click.option(
+    "--allow-dirty",
+    is_flag=True,
+    help="Apply even when uncommitted changes affect the stacks (or there is no commit): "
+    "the inventory records the apply as dirty and `konfig pending` lists the stack until "
+    "a commit is applied.",
+)
 @click.option(
     "--lock-timeout",
     type=click.FloatRange(min=0),
@@ -120,6 +132,7 @@ def command(
     no_wait: bool,
     plan_file: Path | None,
     commit: str | None,
+    allow_dirty: bool,
     lock_timeout: float,
     lease_duration: int,
     kubeconfig: str | None,
@@ -133,7 +146,8 @@ def command(
     Shows the plan and asks first (unless --yes). Objects are applied level by
     level in dependency order with server-side apply; objects the stack no longer
     declares are pruned; the stack's inventory records what it owns, the commit and
-    the spec digest. Exit 0 when every stack applied, 1 otherwise.
+    the spec digest. What is applied is a commit: uncommitted changes to a stack's
+    inputs are refused (see --allow-dirty). Exit 0 when every stack applied, 1 otherwise.
 
     \b
     Examples:
@@ -146,9 +160,10 @@ def command(
     if not selected:
         raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")
     saved = load_saved_preview(plan_file) if plan_file else None
-    if commit is None:
-        commit = head_commit(repo.root)
     state = cache_state(repo.root, enabled=not no_cache)
+    tree = check_committed(
+        repo, selected, allow_dirty=allow_dirty, commit=commit, cache=state
+    )  # what is applied is a commit: before anything else
     specs = compile_specs(repo, selected, jobs=jobs, state=state, settings=compile_settings())
     for stack in selected:
         check_order(stack.path, specs[stack.path])  # cycles, unknown ids: before any write
@@ -158,7 +173,7 @@ def command(
 
     def options_of(stack: Stack) -> ApplyOptions:
         return apply_options(
-            stack, commit=commit or "", timeout=timeout, concurrency=concurrency, wait=not no_wait
+            stack, tree=tree, timeout=timeout, concurrency=concurrency, wait=not no_wait
         )
 
     env_kubeconfig = os.environ.get("KUBECONFIG")

@@ -15,6 +15,7 @@ from konfig.commands._keys import take_keyring_from_env
 from konfig.commands._options import selection_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
 from konfig.pipeline.compiling import compile_stacks
+from konfig.pipeline.declared import declared_objects
 from konfig.pipeline.selection import Selection, select_for_command
 from konfig.repo.layout import is_within
 
@@ -50,7 +51,9 @@ def command(
     Rules: structure/* (layout, project.yaml, stack.yaml), compile/error, spec/* (ids,
     dependsOn, cycles, namespaces), schema/* (strict Kubernetes schema of konfig.yaml
     kubernetesVersion, CRDs in the repo), policy/* (KCL policies under
-    base/pkg/policies, switched off per stack in stack.yaml with a reason).
+    base/pkg/policies, switched off per stack in stack.yaml with a reason),
+    ownership/shared-object (an object another stack on the same cluster declares too;
+    the stacks not checked contribute the ids of their goldens).
     Exit code 1 when there is an error finding.
 
     \b
@@ -87,7 +90,10 @@ def command(
         settings=compile_settings(),
     )
 
-    findings = check(repo, compiled, scope=scope, policies=policies, keyring=keyring)
+    declared = declared_objects(repo, compiled, state=cache_state(repo.root), jobs=jobs)
+    findings = check(
+        repo, compiled, scope=scope, policies=policies, keyring=keyring, declared=declared
+    )
     click.echo(render(findings, fmt), nl=False)
     errors = sum(1 for f in findings if f.severity is Severity.ERROR)
     if fmt == "text":

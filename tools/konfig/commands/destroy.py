@@ -26,9 +26,11 @@ from konfig.commands._results import (
 from konfig.commands._signals import Stop, graceful, stopped
 from konfig.engine.lock import DEFAULT_DURATION
 from konfig.engine.stackrun import ApplyOptions, StackResult
+from konfig.pipeline.applying import check_committed
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.destroying import DestroyTarget, destroy_locked, destroy_targets, plan_destroys
+from konfig.repo.layout import cache_dir
 from konfig.report.previews import StackPreview
 
 
@@ -76,6 +78,12 @@ from konfig.report.previews import StackPreview
     show_default=True,
     help="Seconds after which a lock whose holder stopped renewing it is stale.",
 )
+@click.option(
+    "--allow-dirty",
+    is_flag=True,
+    help="Destroy even when uncommitted changes affect the stacks (e.g. a deletion not "
+    "committed yet), or there is no commit.",
+)
 @kube_options
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
@@ -90,6 +98,7 @@ def command(
     no_wait: bool,
     lock_timeout: float,
     lease_duration: int,
+    allow_dirty: bool,
     kubeconfig: str | None,
     context: str | None,
     as_json: bool,
@@ -98,7 +107,9 @@ def command(
 
     STACK is <project>/<stack> or appops/<project>/<stack>; a stack whose directory
     no longer exists is addressed by its path (its cluster: --context, else the
-    kubeconfig's current context). Exit 0 when everything is gone.
+    kubeconfig's current context). Like apply, destroy acts on a commit: a stack whose
+    deletion (or any input) is not committed is refused (see --allow-dirty). Exit 0
+    when everything is gone.
 
     \b
     Examples:
@@ -107,6 +118,13 @@ def command(
     """
     repo = load_repository(ctx)
     targets = destroy_targets(repo, stacks, deleted=deleted)
+    check_committed(
+        repo,
+        [t.stack for t in targets],
+        allow_dirty=allow_dirty,
+        verb="destroy",
+        cache=cache_dir(repo.root),
+    )
     printer = Printer(quiet=as_json, prefix=True)
     options = ApplyOptions(concurrency=concurrency, timeout=timeout, wait=not no_wait)
     env_kubeconfig = os.environ.get("KUBECONFIG")

@@ -80,7 +80,8 @@ EXIT_CHANGES = 2
 @click.option(
     "--detailed-exitcode",
     is_flag=True,
-    help="Exit 0 when nothing changes, 2 when something does, 1 on error.",
+    help="Exit 0 when nothing changes, 2 when something does, 1 on an error or a "
+    "conflict (an object another stack, or nobody in Konfig, owns).",
 )
 @click.option(
     "--kubeconfig",
@@ -214,8 +215,8 @@ def command(
             if s.error:
                 error(f"{s.path}: {s.error.message}")
 
-    if preview.has_errors:
-        return EXIT_FINDINGS
+    if preview.has_errors or preview.has_conflicts:
+        return EXIT_FINDINGS  # a conflict is an error: apply would refuse the stack
     if detailed_exitcode and preview.has_changes:
         return EXIT_CHANGES
     return EXIT_OK

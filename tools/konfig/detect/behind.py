@@ -6,6 +6,8 @@ the cluster records the commit last applied successfully (the commit is written 
 after apply and prune succeeded). A stack is pending when
 
 - it has no inventory (never applied), or its inventory records no commit;
+- its last apply came from uncommitted changes (``konfig apply --allow-dirty``): what
+  runs matches no commit, whatever commit it was on top of;
 - its recorded commit is not in this repository's history (force-push, another
   repository): applied again to be safe;
 - the change from its recorded commit to ``head`` affects it (``konfig changed``'s
@@ -100,6 +102,8 @@ def pending_stacks(
         inv = inventories.get(path)
         if inv is None:
             reasons[path] = ["never applied (no inventory in the cluster)"]
+        elif inv.dirty:
+            reasons[path] = [dirty_reason(inv)]
         elif not inv.commit:
             reasons[path] = ["the inventory records no applied commit (an apply did not finish)"]
         elif inv.commit == head_sha:
@@ -153,6 +157,13 @@ def _stack_files_at(root: Path, commit: str, stack_paths: Iterable[str]) -> set[
         return set()
     present = gitrepo.list_tree(root, commit, sorted(wanted))
     return {wanted[f] for f in present if f in wanted}
+
+
+def dirty_reason(inv: Inventory) -> str:
+    """Why a stack last applied from uncommitted changes is pending (pending, status and
+    preview say it the same way)."""
+    base = f"on top of {inv.commit[:12]}" if inv.commit else "outside any commit"
+    return f"applied from uncommitted changes ({base}, --allow-dirty): it matches no commit"
 
 
 def _applied_from_here(root: Path, inv: Inventory) -> bool:

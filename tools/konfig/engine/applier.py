@@ -7,9 +7,9 @@ Nothing here prints, reads the environment or exits.
 
 Apply, per stack (the caller holds the stack's Lease, :mod:`konfig.engine.lock`):
 
-1. order the planned objects (:mod:`konfig.engine.ordering`); cycles, unknown ids and
-   immutable-field changes the stack did not opt into replacing fail here, before
-   anything is written;
+1. order the planned objects (:mod:`konfig.engine.ordering`); conflicts (objects another
+   owner has), cycles, unknown ids and immutable-field changes the stack did not opt
+   into replacing fail here, before anything is written;
 2. write the inventory as the union of the prior and the planned members;
 3. apply level by level: server-side apply (field manager ``konfig``, force) with
    bounded concurrency and retries with backoff on 409/429/5xx and unreachable
@@ -21,11 +21,11 @@ Apply, per stack (the caller holds the stack's Lease, :mod:`konfig.engine.lock`)
    per object and a UID precondition on every delete; the guards of
    :mod:`konfig.engine.guards` keep ``default``/``kube-*``, a Namespace that still
    holds objects of other owners and a CRD whose custom resources others own;
-5. shrink the inventory to what exists. The new commit and spec digest are
-   recorded only when everything succeeded, so a failed apply is retried by the
-   next run. If the API server vanishes in the middle, the inventory is still
-   the union written in step 2: a superset of what exists, so nothing is orphaned
-   and the next run converges.
+5. shrink the inventory to what exists. The new commit and spec digest (and whether
+   the Spec came from uncommitted changes) are recorded only when everything
+   succeeded, so a failed apply is retried by the next run. If the API server
+   vanishes in the middle, the inventory is still the union written in step 2: a
+   superset of what exists, so nothing is orphaned and the next run converges.
 """
 
 from __future__ import annotations
@@ -70,10 +70,19 @@ class ApplyError(KonfigError):
 def check_plan(
     plan: StackPlan, spec: Spec | None, options: ApplyOptions
 ) -> tuple[list[list[str]], Any]:
-    """Everything that must fail before a write: order errors, unapproved replaces.
+    """Everything that must fail before a write: conflicts (objects that belong to someone
+    else), order errors, unapproved replaces.
 
     Returns the apply levels and the dependency graph.
     """
+    if plan.conflicts:
+        listed = "; ".join(f"{c.id}: {c.reason}" for c in plan.conflicts)
+        raise ApplyError(
+            f"{plan.path}: refusing to apply: {len(plan.conflicts)} object(s) belong to someone "
+            f"else; nothing was applied to this stack: {listed}",
+            hint="an object belongs to exactly one stack: resolve each conflict as its reason "
+            "says (the pull request's preview shows them first)",
+        )
     resources = spec.by_id() if spec else {}
     planned = [c for c in plan.changes if c.id in resources and c.action != "delete"]
     blocked = [
@@ -222,6 +231,7 @@ def apply_stack(
                 if ok
                 else (prior.spec_digest if prior else ""),
                 applied_at=None if ok else (prior.applied_at if prior else None),
+                dirty=options.dirty if ok else (prior.dirty if prior else False),
             ),
             options,
         )

@@ -70,6 +70,7 @@ def destroy_stack(
                     commit=prior.commit,
                     spec_digest=prior.spec_digest,
                     applied_at=prior.applied_at or None,
+                    dirty=prior.dirty,
                 ),
                 options,
             )

@@ -19,7 +19,13 @@ Apply guards:
 - ``replace-opt-in`` (:func:`replace_allowed`): an object whose immutable fields changed
   is deleted and re-created only when the stack or the object opts in;
 - ``foreign-owner`` (:func:`foreign_owner`): an object another inventory owns is never
-  taken over.
+  taken over;
+- ``unmanaged`` (:func:`unmanaged_by`) and ``adopt-opt-in`` (:func:`adopt_allowed`): an
+  object that exists without any inventory's label is taken over only when the stack
+  or the object opts in.
+
+Both ownership guards make the planned change a ``conflict`` (with the owner), so the
+pull request's preview shows it and apply refuses the stack before any write.
 
 The guards that look at the cluster read it through a :class:`ClusterReader`: the
 engine passes one over the live API (with retries), tests one over plain dicts.
@@ -38,6 +44,7 @@ from konfig.ids import ObjectRef, format_id
 PROTECTED_NAMESPACES = ("default",)
 PROTECTED_PREFIX = "kube-"
 REPLACE_ANNOTATION = "konfig.io/replace-on-immutable"
+ADOPT_ANNOTATION = "konfig.io/adopt"
 
 # Before a Namespace is pruned every listable namespaced kind is listed in it; these
 # objects are made by the cluster itself, never by another owner.
@@ -291,13 +298,31 @@ def first_objection(guards: Iterable[PruneGuard], candidate: Candidate) -> Objec
 # --- apply guards ------------------------------------------------------------------------
 
 
+def _opted_in(desired: Mapping[str, Any] | None, annotation: str) -> bool:
+    annotations = ((desired or {}).get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(annotation, "")).lower() == "true"
+
+
 def replace_allowed(desired: Mapping[str, Any] | None, *, stack_opts_in: bool) -> bool:
     """``replace-opt-in``: delete and re-create on an immutable-field change only when the
     stack (``apply: {replaceOnImmutable: true}``) or the object (annotation) opts in."""
-    if stack_opts_in:
-        return True
-    annotations = ((desired or {}).get("metadata") or {}).get("annotations") or {}
-    return str(annotations.get(REPLACE_ANNOTATION, "")).lower() == "true"
+    return stack_opts_in or _opted_in(desired, REPLACE_ANNOTATION)
+
+
+def adopt_allowed(desired: Mapping[str, Any] | None, *, stack_opts_in: bool) -> bool:
+    """``adopt-opt-in``: take over an object no inventory owns only when the stack
+    (``apply: {adoptUnmanaged: true}``) or the object (annotation) opts in."""
+    return stack_opts_in or _opted_in(desired, ADOPT_ANNOTATION)
+
+
+def unmanaged_by(live: Mapping[str, Any]) -> str | None:
+    """``unmanaged``: who manages ``live`` when no inventory's label is on it (its field
+    managers, or "no field manager"); None when an inventory's label is there."""
+    if _labels(live).get(LABEL_PART_OF):
+        return None
+    fields = (live.get("metadata") or {}).get("managedFields") or []
+    managers = sorted({str(f.get("manager")) for f in fields if f.get("manager")})
+    return ", ".join(managers) if managers else "no field manager"
 
 
 def foreign_owner(live: Mapping[str, Any], set_id: str) -> str | None:

@@ -15,8 +15,10 @@ understand it too:
   kinds as ``Kind``) and ``applyset.kubernetes.io/additional-namespaces`` (the
   members' namespaces other than ``konfig-system``);
 * data ``stack`` (the stack path), ``members`` (JSON list of ``{"id", "uid"}``
-  sorted by id), ``commit`` (the git commit last applied), ``specDigest`` and
-  ``appliedAt``.
+  sorted by id), ``commit`` (the git commit last applied), ``specDigest`` (the digest
+  of the Spec really applied), ``appliedAt`` and ``dirty`` (``"true"`` when that Spec
+  came from uncommitted changes on top of ``commit`` (``konfig apply --allow-dirty``):
+  it matches no commit; absent in inventories older than the field: ``false``).
 
 Every member carries the label ``applyset.kubernetes.io/part-of: <applyset id>``.
 Ownership of a live object is proven per object: its part-of label equals this
@@ -26,7 +28,7 @@ The protocol that loses nothing on partial failure (cli-utils, kubectl ApplySet)
 write the union of old and new members before applying, apply, prune, then shrink
 the inventory to what exists. ``commit`` and ``specDigest`` change only when an
 apply completed, so "changed since the last applied commit" stays true after a
-failed apply.
+failed apply. ``dirty`` changes together with them.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ DATA_MEMBERS = "members"
 DATA_COMMIT = "commit"
 DATA_DIGEST = "specDigest"
 DATA_APPLIED_AT = "appliedAt"
+DATA_DIRTY = "dirty"
 
 # DNS-1123 subdomain: what ConfigMap and Lease names must be.
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -122,6 +125,7 @@ class Inventory:
     applied_at: str = ""
     name: str = ""
     uid: str = ""
+    dirty: bool = False  # the last complete apply came from uncommitted changes
 
     def ids(self) -> frozenset[str]:
         return frozenset(m.id for m in self.members)
@@ -206,6 +210,7 @@ def inventory_manifest(
     commit: str,
     spec_digest: str,
     applied_at: str,
+    dirty: bool = False,
 ) -> dict[str, Any]:
     """The ConfigMap that records an inventory (pure; for server-side apply)."""
     name = inventory_name(stack_path)
@@ -237,6 +242,7 @@ def inventory_manifest(
             DATA_COMMIT: commit,
             DATA_DIGEST: spec_digest,
             DATA_APPLIED_AT: applied_at,
+            DATA_DIRTY: "true" if dirty else "false",
         },
     }
 
@@ -336,7 +342,34 @@ def parse_inventory(obj: Mapping[str, Any], *, stack: str | None = None) -> Inve
         applied_at=str(data.get(DATA_APPLIED_AT) or ""),
         name=name,
         uid=str(meta.get("uid") or ""),
+        dirty=str(data.get(DATA_DIRTY) or "").lower() == "true",
     )
+
+
+class KubeLister(Protocol):
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+    ) -> list[dict[str, Any]]: ...
+
+
+MANAGED_BY = "app.kubernetes.io/managed-by=konfig"
+
+
+def list_inventories(kube: KubeLister) -> list[Inventory]:
+    """Every Konfig inventory in the cluster (malformed ones left out: each is reported
+    when its stack is addressed)."""
+    found: list[Inventory] = []
+    for obj in kube.list(PARENT_API_VERSION, PARENT_KIND, NAMESPACE, label_selector=MANAGED_BY):
+        try:
+            found.append(parse_inventory(obj))
+        except InventoryError:
+            continue
+    return found
 
 
 def read_inventory(kube: KubeApi, stack: str | Any) -> Inventory | None:
@@ -378,6 +411,7 @@ def write_inventory(
     commit: str,
     spec_digest: str,
     applied_at: str | None = None,
+    dirty: bool = False,
 ) -> Inventory:
     """Record ``members`` (server-side apply of the parent ConfigMap) and return it."""
     ensure_namespace(kube)
@@ -387,6 +421,7 @@ def write_inventory(
         commit=commit,
         spec_digest=spec_digest,
         applied_at=applied_at or now(),
+        dirty=dirty,
     )
     return parse_inventory(kube.apply(manifest, dry_run=False))
 
@@ -403,6 +438,7 @@ def write_union(
         commit=prior.commit if prior else "",
         spec_digest=prior.spec_digest if prior else "",
         applied_at=prior.applied_at if prior else "",
+        dirty=prior.dirty if prior else False,
     )
 
 

@@ -18,12 +18,15 @@ from konfig.errors import KonfigError
 from konfig.masking import secret_values
 from konfig.secrets.refs import NOT_COMPARED, KeyStatus
 
-Action = Literal["create", "update", "replace", "delete", "unchanged"]
+Action = Literal["create", "update", "replace", "delete", "unchanged", "conflict"]
 
 
-ACTIONS: tuple[Action, ...] = ("create", "update", "replace", "delete", "unchanged")
+ACTIONS: tuple[Action, ...] = ("create", "update", "replace", "delete", "unchanged", "conflict")
 # the actions that change the cluster, in the order reports list them
 CHANGING: tuple[Action, ...] = ("create", "update", "replace", "delete")
+# "conflict": the object exists and belongs to someone else (another stack's inventory,
+# or no Konfig stack at all); apply refuses the stack, reports list these first
+CONFLICT: Action = "conflict"
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class Change:
     secrets: tuple[KeyStatus, ...] = ()
     runtime: str = "Kubernetes"  # or "Terraform" (id, apiVersion = provider, kind = type)
     refused: str = ""  # why apply refuses this change (a guard the stack did not lift)
+    owner: str | None = None  # a conflict: who owns the object (a stack path, or words)
 
     @property
     def not_compared(self) -> tuple[str, ...]:
@@ -66,6 +70,7 @@ class Change:
             "secrets": [k.to_dict() for k in self.secrets],
             "runtime": self.runtime,
             "refused": self.refused or None,
+            "owner": self.owner,
         }
 
 
@@ -78,6 +83,7 @@ class StackPlan:
     prior_commit: str | None
     prior_digest: str | None
     changes: tuple[Change, ...]
+    prior_dirty: bool = False  # the last apply came from uncommitted changes
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = dict.fromkeys(ACTIONS, 0)
@@ -92,6 +98,10 @@ class StackPlan:
     def refusals(self) -> list[Change]:
         """The changes apply refuses (a guard the stack did not lift)."""
         return [c for c in self.changes if c.refused]
+
+    @property
+    def conflicts(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.action == CONFLICT)
 
     def secrets(self) -> set[str]:
         """Every Secret value the plan touches, for scrubbing free text."""

@@ -6,8 +6,9 @@ The three-way table of ENGINE.md, per object id:
 prior       plan    live    action
 ==========  ======  ======  ==========================================================
 –           yes     –       create
-–           yes     yes     update / unchanged (adopt; an object another inventory owns
-                            is an error)
+–           yes     yes     update / unchanged (adopt) when it carries this stack's
+                            label, or the stack opts in to adopting unmanaged objects;
+                            conflict when another inventory owns it or nobody does
 yes         yes     –       create (deleted out of band: drift)
 yes         yes     yes     update / unchanged
 yes         –       yes     delete (prune; only when this inventory provably owns it)
@@ -18,7 +19,9 @@ yes         –       –       unchanged (already gone: dropped from the invent
 with the live object (see :mod:`konfig.engine.diff`). A dry-run rejected for an immutable
 field makes the change a **replace**. An object whose CustomResourceDefinition or
 Namespace is created by the same plan cannot be dry-run yet: it is a create
-"validated at apply". Nothing here writes to the cluster.
+"validated at apply". An object that belongs to someone else (another stack's
+inventory, or no Konfig stack: see :mod:`konfig.engine.guards`) is a **conflict** naming
+its owner; apply refuses a plan with conflicts. Nothing here writes to the cluster.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 
 from konfig.engine import inventory
 from konfig.engine.diff import Comparison, compare
-from konfig.engine.guards import foreign_owner
+from konfig.engine.guards import ADOPT_ANNOTATION, adopt_allowed, foreign_owner, unmanaged_by
 from konfig.engine.inventory import LABEL_PART_OF
 from konfig.engine.kube import Kube, KubeApiError, UnknownKindError
 from konfig.engine.plan import Action, Change, PlanError, StackPlan
@@ -266,15 +269,14 @@ def plan_stack(
             )
         )
 
+    adopt = stack.apply_setting("adoptUnmanaged")
     changes: list[Change] = []
     for item in examined:
         if item.problem:
             problems.append(item.problem)
             continue
-        change = _planned_change(item, set_id, item.id in prior_ids)
-        if isinstance(change, str):
-            problems.append(change)
-        elif item.secret_keys:
+        change = _planned_change(item, set_id, item.id in prior_ids, adopt=adopt)
+        if item.secret_keys and change.action != "conflict":
             statuses = key_statuses(
                 item.secret_keys, item.desired, item.live, compared=item.compared
             )
@@ -286,6 +288,8 @@ def plan_stack(
             changes.append(replace(change, secrets=statuses, reason=reason))
         else:
             changes.append(change)
+    if any(c.owner and c.owner.startswith(_APPLYSET) for c in changes):
+        changes = _name_owners(kube, changes)
 
     for rid, found in pruned:
         if found is None:
@@ -307,6 +311,7 @@ def plan_stack(
         prior_commit=(prior.commit or None) if prior else None,
         prior_digest=(prior.spec_digest or None) if prior else None,
         changes=tuple(sorted(changes, key=lambda c: c.id)),
+        prior_dirty=prior.dirty if prior else False,
     )
 
 
@@ -322,6 +327,7 @@ def _change(
     before: Mapping[str, Any] | None = None,
     after: Mapping[str, Any] | None = None,
     comparison: Comparison | None = None,
+    owner: str | None = None,
 ) -> Change:
     """One change; its fields and diff compare ``before`` with ``after`` (masked)."""
     if comparison is None:
@@ -339,10 +345,49 @@ def _change(
         live=live,
         fields=comparison.fields,
         diff=comparison.diff,
+        owner=owner,
     )
 
 
-def _planned_change(item: _Planned, set_id: str, in_prior: bool) -> Change | str:
+_APPLYSET = "applyset-"  # an owner not yet named by its stack
+
+
+def _name_owners(kube: Kube, changes: list[Change]) -> list[Change]:
+    """Conflicts name the stack whose inventory owns the object (one LIST of the
+    inventories); an ApplySet no Konfig inventory here has stays named by its id."""
+    try:
+        stacks = {i.applyset_id: i.stack_path for i in inventory.list_inventories(kube)}
+    except KubeApiError:
+        stacks = {}  # may not list them: the ApplySet id still names the owner
+    named: list[Change] = []
+    for c in changes:
+        if c.owner and c.owner.startswith(_APPLYSET):
+            owner = stacks.get(c.owner)
+            who = owner or f"ApplySet {c.owner} (no Konfig inventory here has it)"
+            reason = f"owned by {who}: konfig will not take it over; remove it from this stack" + (
+                f" or from {owner}" if owner else ""
+            )
+            c = replace(c, owner=who, reason=reason)
+        named.append(c)
+    return named
+
+
+def _conflict(item: _Planned, owner: str, reason: str) -> Change:
+    return _change(
+        item.id,
+        item.ref,
+        "conflict",
+        reason,
+        validated=item.dry is not None,
+        desired=item.desired,
+        live=item.live,
+        before=item.live,
+        after=item.dry,
+        owner=owner,
+    )
+
+
+def _planned_change(item: _Planned, set_id: str, in_prior: bool, *, adopt: bool) -> Change:
     rid, ref = item.id, item.ref
     if item.deferred:
         return _change(
@@ -376,9 +421,16 @@ def _planned_change(item: _Planned, set_id: str, in_prior: bool) -> Change | str
         )
     owner = foreign_owner(live, set_id)
     if owner is not None:
-        return (
-            f"{ref.describe()} belongs to another inventory ({LABEL_PART_OF}={owner}); "
-            "konfig will not take it over: remove it from this stack, or from the other one"
+        return _conflict(item, owner, f"owned by another inventory ({LABEL_PART_OF}={owner})")
+    managers = None if in_prior else unmanaged_by(live)
+    if managers is not None and not adopt_allowed(item.desired, stack_opts_in=adopt):
+        return _conflict(
+            item,
+            f"unmanaged ({managers})",
+            f"exists in the cluster, managed by no Konfig stack (field managers: {managers}); "
+            "konfig will not take it over unless the stack opts in with `apply: "
+            f'{{adoptUnmanaged: true}}` in stack.yaml or the object with {ADOPT_ANNOTATION}: "true"'
+            "; or delete it from the cluster, or remove it from this stack",
         )
     if item.immutable:
         fields = ", ".join(item.immutable)
@@ -394,13 +446,13 @@ def _planned_change(item: _Planned, set_id: str, in_prior: bool) -> Change | str
             after=_merged(live, item.desired),
         )
     comparison = compare(live, item.dry, name=rid)
-    adopt = "" if in_prior else "; not in the inventory yet: apply adopts it"
+    adopts = "" if in_prior else "; not in the inventory yet: apply adopts it"
     if comparison.changed:
         count = len(comparison.fields)
-        reason = f"differs from the cluster in {count} field{'s' if count != 1 else ''}{adopt}"
+        reason = f"differs from the cluster in {count} field{'s' if count != 1 else ''}{adopts}"
         action: Action = "update"
     else:
-        reason = f"matches the cluster{adopt}"
+        reason = f"matches the cluster{adopts}"
         action = "unchanged"
     return _change(
         rid,

@@ -40,6 +40,7 @@ class ApplyOptions:
     wait: bool = True
     replace_on_immutable: bool = False  # the stack's stack.yaml `apply: {replaceOnImmutable}`
     commit: str = ""
+    dirty: bool = False  # the Spec comes from uncommitted changes on top of ``commit``
     poll: float = 1.0
     attempts: int = 4
     backoff: float = 0.5

@@ -17,11 +17,12 @@ from typing import Any
 
 from konfig import contracts
 from konfig.build.compiler import CompileSettings
+from konfig.check.ownership import shared_objects
 from konfig.detect import gitrepo
+from konfig.detect.dirty import TreeState, tree_state
 from konfig.engine import ordering
 from konfig.engine.applier import ApplyError, apply_stack, check_plan
 from konfig.engine.inventory import read_inventory
-from konfig.engine.kube import KubeTarget
 from konfig.engine.lock import StackLock
 from konfig.engine.plan import StackPlan, plan_differences
 from konfig.engine.planner import plan_stack
@@ -44,9 +45,52 @@ from konfig.secrets.refs import Resolver, secret_data, unresolved
 from konfig.spec import Spec
 
 
-def head_commit(root: Path) -> str:
-    """The commit an apply records: git HEAD, or empty outside git."""
-    return gitrepo.rev_parse(root, "HEAD") if gitrepo.is_repo(root) else ""
+def check_committed(
+    repo: Repository,
+    stacks: Sequence[Stack],
+    *,
+    allow_dirty: bool,
+    verb: str = "apply",
+    commit: str | None = None,
+    cache: Path | None = None,
+) -> TreeState:
+    """What is applied (or destroyed) is a commit: refuse when uncommitted changes affect
+    any of ``stacks`` (or there is no commit at all) unless ``allow_dirty``; ``commit``
+    (``--commit``) must name ``HEAD``. Returns the tree's state, to record per stack."""
+    state = tree_state(repo.root, [s.path for s in stacks], cache=cache)
+    if commit is not None:
+        if state.no_commit is not None:
+            raise UsageError(f"--commit {commit}: {state.no_commit}")
+        if gitrepo.rev_parse(repo.root, commit) != state.commit:
+            raise UsageError(
+                f"--commit {commit} is not the checked-out commit {state.commit[:12]}: konfig "
+                f"{verb}s the work tree, so the commit recorded must be HEAD",
+                hint=f"check out {commit} first, or drop --commit",
+            )
+    if allow_dirty:
+        return state
+    if state.no_commit is not None:
+        raise KonfigError(
+            f"refusing to {verb}: {state.no_commit}; nothing was done",
+            hint="commit the repository first (what is applied must be a commit), or pass "
+            "--allow-dirty to use the files as they are (the inventory records the apply as "
+            "dirty)",
+        )
+    dirty = [(s.path, state.dirty[s.path]) for s in stacks if s.path in state.dirty]
+    if dirty:
+        listed = "\n".join(
+            f"  {path}: " + "; ".join(why[:3]) + (" ..." if len(why) > 3 else "")
+            for path, why in dirty
+        )
+        raise KonfigError(
+            f"refusing to {verb} uncommitted changes (HEAD is {state.commit[:12]}); nothing "
+            f"was done:\n{listed}",
+            hint="commit (or stash) them and run again: what is applied must be a commit, "
+            "so that the inventory and `konfig pending` can tell what runs. --allow-dirty "
+            f"{verb}s the work tree as it is; the inventory then records the apply as dirty "
+            "and `konfig pending` lists the stack until a commit is applied",
+        )
+    return state
 
 
 def compile_specs(
@@ -76,36 +120,34 @@ def check_order(path: str, spec: Spec) -> None:
 
 
 def check_shared(stacks: Sequence[Stack], specs: Mapping[str, Spec], conns: Connections) -> None:
-    """Stacks are independent unless they declare the same object: then refuse."""
-    seen: dict[tuple[KubeTarget, str], str] = {}
-    clashes: list[str] = []
-    for stack in stacks:
-        target = conns.target(stack)
-        for res in specs[stack.path].resources:
-            key = (target, res.id)
-            if key in seen and seen[key] != stack.path:
-                clashes.append(f"{res.id} is declared by {seen[key]} and {stack.path}")
-            seen.setdefault(key, stack.path)
+    """Stacks are independent unless they declare the same object: then refuse (the
+    clashes `konfig check` reports as ``ownership/shared-object``)."""
+    clashes = shared_objects(
+        (s.path, conns.target(s), (r.id for r in specs[s.path].resources)) for s in stacks
+    )
     if clashes:
         raise UsageError(
             "stacks share objects, so they cannot be applied independently: "
-            + "; ".join(clashes[:10]),
-            hint="an object must belong to exactly one stack",
+            + "; ".join(
+                f"{c.id} is declared by {c.stacks[0]} and {c.stacks[1]}" for c in clashes[:10]
+            ),
+            hint="an object must belong to exactly one stack (`konfig check` reports these "
+            "as ownership/shared-object)",
         )
 
 
 def apply_options(
-    stack: Stack, *, commit: str, timeout: float, concurrency: int, wait: bool
+    stack: Stack, *, tree: TreeState, timeout: float, concurrency: int, wait: bool
 ) -> ApplyOptions:
-    """The options of one stack's apply; ``stack.yaml`` ``apply: {replaceOnImmutable}``."""
-    settings = stack.raw.get("apply")
-    replace = isinstance(settings, dict) and settings.get("replaceOnImmutable") is True
+    """The options of one stack's apply: the commit (and whether the stack's inputs were
+    dirty) to record, and ``stack.yaml`` ``apply: {replaceOnImmutable}``."""
     return ApplyOptions(
         concurrency=concurrency,
         timeout=timeout,
         wait=wait,
-        replace_on_immutable=replace,
-        commit=commit,
+        replace_on_immutable=stack.apply_setting("replaceOnImmutable"),
+        commit=tree.commit,
+        dirty=tree.is_dirty(stack.path),
     )
 
 

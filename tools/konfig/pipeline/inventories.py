@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from konfig.engine.inventory import (
-    NAMESPACE,
-    Inventory,
-    InventoryError,
-    parse_inventory,
-    read_inventory,
-)
+from konfig.engine.inventory import Inventory, list_inventories, read_inventory
 from konfig.engine.kube import KubeTarget
 from konfig.pipeline.connections import Connections
 from konfig.repo.layout import Repository
@@ -35,15 +29,7 @@ def read_inventories(repo: Repository, conns: Connections) -> Inventories:
         if target in seen_targets:
             continue
         seen_targets.add(target)
-        listed = kube.list(
-            "v1", "ConfigMap", namespace=NAMESPACE,
-            label_selector="app.kubernetes.io/managed-by=konfig",
-        )  # fmt: skip
-        for obj in listed:
-            try:
-                inv = parse_inventory(obj)
-            except InventoryError:
-                continue  # not ours after all; apply/destroy report it when addressed
+        for inv in list_inventories(kube):
             if inv.stack_path:
                 found[inv.stack_path] = inv
     return Inventories(by_stack, found)

@@ -81,6 +81,11 @@ class Stack:
             return str(kube["context"])
         return None
 
+    def apply_setting(self, key: str) -> bool:
+        """A switch of ``stack.yaml`` ``apply:`` (``replaceOnImmutable``, ``adoptUnmanaged``)."""
+        settings = self.raw.get("apply")
+        return isinstance(settings, dict) and settings.get(key) is True
+
     @property
     def kubeconfig(self) -> str | None:
         kube = self.raw.get("kubernetes")

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from konfig import contracts
-from konfig.engine.plan import ACTIONS, CHANGING, Change, StackPlan
+from konfig.engine.plan import ACTIONS, CHANGING, CONFLICT, Change, StackPlan
 from konfig.masking import scrub
 
 # The document's identity, as its contract (konfig/contracts/preview.schema.json) fixes it.
@@ -24,14 +24,24 @@ _IDENTITY = contracts.schema("preview")["properties"]
 SCHEMA_VERSION: int = _IDENTITY["schemaVersion"]["const"]
 KIND: str = _IDENTITY["kind"]["const"]
 
-_SYMBOL = {"create": "+", "update": "~", "replace": "-/+", "delete": "-", "unchanged": "="}
+_SYMBOL = {
+    "create": "+",
+    "update": "~",
+    "replace": "-/+",
+    "delete": "-",
+    "unchanged": "=",
+    "conflict": "!",
+}
 _COLOUR = {
     "create": "green",
     "update": "yellow",
     "replace": "magenta",
     "delete": "red",
     "unchanged": "bright_black",
+    "conflict": "red",
 }
+# what a report lists per stack, conflicts first
+_SHOWN = (CONFLICT, *CHANGING)
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,15 @@ class Preview:
     def has_errors(self) -> bool:
         return any(s.error is not None for s in self.stacks)
 
+    @property
+    def has_conflicts(self) -> bool:
+        """An object belongs to someone else: apply would refuse (an error, like one)."""
+        return any(s.plan is not None and s.plan.conflicts for s in self.stacks)
+
+    def conflicts(self) -> list[tuple[str, Change]]:
+        """``(stack path, change)`` of every conflict, in stack order."""
+        return [(s.path, c) for s in self.stacks for c in (s.plan.conflicts if s.plan else ())]
+
 
 # --- JSON ------------------------------------------------------------------------
 
@@ -112,6 +131,7 @@ def to_json(preview: Preview) -> dict[str, Any]:
         "schemaVersion": SCHEMA_VERSION,
         "kind": KIND,
         "hasChanges": preview.has_changes,
+        "hasConflicts": preview.has_conflicts,
         "counts": preview.counts(),
         "stacks": [_stack_json(s) for s in preview.stacks],
     }
@@ -130,6 +150,7 @@ def _stack_json(s: StackPreview) -> dict[str, Any]:
         "specDigest": plan.spec_digest if plan else s.spec_digest,
         "priorCommit": plan.prior_commit if plan else None,
         "priorDigest": plan.prior_digest if plan else None,
+        "priorDirty": plan.prior_dirty if plan else False,
         "counts": s.counts(),
         "changes": [c.to_dict() for c in s.changes] if not s.error else [],
     }
@@ -148,8 +169,10 @@ def _value(value: Any, limit: int = 80) -> str:
 
 
 def _counts_line(counts: dict[str, int]) -> str:
+    conflicts = counts.get(CONFLICT, 0)
     return (
-        f"{counts['create']} to create, {counts['update']} to update, "
+        (f"{conflicts} conflict{'s' if conflicts != 1 else ''}, " if conflicts else "")
+        + f"{counts['create']} to create, {counts['update']} to update, "
         f"{counts['replace']} to replace, {counts['delete']} to delete, "
         f"{counts['unchanged']} unchanged"
     )
@@ -192,9 +215,9 @@ def render_text(preview: Preview, *, color: bool = False, diff: bool = False) ->
             lines.append("")
             continue
         lines.append(style(head, bold=True) + ": " + _counts_line(s.counts()))
-        for c in s.changes:
-            if c.action not in CHANGING:
-                continue
+        if s.plan is not None and s.plan.prior_dirty:
+            lines.append("  " + style(dirty_note(s.plan), "yellow"))
+        for c in _listed(s.changes):
             symbol = f"{_SYMBOL[c.action]:>3} {c.action:<7}"
             lines.append(f"  {style(symbol, _COLOUR[c.action])} {c.id}  ({c.reason})")
             if c.action in ("update", "replace"):
@@ -220,7 +243,9 @@ def render_text(preview: Preview, *, color: bool = False, diff: bool = False) ->
     summary = f"Preview: {_counts_line(total)}"
     if errors:
         summary += f"; {errors} stack{'s' if errors != 1 else ''} failed"
-    elif not preview.has_changes:
+    if preview.has_conflicts:
+        summary += "; apply refuses stacks with conflicts"
+    elif not errors and not preview.has_changes:
         summary += " (no changes)"
     lines.append(style(summary, bold=True))
     return scrub("\n".join(lines) + "\n", set(preview.secrets))
@@ -238,20 +263,44 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def dirty_note(plan: StackPlan) -> str:
+    """What preview says of a stack last applied from uncommitted changes (as pending)."""
+    base = f"on top of {plan.prior_commit[:12]}" if plan.prior_commit else "outside any commit"
+    return f"last applied from uncommitted changes ({base}): the cluster matches no commit"
+
+
+def _listed(changes: tuple[Change, ...]) -> list[Change]:
+    """The changes a report lists for a stack: conflicts first, then what changes."""
+    return sorted((c for c in changes if c.action in _SHOWN), key=lambda c: c.action != CONFLICT)
+
+
 def render_markdown(preview: Preview) -> str:
-    """Markdown for a PR comment or job summary: a summary table, then per-stack details."""
+    """Markdown for a PR comment or job summary: conflicts first, a summary table, then
+    per-stack details."""
     out: list[str] = []
     total = preview.counts()
     status = (
-        "errors" if preview.has_errors else ("changes" if preview.has_changes else "no changes")
+        "conflicts"
+        if preview.has_conflicts
+        else "errors"
+        if preview.has_errors
+        else ("changes" if preview.has_changes else "no changes")
     )
     out.append(f"**Konfig preview**: {status}. {_counts_line(total)}.")
     out.append("")
+    conflicts = preview.conflicts()
+    if conflicts:
+        out.append("**Conflicts** (apply refuses these stacks):")
+        out.append("")
+        for path, c in conflicts:
+            out.append(f"- `{path}`: `{c.id}`: {_md_cell(c.reason)}")
+        out.append("")
     out.append("| stack | status | create | update | replace | delete | unchanged |")
     out.append("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for s in preview.stacks:
         n = s.counts()
-        st = "error" if s.error else ("deleted" if s.deleted else "ok")
+        conflicted = s.plan is not None and s.plan.conflicts
+        st = "error" if s.error else "conflict" if conflicted else "deleted" if s.deleted else "ok"
         out.append(
             f"| `{s.path}` | {st} | {n['create']} | {n['update']} | {n['replace']} | "
             f"{n['delete']} | {n['unchanged']} |"
@@ -270,10 +319,12 @@ def render_markdown(preview: Preview) -> str:
             fence = _fence(body)
             out.extend([fence, body, fence, "", "</details>", ""])
             continue
-        changing = [c for c in s.changes if c.action in CHANGING]
+        changing = _listed(s.changes)
         summary = _counts_line(s.counts())
         out.append(f"<details><summary>{title}: {summary}</summary>")
         out.append("")
+        if s.plan is not None and s.plan.prior_dirty:
+            out.extend([f"> {dirty_note(s.plan)}", ""])
         if changing:
             out.append("| action | object | reason |")
             out.append("| --- | --- | --- |")

@@ -36,6 +36,7 @@ from konfig.report.inputs import Document, validated
 from konfig.report.markdown import environment
 
 Status = Literal[
+    "conflict",
     "compile-error",
     "preview-error",
     "test-failed",
@@ -47,6 +48,7 @@ Status = Literal[
     "pending",
 ]
 STATUS_LABEL: dict[str, str] = {
+    "conflict": "⚠️ conflict",
     "compile-error": "❌ compile error",
     "preview-error": "❌ preview error",
     "test-failed": "❌ test failed",
@@ -57,7 +59,8 @@ STATUS_LABEL: dict[str, str] = {
     "passed": "✅ passed",
     "pending": "⏳ not previewed",
 }
-_FAILED = {"compile-error", "preview-error", "test-failed", "check-failed"}
+_FAILED = {"conflict", "compile-error", "preview-error", "test-failed", "check-failed"}
+OWNERSHIP_RULES = "ownership/"  # check findings that are conflicts (two stacks, one object)
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,17 @@ class ChangeItem:
     diff: str
     api_version: str = ""
     fields: tuple[Field, ...] = ()  # masked
+    owner: str | None = None  # a conflict's owner
+
+
+# -- conflicts first: an object that belongs to another stack, or to nobody in Konfig --
+
+
+@dataclass(frozen=True)
+class Conflict:
+    stack: str
+    id: str  # the object (or where a check found it)
+    message: str
 
 
 @dataclass(frozen=True)
@@ -102,7 +116,22 @@ class StackReport:
     production: bool = False  # production-like (docs/report.md)
 
     @property
+    def conflicts(self) -> tuple[Conflict, ...]:
+        """The preview's conflicts and the check's ownership findings of this stack."""
+        found = [
+            Conflict(self.path, c.id, c.reason) for c in self.changes if c.action == "conflict"
+        ]
+        found += [
+            Conflict(self.path, f.where, f.message)
+            for f in self.failures
+            if f.rule and f.rule.startswith(OWNERSHIP_RULES)
+        ]
+        return tuple(found)
+
+    @property
     def status(self) -> Status:
+        if self.conflicts:
+            return "conflict"
         stages = {f.stage for f in self.failures}
         for stage, status in (
             ("compile", "compile-error"),
@@ -149,6 +178,10 @@ class Report:
     @property
     def has_changes(self) -> bool:
         return any(s.has_changes for s in self.stacks)
+
+    @property
+    def conflicts(self) -> tuple[Conflict, ...]:
+        return tuple(c for s in self.stacks for c in s.conflicts)
 
     @property
     def status(self) -> str:
@@ -378,7 +411,8 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
                 )
             )
         else:
-            e["counts"] = {a: item["counts"][a] for a in ACTIONS}
+            # "conflict" is absent from a preview written before Konfig knew conflicts
+            e["counts"] = {a: item["counts"].get(a, 0) for a in ACTIONS}
         changes = [
             ChangeItem(
                 id=c["id"],
@@ -391,6 +425,7 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
                 diff=mask_secret_diff(c["diff"]) if c["kind"] == "Secret" else c["diff"],
                 api_version=c.get("apiVersion", ""),
                 fields=_fields(c.get("apiVersion", ""), c["kind"], c["fields"]),
+                owner=c.get("owner") or None,
             )
             for c in item["changes"]
             if c["action"] != "unchanged"
@@ -579,7 +614,7 @@ def _render_stacks(
 
 
 def _priority(stack: StackReport) -> tuple[int, str]:
-    rank = 0 if stack.failed else 1 if stack.has_changes else 2
+    rank = -1 if stack.conflicts else 0 if stack.failed else 1 if stack.has_changes else 2
     return (rank, stack.path)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.cluster import Cluster
+from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import SIMPLE_MAIN, KonfigRunner, RepoBuilder
 from kubeutil import unique
 
@@ -49,9 +50,12 @@ def test_apply_update_and_json(
 ) -> None:
     project = unique("p7cli")
     address = make(repo_builder, project)
+    repo_builder.write(".gitignore", "/.cache/\n")
+    git_init(repo_builder.root)
+    head = git_commit(repo_builder.root, "a stack")
     ids = resource_ids(repo_builder, address)
     kc = f"--kubeconfig={cluster.kubeconfig}"
-    res = konfig("apply", address, "--yes", kc, "--commit", "abc123", cwd=repo_builder.root)
+    res = konfig("apply", address, "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.err
     assert (
         f"Apply complete: {len(ids)} created, 0 updated, 0 replaced, 0 deleted, 0 unchanged"
@@ -63,29 +67,30 @@ def test_apply_update_and_json(
     stored = inv.read_inventory(kube, f"appops/{address}")
     assert stored is not None
     assert stored.ids() == set(ids)
-    assert stored.commit == "abc123"
+    assert (stored.commit, stored.dirty) == (head, False)
     deploy = kube.get("apps/v1", "Deployment", project, project)
     assert (
         deploy is not None
         and deploy["status"].get("availableReplicas") == deploy["spec"]["replicas"]
     )
 
-    # a second apply changes nothing; --json is machine readable
-    res = konfig(
-        "apply", address, "--yes", "--json", kc, "--commit", "abc124", cwd=repo_builder.root
-    )
+    # a second apply changes nothing; --json is machine readable; --commit must be HEAD
+    res = konfig("apply", address, "--yes", "--json", kc, "--commit", head, cwd=repo_builder.root)
     assert res.code == 0, res.err
     data = json.loads(res.out)
     assert data["ok"] is True
     (stack,) = data["stacks"]
     assert stack["counts"]["unchanged"] == len(ids)
-    assert stack["inventory"]["commit"] == "abc124"
+    assert stack["inventory"]["commit"] == head
     assert stack["inventory"]["applysetId"] == inv.applyset_id(
         inv.inventory_name(f"appops/{address}")
     )
+    res = konfig("apply", address, "--yes", kc, "--commit", "HEAD~1", cwd=repo_builder.root)
+    assert res.code == 2 and "unknown git revision 'HEAD~1'" in res.err
 
     # an image change is an update
     make(repo_builder, project, image="nginx:1.27.4")
+    git_commit(repo_builder.root, "nginx 1.27.4")
     res = konfig("apply", address, "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.err
     assert "1 updated" in res.out
@@ -102,7 +107,13 @@ def test_refuses_without_tty_unless_yes(
     repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
 ) -> None:
     address = make(repo_builder, unique("p7tty"))
-    res = konfig("apply", address, f"--kubeconfig={cluster.kubeconfig}", cwd=repo_builder.root)
+    res = konfig(
+        "apply",
+        "--allow-dirty",
+        address,
+        f"--kubeconfig={cluster.kubeconfig}",
+        cwd=repo_builder.root,
+    )
     assert res.code == 2
     assert "stdin is not a terminal" in res.err and "--yes" in res.err
     assert "to create" in res.out  # the plan was shown
@@ -122,7 +133,9 @@ def test_plan_file_must_match(
     assert res.code == 0, res.err
     # the configuration changes after the preview: refused, nothing written
     make(repo_builder, project, image="nginx:1.27.4")
-    res = konfig("apply", address, "--yes", "--plan", str(saved), kc, cwd=repo_builder.root)
+    res = konfig(
+        "apply", "--allow-dirty", address, "--yes", "--plan", str(saved), kc, cwd=repo_builder.root
+    )
     assert res.code == 1
     assert "differs from the previewed one" in res.err
     assert "spec digest" in res.err
@@ -130,10 +143,12 @@ def test_plan_file_must_match(
     assert kube.get("v1", "Namespace", project, None) is None
     # back to what was previewed: applied
     make(repo_builder, project)
-    res = konfig("apply", address, "--yes", "--plan", str(saved), kc, cwd=repo_builder.root)
+    res = konfig(
+        "apply", "--allow-dirty", address, "--yes", "--plan", str(saved), kc, cwd=repo_builder.root
+    )
     assert res.code == 0, res.err
     assert "Apply complete" in res.out
-    assert konfig("destroy", address, "--yes", kc, cwd=repo_builder.root).code == 0
+    assert konfig("destroy", "--allow-dirty", address, "--yes", kc, cwd=repo_builder.root).code == 0
 
 
 def test_second_apply_fails_naming_the_holder(
@@ -145,6 +160,7 @@ def test_second_apply_fails_naming_the_holder(
     try:
         res = konfig(
             "apply",
+            "--allow-dirty",
             address,
             "--yes",
             "--lock-timeout",
@@ -165,7 +181,7 @@ def test_several_stacks_and_shared_objects(
 ) -> None:
     kc = f"--kubeconfig={cluster.kubeconfig}"
     a, b = make(repo_builder, unique("p7a")), make(repo_builder, unique("p7b"))
-    res = konfig("apply", b, a, "--yes", kc, cwd=repo_builder.root)
+    res = konfig("apply", "--allow-dirty", b, a, "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.err
     assert f"[appops/{a}]" in res.out and f"[appops/{b}]" in res.out
     for address in (a, b):
@@ -178,11 +194,11 @@ def test_several_stacks_and_shared_objects(
         f"appops/{clash}/dev/main.k",
         SIMPLE_MAIN.format(name=a.split("/")[0], namespace=a.split("/")[0]),
     )
-    res = konfig("apply", a, f"{clash}/dev", "--yes", kc, cwd=repo_builder.root)
+    res = konfig("apply", "--allow-dirty", a, f"{clash}/dev", "--yes", kc, cwd=repo_builder.root)
     assert res.code == 2
     assert "stacks share objects" in res.err
     assert inv.read_inventory(kube, f"appops/{clash}/dev") is None
-    res = konfig("destroy", a, b, "--yes", kc, cwd=repo_builder.root)
+    res = konfig("destroy", "--allow-dirty", a, b, "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.err
 
 
@@ -212,18 +228,25 @@ def test_secret_values_never_printed(
     repo_builder.stack(
         project, "dev", main=SECRET_MAIN.format(ns=project, value=first), stack_yaml=STACK_YAML
     )
-    res = konfig("apply", f"{project}/dev", "--yes", kc, cwd=repo_builder.root)
+    res = konfig("apply", "--allow-dirty", f"{project}/dev", "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.err
     repo_builder.write(f"appops/{project}/dev/main.k", SECRET_MAIN.format(ns=project, value=second))
-    res2 = konfig("apply", f"{project}/dev", "--yes", kc, cwd=repo_builder.root)
+    res2 = konfig("apply", "--allow-dirty", f"{project}/dev", "--yes", kc, cwd=repo_builder.root)
     assert res2.code == 0, res2.err
     assert "1 updated" in res2.out
-    res3 = konfig("apply", f"{project}/dev", "--yes", "--json", kc, cwd=repo_builder.root)
+    res3 = konfig(
+        "apply", "--allow-dirty", f"{project}/dev", "--yes", "--json", kc, cwd=repo_builder.root
+    )
     assert res3.code == 0, res3.err
     for r in (res, res2, res3):
         for value in (first, second):
             assert value not in r.out and value not in r.err
-    assert konfig("destroy", f"{project}/dev", "--yes", kc, cwd=repo_builder.root).code == 0
+    assert (
+        konfig(
+            "destroy", "--allow-dirty", f"{project}/dev", "--yes", kc, cwd=repo_builder.root
+        ).code
+        == 0
+    )
 
 
 LB_MAIN = """\
@@ -258,6 +281,7 @@ def test_two_concurrent_applies_never_interleave(
     cmd = [
         konfig_bin,
         "apply",
+        "--allow-dirty",
         f"{project}/dev",
         "--yes",
         "--timeout",
@@ -308,7 +332,14 @@ def test_two_concurrent_applies_never_interleave(
     started = [t for t, line in lines if "inventory konfig." in line or "level 1/" in line]
     assert started and min(started) >= first_done - 0.5
     res = subprocess.run(
-        [konfig_bin, "destroy", f"{project}/dev", "--yes", f"--kubeconfig={cluster.kubeconfig}"],
+        [
+            konfig_bin,
+            "destroy",
+            "--allow-dirty",
+            f"{project}/dev",
+            "--yes",
+            f"--kubeconfig={cluster.kubeconfig}",
+        ],
         cwd=repo_builder.root,
         capture_output=True,
         text=True,
@@ -361,6 +392,7 @@ def test_api_server_stopped_mid_apply_exit_1_then_rerun_converges(
     try:
         res = konfig(
             "apply",
+            "--allow-dirty",
             f"{project}/dev",
             "--yes",
             "--timeout",
@@ -382,7 +414,14 @@ def test_api_server_stopped_mid_apply_exit_1_then_rerun_converges(
     # the LoadBalancer leaves the stack; the re-run prunes it (it was recorded before applying)
     repo_builder.write(f"appops/{project}/dev/main.k", CM_MAIN.format(ns=project))
     res = konfig(
-        "apply", f"{project}/dev", "--yes", "--lock-timeout", "60", kc, cwd=repo_builder.root
+        "apply",
+        "--allow-dirty",
+        f"{project}/dev",
+        "--yes",
+        "--lock-timeout",
+        "60",
+        kc,
+        cwd=repo_builder.root,
     )
     assert res.code == 0, res.err
     assert "1 created" in res.out and "1 deleted" in res.out
@@ -390,4 +429,9 @@ def test_api_server_stopped_mid_apply_exit_1_then_rerun_converges(
     stored = inv.read_inventory(kube, f"appops/{project}/dev")
     assert stored is not None
     assert stored.ids() == {f"v1:Namespace:{project}", f"v1:ConfigMap:{project}:cfg"}
-    assert konfig("destroy", f"{project}/dev", "--yes", kc, cwd=repo_builder.root).code == 0
+    assert (
+        konfig(
+            "destroy", "--allow-dirty", f"{project}/dev", "--yes", kc, cwd=repo_builder.root
+        ).code
+        == 0
+    )

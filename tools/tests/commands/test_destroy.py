@@ -36,7 +36,7 @@ def test_destroy_a_deleted_stack_by_path(
         stack_yaml=STACK_YAML,
     )
     kc = f"--kubeconfig={cluster.kubeconfig}"
-    res = konfig("apply", f"{project}/dev", "--yes", kc, cwd=repo_builder.root)
+    res = konfig("apply", "--allow-dirty", f"{project}/dev", "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.err
     stored = inv.read_inventory(kube, f"appops/{project}/dev")
     assert stored is not None
@@ -46,6 +46,7 @@ def test_destroy_a_deleted_stack_by_path(
     # without confirmation and a TTY: refused
     res = konfig(
         "destroy",
+        "--allow-dirty",
         f"appops/{project}/dev",
         "--deleted",
         kc,
@@ -58,6 +59,7 @@ def test_destroy_a_deleted_stack_by_path(
 
     res = konfig(
         "destroy",
+        "--allow-dirty",
         f"appops/{project}/dev",
         "--deleted",
         "--yes",
@@ -81,6 +83,7 @@ def test_destroy_without_inventory_is_a_no_op(
 ) -> None:
     res = konfig(
         "destroy",
+        "--allow-dirty",
         f"appops/{unique('p7none')}/dev",
         "--yes",
         f"--kubeconfig={cluster.kubeconfig}",
@@ -100,6 +103,7 @@ def test_deleted_flag_refuses_an_existing_stack(
     repo_builder.stack(project, "dev", stack_yaml=STACK_YAML)
     res = konfig(
         "destroy",
+        "--allow-dirty",
         f"appops/{project}/dev",
         "--deleted",
         "--yes",

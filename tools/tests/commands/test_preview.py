@@ -59,12 +59,20 @@ def kube(cluster: Cluster) -> Iterator[Kube]:
     k.close()
 
 
+STACK_YAML = "name: dev\nkubernetes:\n  context: admin\n"
+# a stack that takes over what exists unmanaged (e.g. made with kubectl by the test)
+ADOPTING = STACK_YAML + "apply:\n  adoptUnmanaged: true\n"
+
+
 def raw_stack(
-    builder: RepoBuilder, project: str, manifests: list[dict[str, Any]], *, main: str = RAW_MAIN
+    builder: RepoBuilder,
+    project: str,
+    manifests: list[dict[str, Any]],
+    *,
+    main: str = RAW_MAIN,
+    stack_yaml: str = STACK_YAML,
 ) -> Path:
-    path = builder.stack(
-        project, "dev", main=main, stack_yaml="name: dev\nkubernetes:\n  context: admin\n"
-    )
+    path = builder.stack(project, "dev", main=main, stack_yaml=stack_yaml)
     (path / "objects.yaml").write_text(yaml.safe_dump_all(manifests))
     return path
 
@@ -99,7 +107,10 @@ def test_first_preview_creates_everything_and_json_follows_the_contract(
     assert res.code == 0, res.err
     doc = json.loads(out.read_text())
     assert doc["schemaVersion"] == 1 and doc["kind"] == "KonfigPreview" and doc["hasChanges"]
-    assert doc["counts"] == {"create": 3, "update": 0, "replace": 0, "delete": 0, "unchanged": 0}
+    assert doc["counts"] == {
+        "create": 3, "update": 0, "replace": 0, "delete": 0, "unchanged": 0, "conflict": 0
+    }  # fmt: skip
+    assert doc["hasConflicts"] is False
     (stack,) = doc["stacks"]
     assert {
         k: stack[k] for k in ("path", "project", "stack", "context", "deleted", "status", "error")
@@ -132,6 +143,7 @@ def test_first_preview_creates_everything_and_json_follows_the_contract(
         "secrets",
         "runtime",
         "refused",
+        "owner",
     }
     assert by_id[f"v1:Secret:{ns}:creds"]["runtime"] == "Kubernetes"
     assert by_id[f"v1:Secret:{ns}:creds"]["refused"] is None
@@ -259,6 +271,7 @@ def test_canary_secret_appears_in_no_output_format(
         repo_builder,
         project,
         [secret(ns, password=new), {**secret(ns, "second"), "data": {"k": b64(new)}}],
+        stack_yaml=ADOPTING,
     )
     needles = [old, new, b64(old), b64(new)]
     outputs = []

@@ -189,7 +189,11 @@ def test_real_preview_of_a_secret_never_leaks_into_report(
         "apply", "-f", "-", input=yaml.safe_dump({**live, "stringData": {"password": old}})
     )
     stack = repo_builder.stack(
-        "pay", "dev", main=RAW_MAIN, stack_yaml="name: dev\nkubernetes:\n  context: admin\n"
+        "pay",
+        "dev",
+        main=RAW_MAIN,
+        # the Secret exists (made with kubectl above): the stack takes it over
+        stack_yaml="name: dev\nkubernetes:\n  context: admin\napply:\n  adoptUnmanaged: true\n",
     )
     (stack / "objects.yaml").write_text(
         yaml.safe_dump({**live, "stringData": {"password": new, "user": "app"}})

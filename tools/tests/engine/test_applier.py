@@ -306,9 +306,11 @@ def test_admission_denial_fails_object_and_dependents_only(kube: Kube, cluster: 
     dependent = configmap(ns, "needs-denied")
     grandchild = configmap(ns, "needs-needs-denied")
     independent = configmap(ns, "free")
+    # the Namespace exists before the stack: the stack opts in to adopting it
+    adopt = {"konfig.io/adopt": "true"}
     spec = spec_from_items(
         [
-            {"attributes": namespace(ns)},
+            {"attributes": {**namespace(ns), "metadata": {"name": ns, "annotations": adopt}}},
             {"attributes": denied},
             {"attributes": dependent, "dependsOn": [f"v1:ConfigMap:{ns}:denied"]},
             {"attributes": grandchild, "dependsOn": [f"v1:ConfigMap:{ns}:needs-denied"]},

@@ -6,6 +6,7 @@ import base64
 import json
 import subprocess
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -72,18 +73,38 @@ def test_row_plan_only_is_create(kube: Kube, ns: str) -> None:
     assert {"path": "data.k", "before": None, "after": "v"} in [f.to_dict() for f in change.fields]
     # the manifest apply will send carries the ApplySet membership label
     assert change.desired["metadata"]["labels"][inv.LABEL_PART_OF] == set_id(stack)
-    assert plan.counts() == {"create": 1, "update": 0, "replace": 0, "delete": 0, "unchanged": 0}
+    assert plan.counts() == {
+        "create": 1, "update": 0, "replace": 0, "delete": 0, "unchanged": 0, "conflict": 0
+    }  # fmt: skip
     assert plan.has_changes
 
 
-def test_row_plan_and_live_adopts_with_the_label_as_the_only_change(kube: Kube, ns: str) -> None:
+def test_row_plan_and_live_unmanaged_is_a_conflict_unless_adopted(kube: Kube, ns: str) -> None:
+    kube.apply(configmap(ns), dry_run=False, field_manager="someone-else")
+    plan = plan_stack(kube, make_stack(), spec_of(configmap(ns)), None)
+    (change,) = plan.changes
+    assert (change.action, change.owner) == ("conflict", "unmanaged (someone-else)")
+    assert "adoptUnmanaged: true" in change.reason and 'konfig.io/adopt: "true"' in change.reason
+    assert plan.conflicts == (change,) and not plan.has_changes
+
+
+@pytest.mark.parametrize("how", ["stack", "annotation"])
+def test_row_plan_and_live_adopts_with_the_label_as_the_only_change(
+    kube: Kube, ns: str, how: str
+) -> None:
     stack = make_stack()
     kube.apply(configmap(ns), dry_run=False, field_manager="someone-else")
-    plan = plan_stack(kube, stack, spec_of(configmap(ns)), None)
+    desired = configmap(ns)
+    if how == "stack":
+        stack = replace(stack, raw={"apply": {"adoptUnmanaged": True}})
+    else:
+        desired["metadata"]["annotations"] = {"konfig.io/adopt": "true"}
+    plan = plan_stack(kube, stack, spec_of(desired), None)
     (change,) = plan.changes
     assert change.action == "update"
     assert "adopts" in change.reason
-    assert [f.path for f in change.fields] == [f'metadata.labels["{inv.LABEL_PART_OF}"]']
+    changed = [f.path for f in change.fields]
+    assert changed[-1] == f'metadata.labels["{inv.LABEL_PART_OF}"]' and len(changed) <= 2
 
 
 def test_row_plan_and_live_identical_is_unchanged(kube: Kube, ns: str) -> None:
@@ -95,11 +116,23 @@ def test_row_plan_and_live_identical_is_unchanged(kube: Kube, ns: str) -> None:
     assert not plan.has_changes
 
 
-def test_object_owned_by_another_inventory_is_an_error(kube: Kube, ns: str) -> None:
+def test_object_owned_by_another_inventory_is_a_conflict_naming_it(kube: Kube, ns: str) -> None:
     other = make_stack()
-    apply_as_konfig(kube, other, configmap(ns))
-    with pytest.raises(PlanError, match="belongs to another inventory"):
-        plan_stack(kube, make_stack(), spec_of(configmap(ns)), None)
+    objs = apply_as_konfig(kube, other, configmap(ns))
+    # no inventory of the owner in the cluster: named by its ApplySet id
+    plan = plan_stack(kube, make_stack(), spec_of(configmap(ns)), None)
+    (change,) = plan.changes
+    assert change.action == "conflict"
+    assert change.owner == f"ApplySet {set_id(other)} (no Konfig inventory here has it)"
+    # with its inventory: named by its stack
+    inv.write_inventory(kube, other, inventory_of(other, objs).members, commit="", spec_digest="")
+    try:
+        plan = plan_stack(kube, make_stack(), spec_of(configmap(ns)), None)
+        (change,) = plan.changes
+        assert (change.action, change.owner) == ("conflict", other.path)
+        assert change.reason.startswith(f"owned by {other.path}: konfig will not take it over")
+    finally:
+        inv.delete_inventory(kube, other)
 
 
 def test_row_prior_and_plan_but_deleted_out_of_band_is_create(kube: Kube, ns: str) -> None:
@@ -326,7 +359,9 @@ def test_plan_never_writes(kube: Kube, ns: str) -> None:
     ] + [("v1", "ConfigMap", inv.inventory_name(stack.path), inv.NAMESPACE)]
     before = snapshot(kube, refs)
     plan = plan_stack(kube, stack, spec_of(*planned), inventory_of(stack, objs))
-    assert plan.counts() == {"create": 5, "update": 2, "replace": 1, "delete": 1, "unchanged": 0}
+    assert plan.counts() == {
+        "create": 5, "update": 2, "replace": 1, "delete": 1, "unchanged": 0, "conflict": 0
+    }  # fmt: skip
     assert snapshot(kube, refs) == before
     assert not kube.has_kind(f"{group}/v1", "Widget")
     assert kube.get("v1", "Namespace", fresh, None) is None
@@ -422,7 +457,7 @@ def test_many_objects_of_one_kind_are_read_with_one_list(kube: Kube, ns: str) ->
         f"v1:ConfigMap:{ns}:c1": "update",
         f"v1:ConfigMap:{ns}:c2": "unchanged",
         f"v1:ConfigMap:{ns}:c3": "unchanged",
-        f"v1:ConfigMap:{ns}:foreign": "update",  # adopted: gains the part-of label
+        f"v1:ConfigMap:{ns}:foreign": "conflict",  # nobody's: not adopted unasked
         f"v1:ConfigMap:{ns}:new": "create",
     }
     assert [f.path for f in by_id(plan)[f"v1:ConfigMap:{ns}:c1"].fields] == ["data.k"]

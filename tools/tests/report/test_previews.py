@@ -90,7 +90,9 @@ def test_json_contract() -> None:
     doc = json.loads(render_json(sample()))
     assert doc["schemaVersion"] == 1 and doc["kind"] == "KonfigPreview"
     assert doc["hasChanges"] is True
-    assert doc["counts"] == {"create": 1, "update": 1, "replace": 0, "delete": 0, "unchanged": 1}
+    assert doc["counts"] == {
+        "create": 1, "update": 1, "replace": 0, "delete": 0, "unchanged": 1, "conflict": 0
+    }  # fmt: skip
     assert [s["path"] for s in doc["stacks"]] == ["appops/shop/dev", "appops/shop/prod"]
     dev, prod = doc["stacks"]
     assert dev["status"] == "error" and dev["changes"] == []
