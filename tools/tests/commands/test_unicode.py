@@ -67,7 +67,7 @@ def test_emoji_round_trip(
     assert data["stacks"][0]["status"] == "ok", data["stacks"][0]
     assert data["counts"]["create"] == 2
 
-    applied = konfig("apply", "emoji/dev", "--yes", kc, cwd=root)
+    applied = konfig("apply", "emoji/dev", "--yes", "--allow-dirty", kc, cwd=root)
     assert applied.code == 0, applied.out + applied.err
     live = yaml.safe_load(
         cluster.kubectl("get", "configmap", "greeting", "-n", ns, "-o", "yaml").stdout
@@ -93,4 +93,4 @@ def test_emoji_round_trip(
     text = comment.read_text(encoding="utf-8")
     assert "new \U0001f600 \u00e9" in text and "\\U0001" not in text and "\\ud83d" not in text
 
-    assert konfig("destroy", "emoji/dev", "--yes", kc, cwd=root).code == 0
+    assert konfig("destroy", "emoji/dev", "--yes", "--allow-dirty", kc, cwd=root).code == 0

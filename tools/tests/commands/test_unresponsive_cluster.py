@@ -72,7 +72,7 @@ def test_apply_against_a_server_that_never_answers_uses_the_environment_timeout(
 
     result, seconds, leftovers = run_konfig(
         repo_builder.root,
-        ["apply", "shop/dev", "--yes", "--kubeconfig", str(kubeconfig)],
+        ["apply", "shop/dev", "--yes", "--allow-dirty", "--kubeconfig", str(kubeconfig)],
         env={"KONFIG_REQUEST_TIMEOUT": "2"},
     )
 
