@@ -90,7 +90,8 @@ def command(
         settings=compile_settings(),
     )
 
-    declared = declared_objects(repo, compiled, state=cache_state(repo.root), jobs=jobs)
+    # like the stacks compiled above, no cache: check writes nothing into the repository
+    declared = declared_objects(repo, compiled, state=None, jobs=jobs)
     findings = check(
         repo, compiled, scope=scope, policies=policies, keyring=keyring, declared=declared
     )
