@@ -85,10 +85,10 @@ def check_committed(
         raise KonfigError(
             f"refusing to {verb} uncommitted changes (HEAD is {state.commit[:12]}); nothing "
             f"was done:\n{listed}",
-            hint="commit (or stash) them and run again: what is applied must be a commit, "
-            "so that the inventory and `konfig pending` can tell what runs. --allow-dirty "
-            f"{verb}s the work tree as it is; the inventory then records the apply as dirty "
-            "and `konfig pending` lists the stack until a commit is applied",
+            hint="commit (or stash) them and run again (what is applied must be a commit, "
+            "so that the inventory and `konfig pending` can tell what runs), or pass "
+            f"--allow-dirty to {verb} the work tree as it is: the inventory then records the "
+            "apply as dirty and `konfig pending` lists the stack until a commit is applied",
         )
     return state
 

@@ -260,7 +260,10 @@ def test_canary_never_leaves_memory(
         bytes([base64.b64decode(data)[0] ^ 1]) + base64.b64decode(data)[1:]
     ).decode()
     enc.write_text(good.replace(data, flipped))
-    for args in (("preview", stack, run.kc), ("apply", stack, "--yes", run.kc)):
+    # the edits below are not committed: apply runs them with --allow-dirty (else it
+    # refuses the uncommitted tree before it reads a secret)
+    dirty = ("apply", stack, "--yes", "--allow-dirty", run.kc)
+    for args in (("preview", stack, run.kc), dirty):
         monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(key))
         out_text, err = run(*args, code=1)
         message = out_text + err
@@ -276,13 +279,13 @@ def test_canary_never_leaves_memory(
 
     repo_builder.write(f"{stack}/main.k", MAIN.format(ns=ns).replace('"user"]', '"missing"]'))
     monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(key))
-    _, err = run("apply", stack, "--yes", run.kc, code=1)
+    _, err = run(*dirty, code=1)
     assert f'{stack}/secrets.enc.yaml (key ["api"]["missing"]): unknown reference' in err
     repo_builder.write(f"{stack}/main.k", MAIN.format(ns=ns))
 
     enc.write_text("api: [unclosed\n")
     monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(key))
-    _, err = run("apply", stack, "--yes", run.kc, code=1)
+    _, err = run(*dirty, code=1)
     assert f"{stack}/secrets.enc.yaml:2: invalid YAML" in err
     enc.write_text(good)
     assert kube.get("v1", "Secret", "api", ns) == before  # nothing was written
