@@ -78,7 +78,7 @@ def test_a_hand_edited_inventory_is_refused_with_how_to_repair_it(
     name = inv.inventory_name(f"appops/{address}")
     kc = f"--kubeconfig={cluster.kubeconfig}"
     root = repo_builder.root
-    assert konfig("apply", address, "--yes", "--no-wait", kc, cwd=root).code == 0
+    assert konfig("apply", address, "--allow-dirty", "--yes", "--no-wait", kc, cwd=root).code == 0
 
     args, problem = EDITS[edit]
     cluster.kubectl("-n", inv.NAMESPACE, *args[:1], "configmap", name, *args[1:])
@@ -87,8 +87,8 @@ def test_a_hand_edited_inventory_is_refused_with_how_to_repair_it(
 
     for command in (
         ["preview", address],
-        ["apply", address, "--yes"],
-        ["destroy", address, "--yes"],
+        ["apply", address, "--allow-dirty", "--yes"],
+        ["destroy", address, "--allow-dirty", "--yes"],
     ):
         res = konfig(*command, kc, cwd=root)
         text = res.out + res.err
@@ -123,9 +123,9 @@ def test_a_hand_edited_inventory_is_refused_with_how_to_repair_it(
         assert f"kubectl -n konfig-system delete configmap {name}" in text
         assert f"kubectl get ConfigMap,Namespace -A -l {inv.LABEL_PART_OF}=" in text
         cluster.kubectl("-n", "konfig-system", "delete", "configmap", name)
-    res = konfig("apply", address, "--yes", "--no-wait", kc, cwd=root)
+    res = konfig("apply", address, "--allow-dirty", "--yes", "--no-wait", kc, cwd=root)
     assert res.code == 0, res.out + res.err
     stored = inv.read_inventory(kube, f"appops/{address}")
     assert stored is not None
     assert stored.ids() == {f"v1:Namespace:{ns}", f"v1:ConfigMap:{ns}:cfg"}
-    assert konfig("destroy", address, "--yes", kc, cwd=root).code == 0
+    assert konfig("destroy", address, "--allow-dirty", "--yes", kc, cwd=root).code == 0

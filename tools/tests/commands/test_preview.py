@@ -443,6 +443,7 @@ def test_a_spec_apply_would_refuse_is_an_error_in_preview_and_apply_writes_nothi
         str(repo_builder.root),
         "apply",
         f"{project}/dev",
+        "--allow-dirty",  # not a git repository
         "--kubeconfig",
         str(cluster.kubeconfig),
         "--yes",

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from fixtures.cluster import Cluster
 from fixtures.faults import Running, processes_in_group, wait_until_gone
+from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
@@ -85,10 +86,13 @@ def test_a_signal_during_apply_records_what_was_applied_and_releases_the_lock(
     code: int,
 ) -> None:
     ns, address = _lb_stack(repo_builder)
+    repo_builder.write(".gitignore", "/.cache/\n")
+    git_init(repo_builder.root)
+    c1 = git_commit(repo_builder.root, "c1")  # what is applied is a commit
     kc = f"--kubeconfig={cluster.kubeconfig}"
     run = Running(
         repo_builder.root,
-        ["apply", address, "--yes", "--timeout", "300", "--commit", "c1", kc],
+        ["apply", address, "--yes", "--timeout", "300", "--commit", c1, kc],
     )
     run.wait_for_line("waiting for Service/edge")
     assert _lease(kube, address) is not None  # held while applying
@@ -118,12 +122,11 @@ def test_a_signal_during_apply_records_what_was_applied_and_releases_the_lock(
     assert kube.get("v1", "ConfigMap", "after", ns) is None
 
     # the next run finishes the job and records the commit
-    res = konfig(
-        "apply", address, "--yes", "--no-wait", kc, "--commit", "c2", cwd=repo_builder.root
-    )
+    c2 = git_commit(repo_builder.root, "c2")
+    res = konfig("apply", address, "--yes", "--no-wait", kc, "--commit", c2, cwd=repo_builder.root)
     assert res.code == 0, res.out + res.err
     stored = inv.read_inventory(kube, f"appops/{address}")
-    assert stored is not None and stored.commit == "c2" and len(stored.ids()) == 4
+    assert stored is not None and stored.commit == c2 and len(stored.ids()) == 4
     assert konfig("destroy", address, "--yes", kc, cwd=repo_builder.root).code == 0
 
 
@@ -140,6 +143,7 @@ def test_sigterm_while_waiting_for_the_lock_writes_nothing_and_leaves_the_holder
             [
                 "apply",
                 address,
+                "--allow-dirty",  # not a git repository
                 "--yes",
                 "--lock-timeout",
                 "300",

@@ -162,7 +162,9 @@ def test_database_preview_apply_drift_and_guarded_removal(
 
     # 2. Apply what was previewed (--plan, as on merge): OpenTofu first, then the
     # ConfigMap, the Secret and the Deployment that reads them.
-    res = konfig("apply", address, "--yes", "--plan", str(saved), "--json", kc, cwd=root)
+    res = konfig(
+        "apply", address, "--allow-dirty", "--yes", "--plan", str(saved), "--json", kc, cwd=root
+    )
     outputs += [res.out, res.err]
     assert res.code == 0, res.out + res.err
     applied = {o["id"]: o["outcome"] for o in json.loads(res.out)["stacks"][0]["objects"]}
@@ -202,7 +204,7 @@ def test_database_preview_apply_drift_and_guarded_removal(
     res = konfig("preview", address, kc, "--detailed-exitcode", cwd=root)
     outputs += [res.out, res.err]
     assert res.code == 0, res.out + res.err
-    res = konfig("apply", address, "--yes", kc, cwd=root)
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
     outputs += [res.out, res.err]
     assert res.code == 0, res.out + res.err
     again = kube.get("v1", "Secret", f"{name}-db", name)
@@ -218,7 +220,7 @@ def test_database_preview_apply_drift_and_guarded_removal(
     assert [(f["path"], f["before"], f["after"]) for f in drift["fields"]] == [  # type: ignore[union-attr]
         ("login", False, True)
     ]
-    res = konfig("apply", address, "--yes", kc, cwd=root)
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
     outputs += [res.out, res.err]
     assert res.code == 0, res.out + res.err
     assert tofu.psql(f"SELECT rolcanlogin FROM pg_roles WHERE rolname = '{db}'") == "t"
@@ -229,7 +231,7 @@ def test_database_preview_apply_drift_and_guarded_removal(
     outputs += [res.out, res.err]
     assert res.code == 0, res.err
     assert f"delete  {db_id}" in res.out and "REFUSED" in res.out
-    res = konfig("apply", address, "--yes", kc, cwd=root)
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
     outputs += [res.out, res.err]
     assert res.code == 1
     assert "terraform.allowDestroy" in res.out + res.err
@@ -243,7 +245,7 @@ def test_database_preview_apply_drift_and_guarded_removal(
         database=False,
         extra="  allowDestroy:\n    - cyrilgdn/postgresql:*\n",
     )
-    res = konfig("apply", address, "--yes", kc, cwd=root)
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
     outputs += [res.out, res.err]
     assert res.code == 0, res.out + res.err
     assert tofu.psql(f"SELECT count(*) FROM pg_database WHERE datname = '{db}'") == "0"
@@ -290,13 +292,13 @@ def test_destroy_missing_credentials_and_a_held_state_lock(
     # Credentials come from the apply environment: a missing variable is named.
     with monkeypatch.context() as m:
         m.delenv("T_PGPASSWORD")
-        res = konfig("apply", address, "--yes", kc, cwd=root)
+        res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
     assert res.code == 1
     assert "T_PGPASSWORD (provider postgresql, argument password)" in res.err, res.err
     assert "nothing was changed" in res.err
     assert tofu.psql(f"SELECT count(*) FROM pg_roles WHERE rolname = '{db}'") == "0"
 
-    res = konfig("apply", address, "--yes", kc, cwd=root)
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
     assert res.code == 0, res.out + res.err
     assert tofu.psql(f"SELECT count(*) FROM pg_database WHERE datname = '{db}'") == "1"
 
@@ -321,7 +323,7 @@ def test_destroy_missing_credentials_and_a_held_state_lock(
     kube.apply(held, dry_run=False, field_manager="other-tofu")
     _stack(repo_builder, name, extra="")  # unchanged stack, but OpenTofu must take the lock
     tofu.psql(f'ALTER ROLE "{db}" NOLOGIN')
-    res = konfig("apply", address, "--yes", kc, cwd=root)
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
     assert res.code == 1
     assert "the Terraform state is locked by another tofu client" in res.out + res.err
     assert "force-unlock" in res.out + res.err
@@ -344,14 +346,14 @@ def test_destroy_missing_credentials_and_a_held_state_lock(
     assert f"postgresql_database.{db}" in res.err
 
     # konfig destroy: the database is kept unless the stack allows destroying it.
-    res = konfig("destroy", address, "--yes", kc, cwd=root)
+    res = konfig("destroy", address, "--allow-dirty", "--yes", kc, cwd=root)
     assert res.code == 1
     assert "terraform.allowDestroy" in res.out + res.err
     assert tofu.psql(f"SELECT count(*) FROM pg_database WHERE datname = '{db}'") == "1"
     assert kube.get("apps/v1", "Deployment", name, name) is not None
 
     _stack(repo_builder, name, extra="  allowDestroy: ['cyrilgdn/postgresql:*']\n")
-    res = konfig("destroy", address, "--yes", kc, cwd=root)
+    res = konfig("destroy", address, "--allow-dirty", "--yes", kc, cwd=root)
     assert res.code == 0, res.out + res.err
     assert tofu.psql(f"SELECT count(*) FROM pg_database WHERE datname = '{db}'") == "0"
     assert tofu.psql(f"SELECT count(*) FROM pg_roles WHERE rolname = '{db}'") == "0"

@@ -32,13 +32,23 @@ def _stack(path: str, changes: list[dict[str, Any]]) -> dict[str, Any]:
     counts = dict.fromkeys(("create", "update", "replace", "delete", "unchanged", "conflict"), 0)
     for c in changes:
         counts[c["action"]] += 1
-    return {"path": path, "status": "ok", "deleted": False, "counts": counts, "changes": changes}
+    return {
+        "path": path,
+        "status": "ok",
+        "error": None,
+        "deleted": False,
+        "counts": counts,
+        "changes": changes,
+    }
 
 
 def test_conflicts_come_first() -> None:
     preview = {
         "kind": KIND,
         "schemaVersion": SCHEMA_VERSION,
+        "hasChanges": True,
+        "hasConflicts": True,
+        "counts": {"create": 2, "update": 0, "replace": 0, "delete": 0, "unchanged": 0},
         "stacks": [
             _stack("appops/aaa/dev", [_change("a", "x", "create")]),
             _stack(
