@@ -129,7 +129,9 @@ def rev_parse(root: Path, ref: str) -> str:
     g = open_repo(root)
     try:
         return str(g.repo.commit(ref).hexsha)
-    except (git.BadName, git.BadObject, ValueError, git.GitCommandError) as exc:
+    # BrokenPipeError: gitpython's `git cat-file --batch` exited before it was asked (git
+    # refusing the repository), which races with the error it would otherwise read
+    except (git.BadName, git.BadObject, ValueError, git.GitCommandError, BrokenPipeError) as exc:
         raise _unknown_revision(g, ref) from exc
 
 
