@@ -235,9 +235,16 @@ def test_sigterm_during_destroy_keeps_what_survives_in_the_inventory_and_release
     repo_builder.stack(ns, "dev", main=FINALIZER_MAIN.format(ns=ns), stack_yaml=STACK_YAML)
     address = f"{ns}/dev"
     kc = f"--kubeconfig={cluster.kubeconfig}"
-    assert konfig("apply", address, "--yes", "--no-wait", kc, cwd=repo_builder.root).code == 0
+    assert (
+        konfig(
+            "apply", address, "--allow-dirty", "--yes", "--no-wait", kc, cwd=repo_builder.root
+        ).code
+        == 0
+    )
 
-    run = Running(repo_builder.root, ["destroy", address, "--yes", "--timeout", "300", kc])
+    run = Running(
+        repo_builder.root, ["destroy", address, "--allow-dirty", "--yes", "--timeout", "300", kc]
+    )
     run.wait_for(
         lambda: (
             (kube.get("v1", "ConfigMap", "held", ns) or {})
@@ -264,7 +271,7 @@ def test_sigterm_during_destroy_keeps_what_survives_in_the_inventory_and_release
         "-n", ns, "patch", "configmap", "held", "--type", "merge",
         "-p", '{"metadata": {"finalizers": null}}',
     )  # fmt: skip
-    res = konfig("destroy", address, "--yes", kc, cwd=repo_builder.root)
+    res = konfig("destroy", address, "--allow-dirty", "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.out + res.err
     assert inv.read_inventory(kube, f"appops/{address}") is None
 
@@ -276,7 +283,10 @@ def test_sigterm_during_an_apply_of_two_stacks_on_threads_stops_both(
     """Stacks applied at once run on threads; the handler runs on the main thread."""
     (ns1, address1), (ns2, address2) = _lb_stack(repo_builder), _lb_stack(repo_builder)
     kc = f"--kubeconfig={cluster.kubeconfig}"
-    run = Running(repo_builder.root, ["apply", address1, address2, "--yes", "--timeout", "300", kc])
+    run = Running(
+        repo_builder.root,
+        ["apply", address1, address2, "--allow-dirty", "--yes", "--timeout", "300", kc],
+    )
     run.wait_for(
         lambda: sum("waiting for Service/edge" in line for line in run.err) == 2,
         "both stacks to wait",
@@ -293,4 +303,7 @@ def test_sigterm_during_an_apply_of_two_stacks_on_threads_stops_both(
         assert stored is not None and stored.commit == ""
         assert f"v1:ConfigMap:{ns}:after" not in stored.ids()
         assert f"v1:Service:{ns}:edge" in stored.ids()
-        assert konfig("destroy", address, "--yes", kc, cwd=repo_builder.root).code == 0
+        assert (
+            konfig("destroy", address, "--allow-dirty", "--yes", kc, cwd=repo_builder.root).code
+            == 0
+        )

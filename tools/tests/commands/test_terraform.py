@@ -395,7 +395,7 @@ def test_kill_9_while_opentofu_applies_then_a_rerun_converges(
     log = (tmp_path / "apply.log").open("w")
     konfig_bin = str(Path(sys.executable).parent / "konfig")
     proc = subprocess.Popen(
-        [konfig_bin, "apply", address, "--yes", kc, "--lease-duration", "5"],
+        [konfig_bin, "apply", address, "--allow-dirty", "--yes", kc, "--lease-duration", "5"],
         cwd=root,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -428,7 +428,7 @@ def test_kill_9_while_opentofu_applies_then_a_rerun_converges(
 
     # The re-run takes over the stale stack lock and converges; the role gets the
     # password the Secret now holds.
-    res = konfig("apply", address, "--yes", kc, "--lock-timeout", "90", cwd=root)
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, "--lock-timeout", "90", cwd=root)
     assert res.code == 0, res.out + res.err
     secret = kube.get("v1", "Secret", f"{name}-db", name)
     assert secret is not None and kube.get("apps/v1", "Deployment", name, name) is not None
@@ -492,7 +492,7 @@ def test_kill_9_of_opentofu_itself_its_lock_is_named_and_a_rerun_adopts_what_it_
     log = (tmp_path / "apply.log").open("w")
     konfig_bin = str(Path(sys.executable).parent / "konfig")
     proc = subprocess.Popen(
-        [konfig_bin, "apply", address, "--yes", kc, "--lease-duration", "5"],
+        [konfig_bin, "apply", address, "--allow-dirty", "--yes", kc, "--lease-duration", "5"],
         cwd=root,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -522,7 +522,7 @@ def test_kill_9_of_opentofu_itself_its_lock_is_named_and_a_rerun_adopts_what_it_
     assert intent is not None and f"postgresql_role:{db}" in intent["data"]["creating"]
 
     # OpenTofu's lock is left held: the re-run says so, and how to release it.
-    res = konfig("apply", address, "--yes", kc, "--lock-timeout", "90", cwd=root)
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, "--lock-timeout", "90", cwd=root)
     assert res.code == 1
     text = res.out + res.err
     assert "the Terraform state is locked by another tofu client" in text, text
@@ -543,7 +543,7 @@ def test_kill_9_of_opentofu_itself_its_lock_is_named_and_a_rerun_adopts_what_it_
     assert res.code == 0, res.err
     adopted = _by_id(res.out)[f"cyrilgdn/postgresql:postgresql_role:{db}"]
     assert adopted["action"] == "update" and "apply adopts it" in str(adopted["reason"])
-    res = konfig("apply", address, "--yes", kc, cwd=root)
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
     assert res.code == 0, res.out + res.err
     secret = kube.get("v1", "Secret", f"{name}-db", name)
     assert secret is not None
