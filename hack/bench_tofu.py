@@ -11,6 +11,7 @@ cluster, another role and database) and applied once with plain tofu. Then, inte
 each round:
 
     preview:  konfig preview bench/dev --format json       (compile cached, tofu initialised)
+              konfig preview bench/nodb --format json      (the same Server, no database)
               tofu plan -lock=false -out=p  +  tofu show -json p      (the same work in tofu)
     apply:    konfig apply bench/dev --yes                  (connection limit toggled)
               tofu plan -out=p  +  tofu apply p             (the same toggle)
@@ -139,13 +140,19 @@ def main() -> int:
         (root / "appops" / "bench" / "project.yaml").write_text("name: bench\n")
         (stack / "stack.yaml").write_text(STACK)
         (stack / "main.k").write_text(MAIN.format(limit=10))
+        # the same Server without a database: what Konfig costs without OpenTofu
+        nodb = root / "appops" / "bench" / "nodb"
+        nodb.mkdir()
+        (nodb / "stack.yaml").write_text("name: nodb\nkubernetes:\n  context: admin\n")
+        plain_main = re.sub(r"    database = .*\n", "", MAIN.format(limit=10))
+        (nodb / "main.k").write_text(plain_main.replace('"bench"', '"benchnodb"'))
         git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@konfig.invalid"]
         subprocess.run([*git, "init", "-q"], cwd=root, check=True)
         subprocess.run([*git, "add", "-A"], cwd=root, check=True)
         subprocess.run([*git, "commit", "-q", "-m", "bench"], cwd=root, check=True)
         konfig = [str(Path(sys.executable).parent / "konfig"), "--root", str(root)]
         kc = ["--kubeconfig", kubeconfig]
-        run([*konfig, "apply", "bench/dev", "--yes", *kc], env=env)
+        run([*konfig, "apply", "bench/dev", "bench/nodb", "--yes", *kc], env=env)
 
         # The same configuration for plain tofu: another state and other object names.
         generated = json.loads(
@@ -175,11 +182,15 @@ def main() -> int:
         run([tofu, "init", "-input=false", "-no-color"], cwd=plain, env=tf_env)
         run([tofu, "apply", "-auto-approve", "-input=false", "-no-color"], cwd=plain, env=tf_env)
 
-        samples: dict[str, list[tuple[float, float]]] = {k: [] for k in ("kp", "tp", "ka", "ta")}
+        samples: dict[str, list[tuple[float, float]]] = {
+            k: [] for k in ("kp", "tp", "ka", "ta", "np")
+        }
         konfig_limit = 10
         for _ in range(args.rounds):
             w, c, _ = run([*konfig, "preview", "bench/dev", "--format", "json", *kc], env=env)
             samples["kp"].append((w, c))
+            w, c, _ = run([*konfig, "preview", "bench/nodb", "--format", "json", *kc], env=env)
+            samples["np"].append((w, c))
             w1, c1, _ = run(
                 [tofu, "plan", "-lock=false", "-input=false", "-no-color", "-out=p"],
                 ok=(0, 2),
@@ -205,12 +216,17 @@ def main() -> int:
 
         print(f"bench_tofu: {args.rounds} interleaved rounds, load {os.getloadavg()[0]:.1f}")
         kp = summary("konfig preview (both runtimes)", samples["kp"])
+        npv = summary("konfig preview, no database", samples["np"])
         tp = summary("tofu plan + show -json", samples["tp"])
         ka = summary("konfig apply (both runtimes)", samples["ka"])
         ta = summary("tofu plan + apply", samples["ta"])
         print(
             f"  ratio konfig/tofu: preview wall {kp[0] / tp[0]:.2f} CPU {kp[1] / tp[1]:.2f}; "
             f"apply wall {ka[0] / ta[0]:.2f} CPU {ka[1] / ta[1]:.2f}"
+        )
+        print(
+            "  the database's share of konfig preview (with minus without) / tofu plan+show: "
+            f"wall {(kp[0] - npv[0]) / tp[0]:.2f} CPU {(kp[1] - npv[1]) / tp[1]:.2f}"
         )
     finally:
         script_env = dict(env)
