@@ -1,0 +1,144 @@
+"""konfig.pipeline.terraform's pure parts: references into Kubernetes objects, refusals,
+state names, the SCRAM verifier."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from dataclasses import replace
+
+import pytest
+
+from konfig import outputs
+from konfig.engine.plan import Change
+from konfig.pipeline.terraform import (
+    kubernetes_spec,
+    lookup_of,
+    refuse_destroys,
+    scram_verifier,
+    state_suffix,
+)
+from konfig.spec import Spec, spec_from_items
+from konfig.tofu.model import TerraformSpecError, stack_terraform
+
+DB = "cyrilgdn/postgresql:postgresql_database:shop"
+PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
+STACK = {
+    "terraform": {
+        "providers": {
+            "postgresql": {
+                "settings": {"port": 5432},
+                "environment": {"host": "PGH", "password": "PGP"},
+            }
+        },
+        "allowDestroy": ["cyrilgdn/postgresql:postgresql_extension:*"],
+    }
+}
+
+
+def _spec(data: dict[str, str]) -> Spec:
+    return spec_from_items(
+        [
+            {
+                "id": DB,
+                "type": "Terraform",
+                "attributes": {"name": "shop"},
+                "extensions": {"provider": PROVIDER},
+            },
+            {
+                "id": "v1:ConfigMap:shop:db",
+                "attributes": {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": "db", "namespace": "shop"},
+                    "data": data,
+                },
+            },
+        ]
+    )
+
+
+def test_references_resolve_into_kubernetes_objects_and_edges_to_terraform_go() -> None:
+    terraform = stack_terraform(STACK, "appops/shop/prod")
+    spec = _spec(
+        {
+            "DB": f"${{konfig:{DB}.name}}",
+            "HOST": "${konfig:provider/postgresql.host}",
+            "PORT": "${konfig:provider/postgresql.port}",
+        }
+    )
+    lookup = lookup_of(terraform, {"PGH": "db.example"}, {DB: {"name": "shop"}}, known={DB})
+    (cm,) = kubernetes_spec(spec, lookup).resources
+    assert cm.attributes["data"] == {"DB": "shop", "HOST": "db.example", "PORT": "5432"}
+    assert cm.depends_on == ()  # the edge to the database: OpenTofu runs first
+    # before OpenTofu knows it: a placeholder, which apply never sends
+    unknown = lookup_of(terraform, {"PGH": "h"}, {}, known={DB})
+    (cm,) = kubernetes_spec(spec, unknown).resources
+    assert cm.attributes["data"]["DB"] == outputs.UNKNOWN
+    assert outputs.unresolved_in(cm.attributes) == ["data.DB"]
+
+
+@pytest.mark.parametrize(
+    ("data", "environment", "message"),
+    [
+        ({"P": "${konfig:provider/postgresql.password}"}, {"PGP": "x"}, "is a credential"),
+        ({"H": "${konfig:provider/postgresql.host}"}, {}, "PGH is not set"),
+        ({"H": "${konfig:provider/replica.host}"}, {}, "'replica', which stack.yaml"),
+        ({"N": f"${{konfig:{DB}.colour}}"}, {}, "has no attribute 'colour'"),
+        (
+            {"N": "${konfig:cyrilgdn/postgresql:postgresql_role:x.name}"},
+            {},
+            "not a Terraform resource",
+        ),
+    ],
+)
+def test_bad_references_are_named(
+    data: dict[str, str], environment: dict[str, str], message: str
+) -> None:
+    lookup = lookup_of(stack_terraform(STACK, "s"), environment, {DB: {"name": "shop"}}, known={DB})
+    with pytest.raises(TerraformSpecError, match=message):
+        kubernetes_spec(_spec(data), lookup)
+
+
+def test_destroys_are_refused_unless_the_stack_allows_them() -> None:
+    base = Change(
+        id=DB,
+        api_version="cyrilgdn/postgresql",
+        kind="postgresql_database",
+        namespace=None,
+        name="shop",
+        action="delete",
+        reason="removed from the stack",
+        validated=True,
+        desired=None,
+        live=None,
+        fields=(),
+        diff="",
+        runtime="Terraform",
+    )
+    ext = replace(base, id="cyrilgdn/postgresql:postgresql_extension:shop_x", action="replace")
+    kept = replace(base, id="cyrilgdn/postgresql:postgresql_role:shop", action="update")
+    out = {c.id: c.refused for c in refuse_destroys((base, ext, kept), stack_terraform(STACK, "s"))}
+    assert "terraform.allowDestroy" in out[DB] and "destroy postgresql_database shop" in out[DB]
+    assert out[ext.id] == "" and out[kept.id] == ""
+
+
+def test_state_names_are_dns_labels() -> None:
+    assert state_suffix("appops/webshop/prod") == "appops-webshop-prod"
+    long = state_suffix("appops/" + "x" * 80 + "/Prod_2")
+    assert len(long) <= 40 and long == long.lower() and not long.endswith("-")
+
+
+def test_scram_verifier_is_what_postgresql_checks_a_login_against() -> None:
+    verifier = scram_verifier("s3cret-pw")
+    method, rest = verifier.split("$", 1)
+    params, keys = rest.split("$")
+    iterations, salt = params.split(":")
+    stored, server = (base64.b64decode(k) for k in keys.split(":"))
+    assert method == "SCRAM-SHA-256" and iterations == "4096"
+    salted = hashlib.pbkdf2_hmac("sha256", b"s3cret-pw", base64.b64decode(salt), 4096)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    assert hashlib.sha256(client_key).digest() == stored
+    assert hmac.new(salted, b"Server Key", "sha256").digest() == server
+    assert "s3cret-pw" not in verifier and scram_verifier("s3cret-pw") != verifier  # salted
