@@ -202,6 +202,8 @@ def main() -> int:
 
             konfig_limit = 30 - konfig_limit
             (stack / "main.k").write_text(MAIN.format(limit=konfig_limit))
+            # what konfig applies is a commit (not timed)
+            subprocess.run([*git, "commit", "-q", "-am", "toggle"], cwd=root, check=True)
             w, c, _ = run([*konfig, "apply", "bench/dev", "--yes", *kc], env=env)
             samples["ka"].append((w, c))
             limits["plain"] = 30 - limits["plain"]
