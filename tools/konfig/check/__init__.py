@@ -68,7 +68,15 @@ def check(
             )
             continue
         spec = result.spec
-        findings.extend(check_spec(repo.root, stack, spec, kinds))
+        findings.extend(
+            check_spec(
+                repo.root,
+                stack,
+                spec,
+                kinds,
+                allowed_system_namespaces=repo.config.allow_system_namespaces,
+            )
+        )
         findings.extend(check_secret_specs(repo.root, stack, spec))
         findings.extend(check_schema(repo.root, stack, spec, kinds, repo.config.kubernetes_version))
         findings.extend(check_terraform(repo.root, stack, spec))

@@ -6,12 +6,22 @@
 - ``spec/dangling-dependency``: a ``dependsOn`` id that is not in the Spec;
 - ``spec/dependency-cycle``: resources that depend on each other in a circle;
 - ``spec/missing-namespace``: a namespaced kind without ``metadata.namespace``;
-- ``spec/cluster-scoped-namespace``: a cluster-scoped kind with a namespace.
+- ``spec/cluster-scoped-namespace``: a cluster-scoped kind with a namespace;
+- ``spec/invalid-name``: a name or namespace the API server refuses (not a lowercase
+  RFC 1123 subdomain of at most 253 characters; a namespace, a Namespace's name and a
+  Service's name: an RFC 1123 label of at most 63), caught before any cluster sees it;
+- ``spec/object-too-large``: a manifest over 1 MiB as JSON (a ConfigMap's or Secret's
+  data may not exceed 1 MiB, and etcd refuses a request over 1.5 MiB);
+- ``spec/system-namespace``: an object in ``default`` or a ``kube-*`` namespace (or such
+  a Namespace itself), unless konfig.yaml ``allowSystemNamespaces`` lists it.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 
 import networkx as nx
@@ -23,8 +33,44 @@ from konfig.ids import resource_id
 from konfig.repo.layout import Stack
 from konfig.spec import Resource, Spec
 
+# Kubernetes' name formats (k8s.io/apimachinery/pkg/util/validation)
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_LABEL = re.compile(_LABEL)
+DNS_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+# kinds whose name is a label, not a subdomain (a DNS name of its own)
+_LABEL_NAMED = {("v1", "Namespace"), ("v1", "Service")}
 
-def check_spec(root: Path, stack: Stack, spec: Spec, kinds: KindCatalog) -> list[Finding]:
+
+# the API server's bound on a ConfigMap's or Secret's data; an object past it is refused
+MAX_OBJECT_BYTES = 1024 * 1024
+
+
+def name_problem(value: str, *, label: bool) -> str | None:
+    """Why ``value`` is not a valid Kubernetes name (None when it is)."""
+    limit, pattern = (63, DNS_LABEL) if label else (253, DNS_SUBDOMAIN)
+    what = "an RFC 1123 label" if label else "an RFC 1123 subdomain"
+    if len(value) > limit:
+        return f"{len(value)} characters, more than the {limit} of {what}"
+    if not pattern.fullmatch(value):
+        return (
+            f"not {what}: only lowercase letters, digits and '-'"
+            + ("" if label else " and '.'")
+            + ", starting and ending with a letter or digit"
+        )
+    return None
+
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def check_spec(
+    root: Path,
+    stack: Stack,
+    spec: Spec,
+    kinds: KindCatalog,
+    *,
+    allowed_system_namespaces: Collection[str] = (),
+) -> list[Finding]:
     findings: list[Finding] = []
 
     def add(rule: str, message: str, resource: Resource | None) -> None:
@@ -75,6 +121,38 @@ def check_spec(root: Path, stack: Stack, spec: Spec, kinds: KindCatalog) -> list
                 f"{ids[r.id]} resources have the id {r.id!r}: each object may appear once",
                 r,
             )
+        if not r.is_terraform:
+            for field, value, label in (
+                ("metadata.name", r.name, (r.api_version, r.kind) in _LABEL_NAMED),
+                ("metadata.namespace", r.namespace, True),
+            ):
+                why = name_problem(value, label=label) if value else None
+                if value and why:
+                    shown = value if len(value) <= 70 else f"{value[:60]}...({len(value)} chars)"
+                    add(
+                        "spec/invalid-name",
+                        f"{r.kind} {field} {shown!r} is invalid for Kubernetes: {why}; "
+                        "the API server would refuse it, rename it",
+                        r,
+                    )
+            system = r.name if (r.api_version, r.kind) == ("v1", "Namespace") else r.namespace
+            if system in SYSTEM_NAMESPACES and system not in allowed_system_namespaces:
+                add(
+                    "spec/system-namespace",
+                    f"{r.id} is in the system namespace {system!r}, where the cluster's own "
+                    "components live: give the stack its own namespace, or allow it in "
+                    f"konfig.yaml (`allowSystemNamespaces: [{system}]`)",
+                    r,
+                )
+            size = len(json.dumps(r.attributes, separators=(",", ":"), default=str))
+            if size > MAX_OBJECT_BYTES:
+                add(
+                    "spec/object-too-large",
+                    f"{r.id} is {size:,} bytes as JSON, more than the API server stores "
+                    f"({MAX_OBJECT_BYTES:,}): keep large data out of the manifest (a volume, "
+                    "an image, object storage) or split it",
+                    r,
+                )
         namespaced = kinds.is_namespaced(r.api_version, r.kind)
         if namespaced and not r.namespace:
             add(

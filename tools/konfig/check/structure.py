@@ -18,6 +18,10 @@
 - ``structure/unsafe-name``: a project or stack name with glob or shell metacharacters,
   whitespace, control or invisible (bidi override) characters, or equal to a sibling's
   after Unicode normalisation (see :mod:`konfig.repo.names`);
+- ``structure/link-outside``: a symbolic link under appops/ or base/ that leads out of
+  the repository (KCL would compile a file no review of the repository shows);
+- ``structure/unsafe-file-name``: a file or directory under appops/ or base/ whose name
+  holds a control character (a newline splits it in every list of files);
 - ``policy/disable-without-reason``: a policy switched off in stack.yaml without a reason.
 
 A stack switches a policy off in its stack.yaml, for all its resources or for some::
@@ -31,6 +35,7 @@ A stack switches a policy off in its stack.yaml, for all its resources or for so
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Iterable
@@ -77,6 +82,7 @@ def check_structure(repo: Repository) -> list[Finding]:
     findings.extend(_appops_top(repo))
     findings.extend(_projects(repo))
     findings.extend(_unsafe_names(repo))
+    findings.extend(_links_outside(repo))
     findings.extend(check_kcl_mod(repo.root))
     for stack in repo.stacks:
         findings.extend(check_stack(repo, stack))
@@ -260,6 +266,50 @@ def check_kcl_mod(root: Path) -> list[Finding]:
                 line_of_table("package"),
             )
         )
+    return findings
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _links_outside(repo: Repository) -> list[Finding]:
+    """Symbolic links under appops/ and base/ that lead out of the repository (KCL and
+    konfig would read a file that a review of the repository never shows), and names
+    with control characters."""
+    root = repo.root.resolve()
+    findings: list[Finding] = []
+    for top in (APPOPS, "base"):
+        for folder, dirs, files in os.walk(repo.root / top):
+            for name in sorted([*dirs, *files]):
+                path = Path(folder, name)
+                if _CONTROL.search(name):
+                    rel = path.relative_to(repo.root).as_posix()
+                    findings.append(
+                        Finding(
+                            "structure/unsafe-file-name",
+                            f"{display(rel)}: a file name with a control character (a "
+                            "newline, a tab, an escape): every list of files (git, CI outputs, "
+                            "the PR comment) reads it as two names or not at all; rename it",
+                            display(rel),
+                            None,
+                        )
+                    )
+                if not path.is_symlink():
+                    continue
+                target = path.resolve()
+                if target.is_relative_to(root):
+                    continue
+                rel = path.relative_to(repo.root).as_posix()
+                findings.append(
+                    Finding(
+                        "structure/link-outside",
+                        f"{display(rel)} is a symbolic link to {display(str(target))}, outside "
+                        "the repository: what compiles is not what the repository shows; "
+                        "replace the link with the file itself (or link inside the repository)",
+                        rel,
+                        None,
+                    )
+                )
     return findings
 
 

@@ -33,6 +33,8 @@ class RepoConfig:
     render_entry: str = "base/render/render.k"
     triggers: tuple[str, ...] = DEFAULT_TRIGGERS
     production_stacks: tuple[str, ...] = DEFAULT_PRODUCTION_STACKS
+    # system namespaces (default, kube-*) stacks may write to: none unless listed
+    allow_system_namespaces: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -80,6 +82,7 @@ def repo_config_from_data(
         render_entry=data.get("renderEntry", defaults.render_entry),
         triggers=tuple(data.get("triggers", defaults.triggers)),
         production_stacks=tuple(data.get("productionStacks", defaults.production_stacks)),
+        allow_system_namespaces=tuple(data.get("allowSystemNamespaces", ())),
         extra={k: v for k, v in data.items() if k not in known},
     )
 
