@@ -28,6 +28,7 @@ from konfig.errors import ConfigError
 from konfig.repo.layout import KCL_MOD_VAR, KCL_YAML, MAIN, Repository, Stack
 from konfig.repo.settings import contracts_memo
 from konfig.repo.yamlio import load_yaml_text, read_text
+from konfig.repo.yamlpos import key_lines, line_of
 from konfig.secrets.errors import SecretsError
 from konfig.secrets.refs import bind_spec
 from konfig.spec import Spec, SpecError, spec_from_output
@@ -140,6 +141,7 @@ def compile_input(
         data = _read_contract(Path(kcl_yaml), root, "kcl-yaml")
         listed = data["kcl_cli_configs"]["file"]
         files = [str((Path(stack_dir) / _substitute(str(f), root)).resolve()) for f in listed]
+        _inside_repository(Path(kcl_yaml), root, listed, files)
         options.extend(_options_from(data))
     else:
         project_base = f"{base}/{stack.project_path}/base"
@@ -159,6 +161,25 @@ def compile_input(
         files=tuple(files),
         options=tuple(merged.items()),
     )
+
+
+def _inside_repository(
+    kcl_yaml: Path, root: Path, listed: Sequence[Any], files: Sequence[str]
+) -> None:
+    """Every entry file of a stack lies inside the repository (after links): KCL would
+    compile any file the machine has, and a review of the repository would not see it."""
+    real_root = root.resolve()
+    for index, (entry, file) in enumerate(zip(listed, files, strict=True)):
+        if Path(file).is_relative_to(real_root):
+            continue
+        rel = kcl_yaml.relative_to(root).as_posix()
+        lines = key_lines(read_text(kcl_yaml, root=root))
+        raise ConfigError(
+            f"entry file {entry!r} is outside the repository ({file}): list files inside "
+            f"the repository, relative to the stack or as {KCL_MOD_VAR}/<path>",
+            file=rel,
+            line=line_of(lines, ("kcl_cli_configs", "file", index)),
+        )
 
 
 def _project_base_files(project_base: str) -> list[str]:

@@ -139,6 +139,9 @@ def parse_diagnostics(raw: str, *, root: Path | None = None) -> list[Diagnostic]
         found.append(_diag(pending, "", kind, root))
     if not found:
         stripped = text.strip()
+        not_utf8 = _NOT_UTF8.search(stripped)
+        if not_utf8:
+            return [_not_utf8(not_utf8.group("file"), root)]
         header = re.match(r"^error\[\w+\]:\s*(\w+)\s*-\s*(.*)$", stripped, re.S)
         if header:
             return [Diagnostic(message=header.group(2).strip(), kind=header.group(1))]
@@ -148,6 +151,33 @@ def parse_diagnostics(raw: str, *, root: Path | None = None) -> list[Diagnostic]
         if diag not in unique:
             unique.append(diag)
     return unique
+
+
+# kcl-lib's words for a source file that is not UTF-8 (no file position given)
+_NOT_UTF8 = re.compile(
+    r"Failed to load KCL file '(?P<file>[^']+)'\. Because 'stream did not contain valid UTF-8'"
+)
+
+
+def _not_utf8(file: str, root: Path | None) -> Diagnostic:
+    """Where a KCL file stops being UTF-8: its line and byte, in words."""
+    line: int | None = None
+    where = ""
+    try:
+        data = Path(file).read_bytes()
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        where = f" (byte {exc.start}: {exc.reason})"
+    except OSError:
+        pass
+    diag = _diag((file, line or 1, None), "", "Error", root)
+    return Diagnostic(
+        message=f"is not UTF-8 text{where}: KCL reads only UTF-8; save the file as UTF-8",
+        file=diag.file,
+        line=line,
+        kind="EncodingError",
+    )
 
 
 def _diag(where: tuple[str, int, int | None], msg: str, kind: str, root: Path | None) -> Diagnostic:
