@@ -21,6 +21,7 @@ from konfig.errors import EXIT_FINDINGS, EXIT_OK
 from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.selection import select_for_command
 from konfig.repo.files import WriteScope, atomic_write_text
+from konfig.repo.names import display
 
 
 @click.command("test")
@@ -150,6 +151,12 @@ def failures(
     return found
 
 
+def _echo(text: str, *, nl: bool = True) -> None:
+    """Stdout for a terminal: control characters from KCL strings, file names or goldens
+    are shown as escapes, never sent (a title change, a cleared screen, hidden text)."""
+    click.echo(display(text, keep_newlines=True), nl=nl)
+
+
 def _print(
     compiled: Sequence[CompileResult],
     goldens: Sequence[golden.GoldenResult],
@@ -158,33 +165,33 @@ def _print(
 ) -> None:
     for result in compiled:
         if result.error is not None:
-            click.echo(f"FAIL {result.stack_path}: compile failed")
-            click.echo(f"  {result.error}".replace("\n", "\n  "))
+            _echo(f"FAIL {result.stack_path}: compile failed")
+            _echo(f"  {result.error}".replace("\n", "\n  "))
     for g in goldens:
         if g.passed:
-            click.echo(f"ok   {g.stack_path}")
+            _echo(f"ok   {g.stack_path}")
             continue
-        click.echo(f"FAIL {g.stack_path}: {g.summary()}")
+        _echo(f"FAIL {g.stack_path}: {g.summary()}")
         if g.status is golden.Status.MISMATCH:
             for d in g.diffs:
-                click.echo(d.diff, nl=False)
+                _echo(d.diff, nl=False)
         elif g.status is golden.Status.MISSING:
-            click.echo(f"  hint: run `konfig test --update {g.stack_path}` and review the file")
+            _echo(f"  hint: run `konfig test --update {g.stack_path}` and review the file")
         else:
-            click.echo(f"  hint: fix the file, or run `konfig test --update {g.stack_path}`")
+            _echo(f"  hint: fix the file, or run `konfig test --update {g.stack_path}`")
     for u in updates:
         if u.created:
-            click.echo(f"created {u.file}")
+            _echo(f"created {u.file}")
         elif u.changed:
             ids = f" ({', '.join(u.ids)})" if u.ids else " (formatting only)"
-            click.echo(f"updated {u.file}{ids}")
+            _echo(f"updated {u.file}{ids}")
         else:
-            click.echo(f"unchanged {u.file}")
+            _echo(f"unchanged {u.file}")
     for unit in units:
         if unit.passed:
             continue
         where = unit.file if unit.line is None else f"{unit.file}:{unit.line}"
-        click.echo(f"FAIL {unit.id}: {where}: {unit.message}".replace("\n", "\n  "))
+        _echo(f"FAIL {unit.id}: {where}: {unit.message}".replace("\n", "\n  "))
     passed_units = sum(1 for u in units if u.passed)
     stacks_ok = sum(1 for g in goldens if g.passed)
     parts = []

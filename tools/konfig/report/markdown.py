@@ -11,6 +11,7 @@ import re
 import jinja2
 
 from konfig.engine.plan import CHANGING
+from konfig.repo.names import display
 
 
 def environment() -> jinja2.Environment:
@@ -30,14 +31,20 @@ def environment() -> jinja2.Environment:
     return env
 
 
+# an @mention or a team mention would notify whoever a pull request names
+_MENTION = re.compile(r"@(?=[A-Za-z0-9])")
+
+
 def html(text: object) -> str:
-    return (
-        str(text)
+    """Text for markdown and HTML: no element, no entity, no @mention survives."""
+    escaped = (
+        display(str(text), keep_newlines=True)  # terminal escapes shown, never sent
         .replace("&", "&amp;")
         .replace("<", "&lt;")
         .replace(">", "&gt;")
         .replace('"', "&quot;")
     )
+    return _MENTION.sub("@&#8203;", escaped)  # a zero-width space: shown, never a mention
 
 
 def cell(text: object, limit: int = 160) -> str:
@@ -54,7 +61,7 @@ def fence(text: str) -> str:
 
 def code(text: object) -> str:
     """An inline code span that no content can close early (paths come from PRs)."""
-    value = " ".join(str(text).split()).replace("|", "\\|")
+    value = " ".join(display(str(text)).split()).replace("|", "\\|")
     if "`" not in value:
         return f"`{value}`"
     ticks = "`" * (max(len(m) for m in re.findall(r"`+", value)) + 1)
