@@ -17,14 +17,24 @@ Every case runs konfig as its own process, and every case must:
   (``expect: {rule, file, line}``) run with JSON output and must report it;
 * ``expect``: ``exit``, ``output`` (texts stdout + stderr must contain), ``absent``
   (texts they must not), ``rule``/``file``/``line``;
-* ``git``: ``commit`` (a git repository with one commit of everything) or ``empty``
-  (``git init``, no commit);
+* ``base: shop``: ``corpus/_shop/`` (one valid stack ``shop/dev`` with its golden) is
+  laid down before ``repo/`` (which is then optional); ``move`` renames folders,
+  ``files`` writes files (text, or ``{text, encoding, bom, crlf}``) and ``symlinks``
+  makes links (``{outside}``: a file in the folder outside the repository);
+* ``git``: ``commit`` (a git repository with one commit of everything), ``empty``
+  (``git init``, no commit) or ``shallow`` (a depth-1 clone of ``main`` and a branch
+  ``other`` whose merge base it lacks); after the commit, ``dirty`` (files changed and
+  not committed) and ``remove`` (folders deleted and not committed);
 * ``move_out``: repository folders moved to ``outside/`` and replaced by a symlink to
   where they went (a folder that leads out of the repository);
 * ``kubeconfig``: ``cluster`` (the test session's control plane: the case is a
-  ``cluster`` test), ``silent`` (a server that accepts connections and never
-  answers) or ``refused``; ``exec`` adds an ``exec`` credential plugin running that
-  shell command; the kubeconfig is passed as ``--kubeconfig``;
+  ``cluster`` test), ``cluster-bad-token`` (that control plane, with a token it does
+  not know), ``silent`` (a server that accepts connections and never answers),
+  ``status-500``/``status-429`` (a server answering every request with that status:
+  the real API server cannot be made to) or ``refused``; ``exec`` adds an ``exec``
+  credential plugin running that shell command; the kubeconfig is passed as
+  ``--kubeconfig``;
+* ``env``: environment variables for konfig (e.g. a lower compile bound);
 * ``readonly``: the repository is mounted read-only for the command;
 * ``before``: commands run first, each ``[konfig, ...]`` or ``[kubectl, ...]`` (on
   the ``cluster``), and each must succeed;
@@ -39,7 +49,9 @@ import json
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +80,13 @@ def _spec(case: str) -> dict[str, Any]:
     return data
 
 
+SHARED = {"shop": CORPUS / "_shop"}
+CLUSTER_KUBECONFIGS = ("cluster", "cluster-bad-token")
+
+
 def _params() -> Iterator[Any]:
     for case in CASES:
-        needs_cluster = _spec(case).get("kubeconfig") == "cluster"
+        needs_cluster = _spec(case).get("kubeconfig") in CLUSTER_KUBECONFIGS
         yield pytest.param(case, id=case, marks=[pytest.mark.cluster] if needs_cluster else [])
 
 
@@ -113,8 +129,74 @@ def _git(root: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
 
 
+def _write(root: Path, rel: str, spec: Any) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(spec, str):
+        path.write_bytes(spec.encode())
+        return
+    text = str(spec["text"])
+    if spec.get("crlf"):
+        text = text.replace("\n", "\r\n")
+    data = text.encode(spec.get("encoding", "utf-8"))
+    path.write_bytes((b"\xef\xbb\xbf" if spec.get("bom") else b"") + data)
+
+
+def _shallow(root: Path, tmp: Path) -> None:
+    """``root`` becomes a depth-1 clone of ``main`` and ``other``, which forked from
+    ``main``'s first commit: the clone lacks their merge base."""
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "first")
+    _git(root, "branch", "other")
+    (root / "README.md").write_text("second\n", encoding="utf-8")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "second")
+    _git(root, "checkout", "-q", "other")
+    (root / "OTHER.md").write_text("other\n", encoding="utf-8")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "other")
+    _git(root, "checkout", "-q", "main")
+    upstream = tmp / "upstream"
+    shutil.move(str(root), upstream)
+    _git(tmp, "clone", "-q", "--depth", "1", "--no-single-branch", f"file://{upstream}", str(root))
+
+
+class StatusServer:
+    """An API server that answers every request with one HTTP status (500, 429): the
+    real kube-apiserver cannot be made to fail on demand, so this is the one fake."""
+
+    def __init__(self, status: int) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _answer(self) -> None:
+                body = json.dumps(
+                    {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status}
+                ).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                if status == 429:
+                    self.send_header("Retry-After", "1")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
 def test_corpus_is_big_enough() -> None:
-    assert len(CASES) >= 30
+    assert len(CASES) >= 50
 
 
 def test_every_case_is_in_the_readme() -> None:
@@ -129,10 +211,19 @@ def test_corpus_case(case: str, tmp_path: Path, request: pytest.FixtureRequest) 
     expect: dict[str, Any] = spec.get("expect") or {}
     builder = copy_template(tmp_path / "repo")
     root = builder.root
-    shutil.copytree(CORPUS / case / "repo", root, dirs_exist_ok=True)
+    if spec.get("base"):
+        shutil.copytree(SHARED[spec["base"]], root, dirs_exist_ok=True)
+    if (CORPUS / case / "repo").is_dir():
+        shutil.copytree(CORPUS / case / "repo", root, dirs_exist_ok=True)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep.txt").write_text("not konfig's\n", encoding="utf-8")
+    for src, dst in (spec.get("move") or {}).items():
+        shutil.move(str(root / src), root / dst)
+    for rel, content in (spec.get("files") or {}).items():
+        _write(root, rel, content)
+    for rel, target in (spec.get("symlinks") or {}).items():
+        (root / rel).symlink_to(str(target).format(outside=outside / "keep.txt"))
     for rel in spec.get("move_out") or []:
         target = outside / Path(rel).name
         shutil.move(str(root / rel), target)
@@ -142,17 +233,34 @@ def test_corpus_case(case: str, tmp_path: Path, request: pytest.FixtureRequest) 
         if spec["git"] == "commit":
             _git(root, "add", "-A")
             _git(root, "commit", "-q", "-m", "corpus")
+    elif spec.get("git") == "shallow":
+        _shallow(root, tmp_path)
+    for rel, content in (spec.get("dirty") or {}).items():  # after the commit
+        _write(root, rel, content)
+    for rel in spec.get("remove") or []:
+        shutil.rmtree(root / rel)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = {"TMPDIR": str(tmp), "NO_COLOR": "1"}
+    env.update({name: str(value) for name, value in (spec.get("env") or {}).items()})
 
     command = [str(a) for a in spec["command"]]
     server: SilentServer | None = None
     kubeconfig = spec.get("kubeconfig")
-    cluster = request.getfixturevalue("cluster") if kubeconfig == "cluster" else None
+    cluster = request.getfixturevalue("cluster") if kubeconfig in CLUSTER_KUBECONFIGS else None
     if kubeconfig is not None:
-        if cluster is not None:
+        if kubeconfig == "cluster-bad-token":
+            config = yaml.safe_load(Path(cluster.kubeconfig).read_text(encoding="utf-8"))
+            for entry in config["users"]:
+                entry["user"] = {"token": "not-a-token-it-knows"}
+            path = tmp_path / "kubeconfig"
+            path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        elif cluster is not None:
             path = cluster.kubeconfig
+        elif str(kubeconfig).startswith("status-"):
+            status = StatusServer(int(str(kubeconfig).removeprefix("status-")))
+            request.addfinalizer(status.close)
+            path = write_kubeconfig(tmp_path / "kubeconfig", status.url, {"token": "corpus"})
         else:
             if kubeconfig == "silent":
                 server = SilentServer()
