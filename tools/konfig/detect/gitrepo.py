@@ -179,6 +179,56 @@ def _unknown_revision(g: GitRepo, ref: str) -> KonfigError:
     )
 
 
+def count_commits(root: Path, base: str, head: str) -> int:
+    """The number of commits in ``head`` that ``base`` lacks (``git rev-list --count``)."""
+    g = open_repo(root)
+    try:
+        return int(g.cmd.rev_list("--count", f"{base}..{head}"))
+    except git.GitCommandError as exc:
+        raise GitError(
+            f"git rev-list --count {base[:12]}..{head[:12]} failed: {exc.stderr.strip()}"
+        ) from exc
+
+
+def deleted_files(root: Path, name: str, under: str = "appops") -> list[tuple[str, str]]:
+    """(commit, path) of every file called ``name`` below ``under`` that a commit of
+    HEAD's history deleted, newest first; paths relative to the Konfig root."""
+    g = open_repo(root)
+    try:
+        out = g.cmd.log(
+            "--diff-filter=D",
+            "--name-only",
+            "--no-renames",
+            "--format=%x00%H",
+            "HEAD",
+            "--",
+            f":(glob){g.prefix}{under}/**/{name}",
+        )
+    except git.GitCommandError as exc:
+        raise GitError(f"git log of deleted {name} files failed: {exc.stderr.strip()}") from exc
+    found: list[tuple[str, str]] = []
+    for record in out.split("\0"):
+        lines = [line for line in record.splitlines() if line.strip()]
+        if not lines:
+            continue
+        commit, paths = lines[0], lines[1:]
+        for path in paths:
+            rel = _strip(g, path)
+            if rel is not None:
+                found.append((commit, rel))
+    return found
+
+
+def file_before(root: Path, commit: str, path: str) -> bytes | None:
+    """The content ``path`` had just before ``commit`` (in its first parent), if any."""
+    g = open_repo(root)
+    try:
+        data: bytes = g.repo.git.show(f"{commit}^:{g.prefix}{path}", stdout_as_string=False)
+    except git.GitCommandError:
+        return None
+    return data
+
+
 def merge_base(root: Path, base: str, head: str) -> str:
     """The best common ancestor of two commits, as ``git diff base...head`` uses."""
     g = open_repo(root)

@@ -61,6 +61,7 @@ from konfig.engine.stackrun import (
 from konfig.engine.waiter import WaitTimeout, wait_gone, wait_healthy
 from konfig.errors import KonfigError
 from konfig.spec import Spec
+from konfig.words import plural
 
 
 class ApplyError(KonfigError):
@@ -152,14 +153,24 @@ def apply_stack(
     except Unreachable as exc:
         return StackResult(plan.path, False, (), unreachable_message(plan.path, exc.error))
     run.uids = {m.id: m.uid for m in current.members}
-    emit(Event(plan.path, "inventory", f"inventory {current.name}: {len(current.members)} members"))
+    emit(
+        Event(
+            plan.path,
+            "inventory",
+            f"inventory {current.name}: {plural(len(current.members), 'member')}",
+        )
+    )
 
     blocked: dict[str, str] = {}
     for number, level in enumerate(levels, 1):
         if run.unreachable is not None or run.stopping():
             break
         run.check_lock()
-        emit(Event(plan.path, "level", f"level {number}/{len(levels)}: {len(level)} objects"))
+        emit(
+            Event(
+                plan.path, "level", f"level {number}/{len(levels)}: {plural(len(level), 'object')}"
+            )
+        )
         todo: list[Change] = []
         for rid in level:
             if rid in blocked:
@@ -232,10 +243,15 @@ def apply_stack(
                 else (prior.spec_digest if prior else ""),
                 applied_at=None if ok else (prior.applied_at if prior else None),
                 dirty=options.dirty if ok else (prior.dirty if prior else False),
+                applied_fields=_applied_fields(prior, run),
             ),
             options,
         )
-        emit(Event(plan.path, "inventory", f"inventory {written.name}: {len(final)} members"))
+        emit(
+            Event(
+                plan.path, "inventory", f"inventory {written.name}: {plural(len(final), 'member')}"
+            )
+        )
     except Unreachable as exc:
         run.unreachable = run.unreachable or exc.error
         ok = False
@@ -248,6 +264,14 @@ def apply_stack(
         written,
         time.monotonic() - started,
     )
+
+
+def _applied_fields(prior: Inventory | None, run: StackRun) -> dict[str, Any]:
+    """Konfig's fields per member after this run: what it wrote or kept now, else what
+    the prior inventory recorded (an object this run did not reach is unchanged)."""
+    fields: dict[str, Any] = dict(prior.applied_fields or {}) if prior else {}
+    fields.update(run.owned)
+    return fields
 
 
 def _apply_one(run: StackRun, change: Change) -> bool:
@@ -268,9 +292,8 @@ def _apply_one(run: StackRun, change: Change) -> bool:
         ):
             run.uids[change.id] = uid_of(change.live)
             run.exists[change.id] = True
-            if change.live is not None:
-                run.seen[change.id] = change.live
-            run.record(ObjectResult(change.id, "unchanged", "unchanged"))
+            run.saw(change.id, change.live)
+            run.record(ObjectResult(change.id, "unchanged", f"unchanged {where(ref)}"))
             return True
         if change.action == "replace":
             delete_object(
@@ -298,7 +321,7 @@ def _apply_one(run: StackRun, change: Change) -> bool:
         return False
     run.uids[change.id] = uid_of(result)
     run.exists[change.id] = True
-    run.seen[change.id] = result
+    run.saw(change.id, result)
     outcome: Outcome
     if change.action == "replace":
         outcome = "replaced"

@@ -71,6 +71,7 @@ def destroy_stack(
                     spec_digest=prior.spec_digest,
                     applied_at=prior.applied_at or None,
                     dirty=prior.dirty,
+                    applied_fields=prior.applied_fields,
                 ),
                 options,
             )

@@ -38,9 +38,13 @@ class FieldChange:
     path: str
     before: Any
     after: Any
+    drift: bool = False  # the live value is someone else's change since Konfig's last apply
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "before": self.before, "after": self.after}
+        out = {"path": self.path, "before": self.before, "after": self.after}
+        if self.drift:  # only then: the JSON of a change without drift is as before
+            out["drift"] = True
+        return out
 
 
 def normalize(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -91,14 +95,16 @@ def _default_protocols(node: Any) -> None:
             _default_protocols(item)
 
 
-def _key_segment(key: str) -> str:
+def segment(key: str) -> str:
+    """A map key as a path segment: ``.name``, or ``["a.b/c"]`` when it needs quoting."""
     if key and all(c.isalnum() or c in "_-" for c in key) and not key[0].isdigit():
         return f".{key}"
     return f"[{json.dumps(key)}]"
 
 
-def _list_keys(items: list[Any]) -> list[str] | None:
-    """Merge keys for lists of named maps (containers, env, ports with names, ...)."""
+def list_item_labels(items: list[Any]) -> list[str] | None:
+    """Path segments for the items of a list of named maps (containers, env, named
+    ports, ...): ``[name=web]``; None when items are told apart by index only."""
     if not items or not all(isinstance(i, dict) for i in items):
         return None
     for field in ("name", "containerPort", "mountPath", "key", "ip"):
@@ -117,11 +123,11 @@ def _leaves(node: Any, prefix: str, key: tuple[_Segment, ...]) -> Iterator[tuple
         if not node:
             yield key, prefix, {}
         for k in sorted(node, key=str):
-            yield from _leaves(node[k], prefix + _key_segment(str(k)), (*key, (0, str(k), 0)))
+            yield from _leaves(node[k], prefix + segment(str(k)), (*key, (0, str(k), 0)))
     elif isinstance(node, list):
         if not node:
             yield key, prefix, []
-        keys = _list_keys(node)
+        keys = list_item_labels(node)
         for index, item in enumerate(node):
             if keys:
                 yield from _leaves(item, prefix + keys[index], (*key, (1, keys[index], 0)))

@@ -18,7 +18,12 @@ understand it too:
   sorted by id), ``commit`` (the git commit last applied), ``specDigest`` (the digest
   of the Spec really applied), ``appliedAt`` and ``dirty`` (``"true"`` when that Spec
   came from uncommitted changes on top of ``commit`` (``konfig apply --allow-dirty``):
-  it matches no commit; absent in inventories older than the field: ``false``).
+  it matches no commit; absent in inventories older than the field: ``false``);
+* binaryData ``appliedFields``: gzip-compressed JSON ``{"<member id>": <fieldsV1>}``,
+  the fields Konfig owned on each member right after its last write to it (the
+  ``managedFields`` entry of manager ``konfig``): what drift is measured against
+  (:mod:`konfig.engine.drift`). Absent in inventories written before it existed, or
+  when it would not fit (over :data:`MAX_APPLIED_FIELDS`): drift is then unknown.
 
 Every member carries the label ``applyset.kubernetes.io/part-of: <applyset id>``.
 Ownership of a live object is proven per object: its part-of label equals this
@@ -34,11 +39,13 @@ failed apply. ``dirty`` changes together with them.
 from __future__ import annotations
 
 import base64
+import binascii
+import gzip
 import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any, Protocol
@@ -66,6 +73,11 @@ DATA_COMMIT = "commit"
 DATA_DIGEST = "specDigest"
 DATA_APPLIED_AT = "appliedAt"
 DATA_DIRTY = "dirty"
+BINARY_APPLIED_FIELDS = "appliedFields"
+# Compressed bytes; a ConfigMap holds at most 1 MiB in all, and the members list too.
+MAX_APPLIED_FIELDS = 512 * 1024
+
+FieldSets = Mapping[str, Mapping[str, Any]]  # member id -> fieldsV1
 
 # DNS-1123 subdomain: what ConfigMap and Lease names must be.
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -102,6 +114,14 @@ class KubeApi(Protocol):
         propagation: str = "Foreground",
     ) -> None: ...
 
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[dict[str, Any]]: ...
+
 
 @dataclass(frozen=True, order=True)
 class Member:
@@ -126,6 +146,8 @@ class Inventory:
     name: str = ""
     uid: str = ""
     dirty: bool = False  # the last complete apply came from uncommitted changes
+    # member id -> Konfig's fields right after its last write (None: not recorded)
+    applied_fields: FieldSets | None = field(default=None, compare=False, repr=False)
 
     def ids(self) -> frozenset[str]:
         return frozenset(m.id for m in self.members)
@@ -203,6 +225,33 @@ def union_members(old: Iterable[Member], new: Iterable[Member]) -> tuple[Member,
     return tuple(sorted(merged.values()))
 
 
+def encode_fields(fields: FieldSets, ids: Iterable[str]) -> str | None:
+    """``binaryData.appliedFields`` for the members ``ids`` (None: too large to keep)."""
+    wanted = sorted(set(ids))
+    doc = {i: fields[i] for i in wanted if i in fields}
+    raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    packed = gzip.compress(raw, compresslevel=9, mtime=0)
+    if len(packed) > MAX_APPLIED_FIELDS:
+        return None
+    return base64.b64encode(packed).decode()
+
+
+def decode_fields(value: Any) -> dict[str, dict[str, Any]] | None:
+    """The member id → fieldsV1 map of ``binaryData.appliedFields`` (None: unreadable).
+
+    Unreadable is not an error: drift is then unknown until the next apply rewrites it.
+    """
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        doc = json.loads(gzip.decompress(base64.b64decode(value, validate=True)))
+    except (binascii.Error, OSError, EOFError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+        return None
+    return {str(k): v for k, v in doc.items()}
+
+
 def inventory_manifest(
     stack_path: str,
     members: Iterable[Member],
@@ -211,6 +260,7 @@ def inventory_manifest(
     spec_digest: str,
     applied_at: str,
     dirty: bool = False,
+    applied_fields: FieldSets | None = None,
 ) -> dict[str, Any]:
     """The ConfigMap that records an inventory (pure; for server-side apply)."""
     name = inventory_name(stack_path)
@@ -244,7 +294,14 @@ def inventory_manifest(
             DATA_APPLIED_AT: applied_at,
             DATA_DIRTY: "true" if dirty else "false",
         },
+        **_binary(applied_fields, [m.id for m in ordered]),
     }
+
+
+def _binary(fields: FieldSets | None, ids: list[str]) -> dict[str, Any]:
+    encoded = None if fields is None else encode_fields(fields, ids)
+    # Always sent, so that server-side apply drops an old value that no longer fits.
+    return {"binaryData": {BINARY_APPLIED_FIELDS: encoded} if encoded else {}}
 
 
 def repair_hint(name: str, obj: Mapping[str, Any] | None = None) -> str:
@@ -343,6 +400,7 @@ def parse_inventory(obj: Mapping[str, Any], *, stack: str | None = None) -> Inve
         name=name,
         uid=str(meta.get("uid") or ""),
         dirty=str(data.get(DATA_DIRTY) or "").lower() == "true",
+        applied_fields=decode_fields((obj.get("binaryData") or {}).get(BINARY_APPLIED_FIELDS)),
     )
 
 
@@ -363,19 +421,30 @@ MANAGED_BY = "app.kubernetes.io/managed-by=konfig"
 def list_inventories(kube: KubeLister) -> list[Inventory]:
     """Every Konfig inventory in the cluster (malformed ones left out: each is reported
     when its stack is addressed)."""
-    found: list[Inventory] = []
-    for obj in kube.list(PARENT_API_VERSION, PARENT_KIND, NAMESPACE, label_selector=MANAGED_BY):
-        try:
-            found.append(parse_inventory(obj))
-        except InventoryError:
-            continue
-    return found
+    return scan_inventories(kube)[0]
 
 
 def read_inventory(kube: KubeApi, stack: str | Any) -> Inventory | None:
     """The stack's inventory in the cluster, or None when it has none."""
     obj = kube.get(PARENT_API_VERSION, PARENT_KIND, inventory_name(stack), NAMESPACE)
     return None if obj is None else parse_inventory(obj, stack=stack_path_of(stack))
+
+
+def scan_inventories(kube: KubeLister) -> tuple[list[Inventory], list[str]]:
+    """Every Konfig inventory in the cluster, with one LIST; and the problems of
+    ConfigMaps that carry Konfig's label but are not readable inventories."""
+    listed = kube.list(PARENT_API_VERSION, PARENT_KIND, NAMESPACE, label_selector=MANAGED_BY)
+    found: list[Inventory] = []
+    problems: list[str] = []
+    for obj in listed:
+        try:
+            inv = parse_inventory(obj)
+        except InventoryError as exc:
+            problems.append(str(exc))
+            continue
+        if inv.stack_path:
+            found.append(inv)
+    return found, problems
 
 
 def ensure_namespace(kube: KubeApi) -> None:
@@ -412,6 +481,7 @@ def write_inventory(
     spec_digest: str,
     applied_at: str | None = None,
     dirty: bool = False,
+    applied_fields: FieldSets | None = None,
 ) -> Inventory:
     """Record ``members`` (server-side apply of the parent ConfigMap) and return it."""
     ensure_namespace(kube)
@@ -422,6 +492,7 @@ def write_inventory(
         spec_digest=spec_digest,
         applied_at=applied_at or now(),
         dirty=dirty,
+        applied_fields=applied_fields,
     )
     return parse_inventory(kube.apply(manifest, dry_run=False))
 
@@ -439,6 +510,7 @@ def write_union(
         spec_digest=prior.spec_digest if prior else "",
         applied_at=prior.applied_at if prior else "",
         dirty=prior.dirty if prior else False,
+        applied_fields=prior.applied_fields if prior else None,
     )
 
 

@@ -648,17 +648,42 @@ def _configuration(
     return conf, str(name), user_name
 
 
+def resolve_kubeconfig(kubeconfig: str | None) -> str:
+    """The kubeconfig file(s) to read, ``~`` expanded (``a:b`` merges several, the first
+    file's entries win); KubeError when none of them exists."""
+    given = kubeconfig or DEFAULT_KUBECONFIG
+    paths = [str(Path(p).expanduser()) for p in given.split(":") if p]
+    if not any(Path(p).is_file() for p in paths):
+        raise KubeError(
+            f"kubeconfig not found: {given}",
+            hint="pass --kubeconfig, set kubernetes.kubeconfig in stack.yaml, or set KUBECONFIG",
+        )
+    return ":".join(paths)
+
+
+def list_contexts(kubeconfig: str | None) -> tuple[list[str], str | None]:
+    """The context names of a kubeconfig and its current context (no connection made)."""
+    path = resolve_kubeconfig(kubeconfig)
+    try:
+        merged = KubeConfigMerger(path).config  # type: ignore[no-untyped-call]
+    except (OSError, ValueError) as exc:  # unreadable, or not YAML
+        raise KubeError(f"cannot read kubeconfig {path}: {exc}") from None
+    doc = _plain(merged) if merged is not None else None
+    if not isinstance(doc, Mapping):
+        raise KubeError(f"kubeconfig {path} is not a kubeconfig (no mapping at the top)")
+    names = sorted(
+        str(_plain(c).get("name"))
+        for c in _plain(doc.get("contexts")) or []
+        if isinstance(_plain(c), Mapping)
+    )
+    current = _plain(doc.get("current-context"))
+    return names, (str(current) if current else None)
+
+
 def connect(target: KubeTarget, timeouts: Timeouts | None = None) -> Kube:
     """Load the target's kubeconfig context and check that the API server answers."""
     timeouts = timeouts or Timeouts()
-    kubeconfig = target.kubeconfig or DEFAULT_KUBECONFIG
-    paths = [str(Path(p).expanduser()) for p in kubeconfig.split(":") if p]
-    if not any(Path(p).is_file() for p in paths):
-        raise KubeError(
-            f"kubeconfig not found: {kubeconfig}",
-            hint="pass --kubeconfig, set kubernetes.kubeconfig in stack.yaml, or set KUBECONFIG",
-        )
-    kubeconfig = ":".join(paths)
+    kubeconfig = resolve_kubeconfig(target.kubeconfig)
     conf, context, user = _configuration(kubeconfig, target.context, timeouts)
     api = ApiClient(configuration=conf)
     api.rest_client.pool_manager.clear()

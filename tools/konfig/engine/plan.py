@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from konfig.engine.diff import FieldChange
+from konfig.engine.drift import ObjectDrift
 from konfig.errors import KonfigError
 from konfig.masking import secret_values
 from konfig.secrets.refs import NOT_COMPARED, KeyStatus
@@ -48,11 +49,17 @@ class Change:
     runtime: str = "Kubernetes"  # or "Terraform" (id, apiVersion = provider, kind = type)
     refused: str = ""  # why apply refuses this change (a guard the stack did not lift)
     owner: str | None = None  # a conflict: who owns the object (a stack path, or words)
+    # how the live object differs from Konfig's last apply (None: not in the inventory)
+    drift: ObjectDrift | None = None
 
     @property
     def not_compared(self) -> tuple[str, ...]:
         """Keys whose value could not be compared (no decryption key)."""
         return tuple(k.key for k in self.secrets if k.status == NOT_COMPARED)
+
+    @property
+    def drifted(self) -> bool:
+        return self.drift is not None and self.drift.drifted
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (docs/preview-json.md): never ``desired`` or ``live``."""
@@ -71,6 +78,7 @@ class Change:
             "runtime": self.runtime,
             "refused": self.refused or None,
             "owner": self.owner,
+            "drift": self.drift.to_dict() if self.drift is not None else None,
         }
 
 
@@ -103,6 +111,11 @@ class StackPlan:
     def conflicts(self) -> tuple[Change, ...]:
         return tuple(c for c in self.changes if c.action == CONFLICT)
 
+    @property
+    def drifted(self) -> tuple[Change, ...]:
+        """The objects someone changed in the cluster since Konfig's last apply."""
+        return tuple(c for c in self.changes if c.drifted)
+
     def secrets(self) -> set[str]:
         """Every Secret value the plan touches, for scrubbing free text."""
         found: set[str] = set()
@@ -125,8 +138,17 @@ class PlanError(KonfigError):
 
 
 def change_signature(change: Mapping[str, Any]) -> tuple[str, str, str]:
-    """What must match between a saved preview and the recomputed plan for one change."""
-    fields = json.dumps(change.get("fields") or [], sort_keys=True, default=str)
+    """What must match between a saved preview and the recomputed plan for one change
+    (the field changes themselves; not how they are labelled, e.g. ``drift``)."""
+    fields = json.dumps(
+        [
+            {k: v for k, v in f.items() if k in ("path", "before", "after")}
+            for f in change.get("fields") or []
+            if isinstance(f, Mapping)
+        ],
+        sort_keys=True,
+        default=str,
+    )
     return (str(change.get("id")), str(change.get("action")), fields)
 
 

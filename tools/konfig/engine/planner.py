@@ -34,6 +34,7 @@ from typing import Any
 
 from konfig.engine import inventory
 from konfig.engine.diff import Comparison, compare
+from konfig.engine.drift import is_drift_path, object_drift
 from konfig.engine.guards import ADOPT_ANNOTATION, adopt_allowed, foreign_owner, unmanaged_by
 from konfig.engine.inventory import LABEL_PART_OF
 from konfig.engine.kube import Kube, KubeApiError, UnknownKindError
@@ -44,6 +45,7 @@ from konfig.repo.layout import Stack
 from konfig.secrets.refs import key_refs, key_statuses
 from konfig.spec import Spec
 from konfig.tofu.model import generated_keys
+from konfig.words import plural
 
 CRD_API_VERSIONS = ("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1")
 DEFAULT_WORKERS = 8
@@ -276,18 +278,20 @@ def plan_stack(
             problems.append(item.problem)
             continue
         change = _planned_change(item, set_id, item.id in prior_ids, adopt=adopt)
-        if item.secret_keys and change.action != "conflict":
-            statuses = key_statuses(
-                item.secret_keys, item.desired, item.live, compared=item.compared
-            )
-            reason = change.reason
-            if not item.compared:
-                reason += (
-                    f"; values not compared (no decryption key): {', '.join(item.secret_keys)}"
+        if change.action != "conflict":
+            if prior is not None and item.id in prior_ids and not item.deferred:
+                change = _with_drift(change, prior)
+            if item.secret_keys:
+                statuses = key_statuses(
+                    item.secret_keys, item.desired, item.live, compared=item.compared
                 )
-            changes.append(replace(change, secrets=statuses, reason=reason))
-        else:
-            changes.append(change)
+                reason = change.reason
+                if not item.compared:
+                    reason += (
+                        f"; values not compared (no decryption key): {', '.join(item.secret_keys)}"
+                    )
+                change = replace(change, secrets=statuses, reason=reason)
+        changes.append(change)
     if any(c.owner and c.owner.startswith(_APPLYSET) for c in changes):
         changes = _name_owners(kube, changes)
 
@@ -449,7 +453,7 @@ def _planned_change(item: _Planned, set_id: str, in_prior: bool, *, adopt: bool)
     adopts = "" if in_prior else "; not in the inventory yet: apply adopts it"
     if comparison.changed:
         count = len(comparison.fields)
-        reason = f"differs from the cluster in {count} field{'s' if count != 1 else ''}{adopts}"
+        reason = f"differs from the cluster in {plural(count, 'field')}{adopts}"
         action: Action = "update"
     else:
         reason = f"matches the cluster{adopts}"
@@ -464,6 +468,46 @@ def _planned_change(item: _Planned, set_id: str, in_prior: bool, *, adopt: bool)
         live=live,
         comparison=comparison,
     )
+
+
+def _with_drift(change: Change, prior: inventory.Inventory) -> Change:
+    """``change`` told apart: fields someone changed in the cluster since Konfig's last
+    apply (drift) from fields the repository changes."""
+    member = prior.member(change.id)
+    recorded = (prior.applied_fields or {}).get(change.id) if prior.applied_fields else None
+    drift = object_drift(change.id, recorded, member.uid if member else "", change.live)
+    if not drift.drifted:
+        return replace(change, drift=drift)
+    if drift.state == "deleted":  # the reason says so already
+        return replace(change, drift=drift)
+    if drift.state == "recreated":
+        return replace(change, drift=drift, reason=f"{change.reason}; drift: {drift.message}")
+    paths = {f.path for f in drift.fields}
+    fields = tuple(replace(f, drift=is_drift_path(f.path, paths)) for f in change.fields)
+    n_drift = sum(1 for f in fields if f.drift)
+    n_repo = len(fields) - n_drift
+    if change.action == "update" and n_drift and not n_repo:
+        reason = (
+            f"{plural(n_drift, 'field')} changed outside Konfig since the last apply "
+            f"(drift): apply sets {'it' if n_drift == 1 else 'them'} back"
+        )
+    elif change.action == "update" and n_drift:
+        reason = (
+            f"differs from the cluster in {plural(len(fields), 'field')}: {n_drift} changed "
+            f"outside Konfig since the last apply (drift), {n_repo} changed in the repository"
+        )
+    else:
+        undone = len(drift.fields) - n_drift
+        reason = (
+            f"{change.reason}; drift: {plural(len(drift.fields), 'field')} changed outside "
+            f"Konfig since the last apply"
+            + (
+                f" ({undone} no longer set by the repository, so apply leaves them)"
+                if undone
+                else ""
+            )
+        )
+    return replace(change, fields=fields, drift=drift, reason=reason)
 
 
 def _gone(rid: str, ref: ObjectRef, why: str) -> Change:

@@ -29,6 +29,7 @@ from konfig.engine.stackrun import (
     where,
 )
 from konfig.engine.waiter import WaitTimeout, wait_gone
+from konfig.words import plural
 
 
 def prune(run: StackRun, current: Inventory, changes: list[Change], phase: Phase) -> None:
@@ -62,7 +63,13 @@ def prune(run: StackRun, current: Inventory, changes: list[Change], phase: Phase
     ]
     waves = ordering.reverse_levels(items)
     guards = prune_guards(current, _Reader(run), set_id_of(run.path))
-    run.emit(Event(run.path, "prune", f"{phase}: {len(changes)} objects in {len(waves)} waves"))
+    run.emit(
+        Event(
+            run.path,
+            "prune",
+            f"{phase}: {plural(len(changes), 'object')} in {plural(len(waves), 'wave')}",
+        )
+    )
     for wave in waves:
         if run.unreachable is not None or run.stopping():
             for rid in wave:

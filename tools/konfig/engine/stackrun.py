@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from konfig.engine import inventory
+from konfig.engine.drift import owned_fields
 from konfig.engine.inventory import Inventory
 from konfig.engine.kube import Kube, KubeError
 from konfig.engine.plan import Change
@@ -102,6 +103,8 @@ class StackRun:
     # set when the caller is told to stop (SIGTERM, SIGINT): requests in flight finish,
     # nothing new starts, the inventory records what exists
     stop: threading.Event | None = None
+    # Konfig's managed fields on each object right after this run wrote (or kept) it
+    owned: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def stopping(self) -> bool:
         return self.stop is not None and self.stop.is_set()
@@ -112,6 +115,15 @@ class StackRun:
             time.sleep(seconds)
             return False
         return self.stop.wait(seconds)
+
+    def saw(self, resource_id: str, obj: Mapping[str, Any] | None) -> None:
+        """The object as this run left it: for the health wait, and its Konfig fields."""
+        if obj is None:
+            return
+        self.seen[resource_id] = dict(obj)
+        fields = owned_fields(obj)
+        if fields is not None:
+            self.owned[resource_id] = fields
 
     def record(self, result: ObjectResult) -> None:
         if self.secrets:

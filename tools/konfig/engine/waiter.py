@@ -97,9 +97,10 @@ def wait_healthy(run: StackRun, changes: list[Change]) -> None:
                 )
             return
         if not announced:
-            names = ", ".join(f"{pending[r].kind}/{pending[r].name}" for r in sorted(pending)[:5])
+            names = ", ".join(sorted(pending)[:5])
             more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
-            run.emit(Event(run.path, "wait", f"waiting for {names}{more} to become healthy"))
+            verb = "becomes" if len(pending) == 1 else "become"
+            run.emit(Event(run.path, "wait", f"waiting until {names}{more} {verb} healthy"))
             announced = True
         if run.pause(delay):
             return  # told to stop: what was applied stays applied, the rest is not started

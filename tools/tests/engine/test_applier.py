@@ -488,8 +488,8 @@ def test_custom_resource_after_its_crd_in_one_apply(kube: Kube) -> None:
     seen = [(e.kind, e.result.id if e.result else e.message) for e in rec.events]
     crd_id = f"apiextensions.k8s.io/v1:CustomResourceDefinition:gadgets.{group}"
     gadget_id = f"{group}/v1:Gadget:{ns}:g1"
-    assert seen.index(("level", "level 2/2: 1 objects")) > seen.index(("object", crd_id))
-    assert seen.index(("object", gadget_id)) > seen.index(("level", "level 2/2: 1 objects"))
+    assert seen.index(("level", "level 2/2: 1 object")) > seen.index(("object", crd_id))
+    assert seen.index(("object", gadget_id)) > seen.index(("level", "level 2/2: 1 object"))
 
     # someone else's Gadget elsewhere: deleting the CRD would delete it too, so it is kept
     other_ns = unique("p7other")
@@ -539,7 +539,7 @@ def test_job_is_waited_for_until_complete(kube: Kube) -> None:
     assert seen.index(("object", f"v1:ConfigMap:{ns}:after-migration")) > seen.index(
         ("object", f"batch/v1:Job:{ns}:migrate")
     )
-    assert any(kind == "wait" and "Job/migrate" in msg for kind, msg in seen)
+    assert any(kind == "wait" and f"batch/v1:Job:{ns}:migrate" in msg for kind, msg in seen)
     assert run_destroy(kube, stack).ok
 
 

@@ -84,6 +84,51 @@ def test_parse_round_trip() -> None:
     assert (parsed.commit, parsed.spec_digest) == ("c", "d")
 
 
+FIELDS = {
+    "f:metadata": {"f:labels": {"f:app": {}}},
+    "f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {
+        'k:{"name":"web"}': {".": {}, "f:image": {}, "f:name": {}}}}}},
+}  # fmt: skip
+
+
+def test_applied_fields_round_trip_compressed() -> None:
+    members = [Member("apps/v1:Deployment:web:web", "u1"), Member("v1:Namespace:web", "u0")]
+    fields = {"apps/v1:Deployment:web:web": FIELDS, "v1:ConfigMap:gone:x": {"f:data": {}}}
+    m = inv.inventory_manifest(
+        "g/dev", members, commit="c", spec_digest="d", applied_at="t", applied_fields=fields
+    )
+    blob = m["binaryData"][inv.BINARY_APPLIED_FIELDS]
+    assert base64.b64decode(blob)[:2] == b"\x1f\x8b"  # gzip
+    parsed = inv.parse_inventory(m)
+    # only members are kept; a member without a record has none (drift unknown)
+    assert parsed.applied_fields == {"apps/v1:Deployment:web:web": FIELDS}
+    # deterministic: the same record gives the same bytes (no needless writes)
+    again = inv.inventory_manifest(
+        "g/dev", members, commit="c", spec_digest="d", applied_at="t", applied_fields=fields
+    )
+    assert again["binaryData"] == m["binaryData"]
+
+
+def test_old_inventories_still_read_and_bad_records_mean_unknown() -> None:
+    m = inv.inventory_manifest("g/dev", [Member("v1:Namespace:web")], commit="c",
+                               spec_digest="d", applied_at="t")  # fmt: skip
+    assert m["binaryData"] == {}  # nothing recorded: sent empty, so an old record is dropped
+    old = {k: v for k, v in m.items() if k != "binaryData"}  # written before the field existed
+    for obj in (old, {**m, "binaryData": {inv.BINARY_APPLIED_FIELDS: "bm90IGd6aXA="}}):
+        parsed = inv.parse_inventory(obj)
+        assert parsed.applied_fields is None and parsed.commit == "c"
+        assert parsed.ids() == {"v1:Namespace:web"}
+
+
+def test_a_record_too_large_to_keep_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inv, "MAX_APPLIED_FIELDS", 10)
+    m = inv.inventory_manifest(
+        "g/dev", [Member("v1:Namespace:web")], commit="c", spec_digest="d", applied_at="t",
+        applied_fields={"v1:Namespace:web": FIELDS},
+    )  # fmt: skip
+    assert m["binaryData"] == {}
+
+
 def test_parse_rejects_foreign_configmap_and_bad_members() -> None:
     foreign = {"metadata": {"name": "konfig.g.dev", "namespace": "konfig-system"}, "data": {}}
     with pytest.raises(InventoryError, match="not a Konfig inventory"):
