@@ -31,14 +31,17 @@ COMMANDS = {
     "comment": "konfig.commands.comment",
     "compile": "konfig.commands.compile",
     "destroy": "konfig.commands.destroy",
+    "drift": "konfig.commands.drift",
     "fmt": "konfig.commands.fmt",
     "gen": "konfig.commands.gen",
+    "issue": "konfig.commands.issue",
     "list": "konfig.commands.list",
     "matrix": "konfig.commands.matrix",
     "pending": "konfig.commands.pending",
     "preview": "konfig.commands.preview",
     "report": "konfig.commands.report",
     "secrets": "konfig.commands.secrets",
+    "status": "konfig.commands.status",
     "test": "konfig.commands.test",
 }
 

@@ -92,11 +92,16 @@ def test_example_resources_validate_against_strict_kubernetes_schema(stack: obje
 def test_examples_cover_the_issue() -> None:
     projects = {s.project for s in EXAMPLES.stacks}
     assert len(projects) >= 4 and len(EXAMPLES.stacks) >= 7
+    contexts = {s.kube_context for s in EXAMPLES.stacks}
+    assert contexts == {"admin", "edge"}, "the examples use two clusters"
     kinds: set[str] = set()
     for stack in EXAMPLES.stacks:
         stack_dir = TEMPLATE_ROOT / stack.path
         assert (stack_dir / "ci-test" / "settings.yaml").is_file(), stack.path
-        assert stack.raw.get("kubernetes") == {"context": "admin"}, stack.path
+        # The local cluster (`hack/cluster up`) or the second one (`--name edge`).
+        assert stack.raw.get("kubernetes") in ({"context": "admin"}, {"context": "edge"}), (
+            stack.path
+        )
         spec = compile_one(compile_input(EXAMPLES, stack)).spec
         assert spec is not None
         kinds |= {r.kind for r in spec.resources}

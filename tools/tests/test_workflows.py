@@ -19,7 +19,15 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 ACTIONS = sorted((ROOT / "actions").glob("*/action.yml"))
-EXPECTED_ACTIONS = {"setup", "changed-stacks", "compile-test-check", "preview", "comment", "apply"}
+EXPECTED_ACTIONS = {
+    "setup",
+    "changed-stacks",
+    "compile-test-check",
+    "preview",
+    "comment",
+    "apply",
+    "drift",
+}
 
 
 def tool(name: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -13,7 +14,31 @@ import click
 from konfig.repo.names import display
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Progress
+
+
+def no_color() -> bool:
+    """``NO_COLOR`` set to anything but the empty string turns colour off (no-color.org)."""
+    return bool(os.environ.get("NO_COLOR"))
+
+
+def use_color(stream: Any) -> bool:
+    """Colour on ``stream``: a terminal that is not ``dumb``, and no ``NO_COLOR``."""
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and not no_color() and os.environ.get("TERM", "") != "dumb"
+
+
+def out_console() -> Console:
+    """A rich console on stdout (rich itself honours ``NO_COLOR`` and non-terminals).
+
+    Not a terminal (a pipe, a file, CI logs): wide, so that no table row is wrapped
+    and every row stays one line a script or a person can grep.
+    """
+    from rich.console import Console  # rich only where something is rendered with it
+
+    wide = None if sys.stdout.isatty() else 240
+    return Console(highlight=False, width=wide, color_system=None if no_color() else "auto")
 
 
 def echo_json(data: Any) -> None:
@@ -21,11 +46,21 @@ def echo_json(data: Any) -> None:
 
 
 def error(message: str) -> None:
-    click.secho(f"error: {display(message, keep_newlines=True)}", fg="red", err=True)
+    click.secho(
+        f"error: {display(message, keep_newlines=True)}",
+        fg="red",
+        err=True,
+        color=use_color(sys.stderr),
+    )
 
 
 def warn(message: str) -> None:
-    click.secho(f"warning: {display(message, keep_newlines=True)}", fg="yellow", err=True)
+    click.secho(
+        f"warning: {display(message, keep_newlines=True)}",
+        fg="yellow",
+        err=True,
+        color=use_color(sys.stderr),
+    )
 
 
 def info(message: str) -> None:
@@ -60,7 +95,7 @@ def progress_bar(description: str, total: int, *, enabled: bool = True) -> Itera
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TextColumn("{task.fields[status]}"),
-        console=Console(stderr=True, highlight=False),
+        console=Console(stderr=True, highlight=False, color_system=None if no_color() else "auto"),
         transient=True,
     )
     with progress:

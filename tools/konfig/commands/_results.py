@@ -3,56 +3,25 @@
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import click
 
-from konfig.commands._console import echo_json, error, info
-from konfig.engine.lock import LeaseState
-from konfig.engine.plan import StackPlan
-from konfig.engine.stackrun import SUMMARY, Event, StackResult
+from konfig.commands._console import echo_json, error, use_color
+from konfig.engine.stackrun import StackResult
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, KonfigError, UsageError
 from konfig.report.previews import Preview, StackPreview, render_text
+from konfig.report.progress import summary_lines
+from konfig.words import plural
 
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_LOCK_TIMEOUT = 300.0
 
 
-class Printer:
-    """Thread-safe progress lines on stderr, per-object results on stdout."""
-
-    def __init__(self, *, quiet: bool, prefix: bool) -> None:
-        self.quiet = quiet
-        self.prefix = prefix
-        self._lock = threading.Lock()
-
-    def __call__(self, event: Event) -> None:
-        if self.quiet:
-            return
-        head = f"[{event.stack}] " if self.prefix else ""
-        with self._lock:
-            if event.kind == "object" and event.result is not None:
-                click.echo(f"{head}  {event.message}")
-            else:
-                info(f"{head}{event.message}")
-
-    def plan(self, plan: StackPlan) -> None:
-        """One stack's plan, as apply --yes shows it under the lock."""
-        if not self.quiet:
-            text = render_text(Preview.of([StackPreview(plan.path, plan=plan)]))
-            with self._lock:
-                click.echo(text, nl=False)
-
-    def lock_wait(self, path: str, state: LeaseState) -> None:
-        if not self.quiet:
-            info(f"[{path}] waiting for the stack's lock, held by {state.holder!r}")
-
-
 def show_plans(plans: Sequence[StackPreview]) -> None:
     """The plans to confirm, on stdout (coloured on a terminal)."""
-    click.echo(render_text(Preview.of(list(plans)), color=sys.stdout.isatty()), nl=False)
+    click.echo(render_text(Preview.of(list(plans)), color=use_color(sys.stdout)), nl=False)
 
 
 def confirm(what: str, *, yes: bool) -> None:
@@ -67,9 +36,10 @@ def confirm(what: str, *, yes: bool) -> None:
         raise KonfigError(f"{what}: cancelled, nothing was changed")
 
 
-def result_json(result: StackResult) -> dict[str, Any]:
+def result_json(result: StackResult, context: str | None = None) -> dict[str, Any]:
     return {
         "path": result.path,
+        "context": context,
         "ok": result.ok,
         "error": result.error,
         "counts": result.counts(),
@@ -90,30 +60,31 @@ def result_json(result: StackResult) -> dict[str, Any]:
     }
 
 
-def finish(verb: str, results: Sequence[StackResult], *, as_json: bool) -> int:
-    """Print the outcome of an apply or destroy and return its exit code."""
+def finish(
+    verb: str,
+    results: Sequence[StackResult],
+    *,
+    as_json: bool,
+    contexts: dict[str, str] | None = None,
+) -> int:
+    """Print the outcome of an apply or destroy (per cluster when there are several) and
+    return its exit code."""
     ok = all(r.ok for r in results)
     if as_json:
-        echo_json({"ok": ok, "stacks": [result_json(r) for r in results]})
+        echo_json(
+            {"ok": ok, "stacks": [result_json(r, (contexts or {}).get(r.path)) for r in results]}
+        )
     elif ok:
-        click.echo(summary_line(verb, results))
+        for line in summary_lines(verb, results, contexts or {}):
+            click.echo(line)
     else:
         report_failures(verb.lower(), results)
     return EXIT_OK if ok else EXIT_FINDINGS
 
 
-def summary_line(verb: str, results: Sequence[StackResult]) -> str:
-    totals = dict.fromkeys(SUMMARY, 0)
-    for r in results:
-        for key, n in r.counts().items():
-            if key in totals:
-                totals[key] += n
-    return f"{verb} complete: " + ", ".join(f"{n} {key}" for key, n in totals.items())
-
-
 def report_failures(verb: str, results: Sequence[StackResult]) -> None:
     failed = [r for r in results if not r.ok]
-    error(f"{verb} failed for {len(failed)} of {len(results)} stacks:")
+    error(f"{verb} failed for {len(failed)} of {plural(len(results), 'stack')}:")
     for r in failed:
         click.echo(f"  {r.error or r.path}", err=True)
         for o in r.objects:

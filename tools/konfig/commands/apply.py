@@ -23,10 +23,10 @@ from konfig.commands._common import (
 )
 from konfig.commands._keys import take_keyring_from_env
 from konfig.commands._options import kube_options
+from konfig.commands._progress import StackProgress
 from konfig.commands._results import (
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_TIMEOUT,
-    Printer,
     confirm,
     finish,
     show_plans,
@@ -159,6 +159,11 @@ def command(
     selected = select_stacks(repo, stacks, all_stacks=all_stacks)
     if not selected:
         raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")
+    env_kubeconfig = os.environ.get("KUBECONFIG")
+    conns = Connections(
+        repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
+    )
+    conns.check(selected)  # every stack's cluster is in the kubeconfig: before anything else
     saved = load_saved_preview(plan_file) if plan_file else None
     state = cache_state(repo.root, enabled=not no_cache)
     tree = check_committed(
@@ -168,7 +173,6 @@ def command(
     for stack in selected:
         check_order(stack.path, specs[stack.path])  # cycles, unknown ids: before any write
     secrets = resolve_secrets(repo.root, selected, specs, keyring)  # also before any write
-    printer = Printer(quiet=as_json, prefix=True)
     tofu = tofu_context(repo.root)
 
     def options_of(stack: Stack) -> ApplyOptions:
@@ -176,10 +180,7 @@ def command(
             stack, tree=tree, timeout=timeout, concurrency=concurrency, wait=not no_wait
         )
 
-    env_kubeconfig = os.environ.get("KUBECONFIG")
-    with Connections(
-        repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
-    ) as conns:
+    with conns:
         check_shared(selected, specs, conns)
         shown: dict[str, StackPlan] = {}
         if not yes or saved is not None:
@@ -201,22 +202,29 @@ def command(
                 show_plans([StackPreview(p.path, plan=p) for p in plans])
             confirm("apply these changes", yes=yes)
         show = yes and saved is None and not as_json
+        contexts = conns.contexts(selected)
+        with StackProgress("apply", quiet=as_json, contexts=contexts) as progress:
 
-        def one(stack: Stack, stop: Stop) -> StackResult:
-            return apply_locked(
-                conns,
-                Planned(stack, specs[stack.path], shown.get(stack.path), secrets.get(stack.path)),
-                options_of(stack),
-                printer,
-                lock_timeout=lock_timeout,
-                lease_duration=lease_duration,
-                on_lock_wait=printer.lock_wait,
-                show_plan=printer.plan if show else None,
-                stop=stop.event,
-                tofu=tofu,
-            )
+            def one(stack: Stack, stop: Stop) -> StackResult:
+                progress.start(stack.path)
+                result = apply_locked(
+                    conns,
+                    Planned(
+                        stack, specs[stack.path], shown.get(stack.path), secrets.get(stack.path)
+                    ),
+                    options_of(stack),
+                    progress,
+                    lock_timeout=lock_timeout,
+                    lease_duration=lease_duration,
+                    on_lock_wait=progress.lock_wait,
+                    show_plan=progress.plan if show else None,
+                    stop=stop.event,
+                    tofu=tofu,
+                )
+                progress.finish(result)
+                return result
 
-        with graceful("the apply") as stop:
-            results = run_concurrently(selected, lambda s: one(s, stop), stack_concurrency)
-    code = finish("Apply", results, as_json=as_json)
+            with graceful("the apply") as stop:
+                results = run_concurrently(selected, lambda s: one(s, stop), stack_concurrency)
+    code = finish("Apply", results, as_json=as_json, contexts=contexts)
     return stopped(stop, code)

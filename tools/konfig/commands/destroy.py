@@ -15,10 +15,10 @@ import click
 from konfig.commands._common import load_repository, timeouts_of, tofu_context
 from konfig.commands._console import info
 from konfig.commands._options import kube_options
+from konfig.commands._progress import StackProgress
 from konfig.commands._results import (
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_TIMEOUT,
-    Printer,
     confirm,
     finish,
     show_plans,
@@ -125,32 +125,38 @@ def command(
         verb="destroy",
         cache=cache_dir(repo.root),
     )
-    printer = Printer(quiet=as_json, prefix=True)
     options = ApplyOptions(concurrency=concurrency, timeout=timeout, wait=not no_wait)
     env_kubeconfig = os.environ.get("KUBECONFIG")
     with Connections(
         repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
     ) as conns:
         tofu = tofu_context(repo.root)
+        conns.check([t.stack for t in targets if not t.deleted])
         plans = plan_destroys(conns, targets, note=None if as_json else info, tofu=tofu)
         if not as_json:
             show_plans([StackPreview(p.path, deleted=True, plan=p) for p in plans])
         confirm("destroy these stacks", yes=yes)
 
-        def one(t: DestroyTarget, stop: Stop) -> StackResult:
-            return destroy_locked(
-                conns,
-                t.stack,
-                options,
-                printer,
-                lock_timeout=lock_timeout,
-                lease_duration=lease_duration,
-                on_lock_wait=printer.lock_wait,
-                stop=stop.event,
-                tofu=tofu,
-            )
+        contexts = conns.contexts([t.stack for t in targets])
+        with StackProgress("destroy", quiet=as_json, contexts=contexts) as progress:
 
-        with graceful("the destroy") as stop:
-            results = run_concurrently(targets, lambda t: one(t, stop), stack_concurrency)
-    code = finish("Destroy", results, as_json=as_json)
+            def one(t: DestroyTarget, stop: Stop) -> StackResult:
+                progress.start(t.stack.path)
+                result = destroy_locked(
+                    conns,
+                    t.stack,
+                    options,
+                    progress,
+                    lock_timeout=lock_timeout,
+                    lease_duration=lease_duration,
+                    on_lock_wait=progress.lock_wait,
+                    stop=stop.event,
+                    tofu=tofu,
+                )
+                progress.finish(result)
+                return result
+
+            with graceful("the destroy") as stop:
+                results = run_concurrently(targets, lambda t: one(t, stop), stack_concurrency)
+    code = finish("Destroy", results, as_json=as_json, contexts=contexts)
     return stopped(stop, code)

@@ -7,13 +7,14 @@ import os
 import click
 
 from konfig.commands._common import load_repository, timeouts_of
-from konfig.commands._console import echo_json, echo_stacks, info
+from konfig.commands._console import echo_json, echo_stacks, info, warn
 from konfig.commands._options import kube_options
 from konfig.commands._outputs import github_output_file, write_stack_outputs
 from konfig.detect.behind import pending_stacks
 from konfig.errors import EXIT_OK
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.inventories import read_inventories
+from konfig.words import plural
 
 
 @click.command("pending")
@@ -56,6 +57,7 @@ def command(
     with Connections(
         repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
     ) as conns:
+        conns.check(repo.stacks)
         found = read_inventories(repo, conns)
     result = pending_stacks(
         repo.root, head, [s.path for s in repo.stacks], found.by_stack, found.found.values()
@@ -71,7 +73,12 @@ def command(
         for path in result.unusable:
             info(f"not applied: {path} has a layout error (above); fix it to apply it")
         info(
-            f"{len(result.stacks)} stacks to apply, {len(result.deleted_stacks)} to destroy, "
+            f"{plural(len(result.stacks), 'stack')} to apply, "
+            f"{len(result.deleted_stacks)} to destroy, "
             f"{len(result.up_to_date)} up to date at {result.head[:12]}"
         )
+    for skipped in found.skipped:
+        warn(f"not read (a cluster only deleted stacks used): {skipped}")
+    for problem in found.problems:
+        warn(f"not read: {problem}")
     return EXIT_OK

@@ -20,7 +20,7 @@ from konfig.commands._common import (
     timeouts_of,
     tofu_context,
 )
-from konfig.commands._console import compile_progress, error, info
+from konfig.commands._console import compile_progress, error, info, use_color
 from konfig.commands._keys import take_keyring_from_env
 from konfig.commands._options import timeout_options
 from konfig.engine.kube import MAX_WORKERS
@@ -203,7 +203,7 @@ def command(
     elif fmt == "markdown":
         text = render_markdown(preview)
     else:
-        color = out is None and sys.stdout.isatty()
+        color = out is None and use_color(sys.stdout)
         text = render_text(preview, color=color, diff=show_diff)
     if out is not None:
         atomic_write_text(out, text, scope=WriteScope.named(out, "--out"))

@@ -58,6 +58,16 @@ AuthorSource = Literal["given", "GET /user", "GITHUB_TOKEN fallback"]
 
 
 @dataclass(frozen=True)
+class Issue:
+    number: int
+    title: str
+    body: str
+    author: str
+    state: str  # "open" or "closed"
+    url: str = ""
+
+
+@dataclass(frozen=True)
 class UpsertResult:
     # "stale": the body is about a commit that is no longer the pull request's head
     # (a newer push overtook this run); nothing was written.
@@ -235,6 +245,59 @@ class GitHub:
 
         return self._call(f"PATCH {path}", "update the comment", call)
 
+    # --- issues (the drift issue, konfig.forge.issues) --------------------------------
+
+    def list_issues(self, repo: str, *, state: str = "open") -> list[Issue]:
+        """Every issue of the repository in ``state`` (all pages; pull requests, which
+        the issues API lists too, left out)."""
+
+        def call() -> list[Issue]:
+            found: list[Issue] = []
+            for item in self._gh.get_repo(repo).get_issues(state=state):
+                # From the listed data: reading ``item.pull_request`` would fetch every
+                # issue again (PyGithub completes attributes the list did not carry).
+                raw = getattr(item, "_rawData", None) or {}
+                if raw.get("pull_request") is not None:
+                    continue
+                found.append(_issue(item))
+            return found
+
+        return self._call(f"GET /repos/{repo}/issues", "list the issues", call)
+
+    def create_issue(self, repo: str, title: str, body: str) -> Issue:
+        _check_length(body)
+
+        def call() -> Issue:
+            item = self._gh.get_repo(repo).create_issue(title=title, body=body)
+            return _issue(item)
+
+        return self._call(f"POST /repos/{repo}/issues", "create the issue", call)
+
+    def update_issue(
+        self,
+        repo: str,
+        number: int,
+        *,
+        title: str | None = None,
+        body: str | None = None,
+        state: str | None = None,
+    ) -> Issue:
+        """Edit an issue's title, body or state (``open``/``closed``); None keeps it.
+        By its API path, as comments are (Gitea's objects lack the ``url`` PyGithub
+        would PATCH)."""
+        if body is not None:
+            _check_length(body)
+        fields = {"title": title, "body": body, "state": state}
+        path = f"/repos/{repo}/issues/{number}"
+
+        def call() -> Issue:
+            _, data = self._gh.requester.requestJsonAndCheck(
+                "PATCH", path, input={k: v for k, v in fields.items() if v is not None}
+            )
+            return _issue_from_json(data)
+
+        return self._call(f"PATCH /repos/{repo}/issues/{number}", "update the issue", call)
+
     def _unreachable(self, exc: Exception) -> GitHubError:
         return GitHubError(
             f"cannot reach the GitHub API at {self.api_url}: {exc}",
@@ -271,6 +334,32 @@ def _api_message(exc: GithubException) -> str:
             message = f"{message} ({details})"
         return message
     return str(data) if data else "no message"
+
+
+def _issue(item: Any) -> Issue:
+    user = item.user
+    return Issue(
+        number=int(item.number),
+        title=str(item.title or ""),
+        body=str(item.body or ""),
+        author=str(user.login) if user is not None else "",
+        state=str(item.state or ""),
+        url=str(item.html_url or ""),
+    )
+
+
+def _issue_from_json(data: Any) -> Issue:
+    if not isinstance(data, dict):
+        raise GitHubError(f"the API answered the issue edit with {type(data).__name__}")
+    user = data.get("user") or {}
+    return Issue(
+        number=int(data["number"]),
+        title=str(data.get("title") or ""),
+        body=str(data.get("body") or ""),
+        author=str(user.get("login") or ""),
+        state=str(data.get("state") or ""),
+        url=str(data.get("html_url") or ""),
+    )
 
 
 def _comment(item: Any) -> Comment:
@@ -359,6 +448,7 @@ __all__ = [
     "Comment",
     "GitHub",
     "GitHubError",
+    "Issue",
     "UpsertResult",
     "find_own_comment",
     "marker_comment",

@@ -83,6 +83,8 @@ def plan_destroys(
     (refused without its ``allowDestroy``: raises before anything is written)."""
     plans: list[StackPlan] = []
     for t in targets:
+        if t.deleted:
+            conns.locate(t.stack)
         kube = conns.kube(t.stack)
         prior = read_inventory(kube, t.stack)
         if prior is None and note is not None:

@@ -112,6 +112,7 @@ def preview_deleted(
 ) -> StackPreview:
     """A stack whose directory is gone: the deletion of what its inventory owns."""
     try:
+        conns.locate(stack)
         kube = conns.kube(stack)
         prior = read_inventory(kube, stack)
         if prior is None and note is not None:

@@ -22,7 +22,7 @@ gone), and :func:`select_for_command`: the stacks (and KCL unit-test packages) t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatch
 from pathlib import Path, PurePosixPath
 
@@ -37,6 +37,7 @@ from konfig.repo.layout import (
     resolve_stacks,
     unusable_error,
 )
+from konfig.repo.yamlio import load_yaml_text
 
 
 @dataclass(frozen=True)
@@ -230,4 +231,39 @@ def gone_stack(repo: Repository, address: str, *, what: str, must_be_gone: str |
         raise UsageError(
             f"--deleted {address}: the stack still exists in the working tree", hint=must_be_gone
         )
+    for old_stack in stacks_gone_in_history(repo):
+        if old_stack.path == stack.path:
+            return old_stack  # with its last stack.yaml: its cluster is known
     return stack
+
+
+def stacks_gone_in_history(repo: Repository) -> list[Stack]:
+    """Stacks HEAD's history deleted and the work tree does not have, each with the
+    ``stack.yaml`` it had last (so its cluster is known). Empty outside git."""
+    from konfig.detect import gitrepo  # git only when a deleted stack is asked about
+
+    if not gitrepo.is_repo(repo.root):
+        return []
+    try:
+        deleted = gitrepo.deleted_files(repo.root, STACK_FILE)
+    except KonfigError:
+        return []  # e.g. no commit yet
+    present = {s.path for s in repo.stacks}
+    found: dict[str, Stack] = {}
+    for commit, path in deleted:  # newest first: the last stack.yaml a stack had wins
+        stack_path = PurePosixPath(path).parent.as_posix()
+        if stack_path in found or stack_path in present:
+            continue
+        if (repo.root / stack_path / STACK_FILE).exists():
+            continue
+        try:
+            stack = deleted_stack(stack_path)
+        except KonfigError:
+            continue
+        data = gitrepo.file_before(repo.root, commit, path)
+        try:
+            raw = load_yaml_text(data.decode("utf-8"), file=path) if data else None
+        except (KonfigError, UnicodeDecodeError):
+            raw = None
+        found[stack_path] = replace(stack, raw=raw if isinstance(raw, dict) else {})
+    return [found[p] for p in sorted(found)]

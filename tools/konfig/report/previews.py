@@ -18,6 +18,7 @@ from typing import Any
 from konfig import contracts
 from konfig.engine.plan import ACTIONS, CHANGING, CONFLICT, Change, StackPlan
 from konfig.masking import scrub
+from konfig.words import plural
 
 # The document's identity, as its contract (konfig/contracts/preview.schema.json) fixes it.
 _IDENTITY = contracts.schema("preview")["properties"]
@@ -122,6 +123,13 @@ class Preview:
         """``(stack path, change)`` of every conflict, in stack order."""
         return [(s.path, c) for s in self.stacks for c in (s.plan.conflicts if s.plan else ())]
 
+    @property
+    def has_drift(self) -> bool:
+        return any(s.plan is not None and s.plan.drifted for s in self.stacks)
+
+    def drifted_objects(self) -> int:
+        return sum(len(s.plan.drifted) for s in self.stacks if s.plan)
+
 
 # --- JSON ------------------------------------------------------------------------
 
@@ -132,6 +140,7 @@ def to_json(preview: Preview) -> dict[str, Any]:
         "kind": KIND,
         "hasChanges": preview.has_changes,
         "hasConflicts": preview.has_conflicts,
+        "hasDrift": preview.has_drift,
         "counts": preview.counts(),
         "stacks": [_stack_json(s) for s in preview.stacks],
     }
@@ -152,6 +161,10 @@ def _stack_json(s: StackPreview) -> dict[str, Any]:
         "priorDigest": plan.prior_digest if plan else None,
         "priorDirty": plan.prior_dirty if plan else False,
         "counts": s.counts(),
+        "drift": {
+            "objects": len(s.plan.drifted) if s.plan else 0,
+            "fields": sum(len(c.drift.fields) for c in s.plan.drifted if c.drift) if s.plan else 0,
+        },
         "changes": [c.to_dict() for c in s.changes] if not s.error else [],
     }
 
@@ -189,8 +202,11 @@ def _not_compared(stack: StackPreview) -> str:
     return "; ".join(found)
 
 
-def render_text(preview: Preview, *, color: bool = False, diff: bool = False) -> str:
-    """The terminal report; ``diff`` adds the unified diff of each change."""
+def render_text(
+    preview: Preview, *, color: bool = False, diff: bool = False, summary: bool = True
+) -> str:
+    """The terminal report; ``diff`` adds the unified diff of each change; without
+    ``summary`` only the stacks (a stack's plan inside its apply output)."""
 
     def style(text: str, colour: str | None = None, bold: bool = False) -> str:
         if not color:
@@ -222,7 +238,12 @@ def render_text(preview: Preview, *, color: bool = False, diff: bool = False) ->
             lines.append(f"  {style(symbol, _COLOUR[c.action])} {c.id}  ({c.reason})")
             if c.action in ("update", "replace"):
                 for f in c.fields:
-                    lines.append(f"        {f.path}: {_value(f.before)} → {_value(f.after)}")
+                    note = (
+                        style("  (drift: changed in the cluster since the last apply)", "magenta")
+                        if f.drift
+                        else ""
+                    )
+                    lines.append(f"        {f.path}: {_value(f.before)} → {_value(f.after)}{note}")
             if c.secrets:
                 lines.append(f"        secret keys (encrypted or generated): {_key_statuses(c)}")
             if c.refused:
@@ -238,16 +259,39 @@ def render_text(preview: Preview, *, color: bool = False, diff: bool = False) ->
                 f"  {style('?', 'yellow')} could not compare (no decryption key): {uncompared}"
             )
         lines.append("")
+    if not summary:
+        return scrub("\n".join(lines).rstrip("\n") + "\n", set(preview.secrets))
     total = preview.counts()
     errors = sum(1 for s in preview.stacks if s.error)
-    summary = f"Preview: {_counts_line(total)}"
+    summary_text = f"Preview: {_counts_line(total)}"
+    drifted = preview.drifted_objects()
+    if drifted:
+        summary_text += (
+            f"; {plural(drifted, 'object')} drifted (changed in the cluster since the last apply)"
+        )
     if errors:
-        summary += f"; {errors} stack{'s' if errors != 1 else ''} failed"
+        summary_text += f"; {plural(errors, 'stack')} failed"
     if preview.has_conflicts:
-        summary += "; apply refuses stacks with conflicts"
+        summary_text += "; apply refuses stacks with conflicts"
     elif not errors and not preview.has_changes:
-        summary += " (no changes)"
-    lines.append(style(summary, bold=True))
+        summary_text += " (no changes)"
+    lines.append(style(summary_text, bold=True))
+    clusters = sorted({(s.plan.context if s.plan else s.context) or "" for s in preview.stacks})
+    if len(clusters) > 1:
+        for context in clusters:
+            counts: dict[str, int] = dict.fromkeys(ACTIONS, 0)
+            group = [
+                s
+                for s in preview.stacks
+                if ((s.plan.context if s.plan else s.context) or "") == context
+            ]
+            for s in group:
+                for action, n in s.counts().items():
+                    counts[action] += n
+            lines.append(
+                f"  cluster {context or '(current context)'}: {plural(len(group), 'stack')}: "
+                f"{_counts_line(counts)}"
+            )
     return scrub("\n".join(lines) + "\n", set(preview.secrets))
 
 
@@ -287,6 +331,13 @@ def render_markdown(preview: Preview) -> str:
         else ("changes" if preview.has_changes else "no changes")
     )
     out.append(f"**Konfig preview**: {status}. {_counts_line(total)}.")
+    drifted = preview.drifted_objects()
+    if drifted:
+        out.append("")
+        out.append(
+            f"⚠️ {plural(drifted, 'object')} drifted: changed in the cluster since the last "
+            "apply (marked *drift* below); applying sets them back."
+        )
     out.append("")
     conflicts = preview.conflicts()
     if conflicts:

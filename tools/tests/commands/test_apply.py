@@ -61,9 +61,11 @@ def test_apply_update_and_json(
         f"Apply complete: {len(ids)} created, 0 updated, 0 replaced, 0 deleted, 0 unchanged"
         in res.out
     )
-    assert "level 1/" in res.err
+    # One complete block per stack on stdout; every object line names its object by id.
+    assert "level 1/" in res.out
+    lines = [line.split() for line in res.out.splitlines()]
     for rid in ids:
-        assert f"created {rid.split(':')[1]} " in res.out
+        assert ["created", rid] in lines, res.out
     stored = inv.read_inventory(kube, f"appops/{address}")
     assert stored is not None
     assert stored.ids() == set(ids)
@@ -183,7 +185,10 @@ def test_several_stacks_and_shared_objects(
     a, b = make(repo_builder, unique("p7a")), make(repo_builder, unique("p7b"))
     res = konfig("apply", "--allow-dirty", b, a, "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.err
-    assert f"[appops/{a}]" in res.out and f"[appops/{b}]" in res.out
+    # one complete block per stack, each starting with its header
+    heads = [line for line in res.out.splitlines() if line.startswith("appops/")]
+    assert any(h.startswith(f"appops/{a} (context admin): applied in ") for h in heads)
+    assert any(h.startswith(f"appops/{b} (context admin): applied in ") for h in heads)
     for address in (a, b):
         stored = inv.read_inventory(kube, f"appops/{address}")
         assert stored is not None and stored.ids() == set(resource_ids(repo_builder, address))
@@ -309,28 +314,31 @@ def test_two_concurrent_applies_never_interleave(
         assert first.poll() is None, "".join(line for _, line in first_lines)
         time.sleep(0.1)
     second = subprocess.Popen(
-        cmd, cwd=repo_builder.root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        cmd, cwd=repo_builder.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     lines: list[tuple[float, str]] = []
     readers.append(threading.Thread(target=read, args=(second, lines)))
     readers[1].start()
     first.wait(timeout=120)
+    first_done = time.monotonic()  # at or after its exit: the lock was released before
+    assert second.stdout is not None
+    out2 = second.stdout.read()  # one complete block, printed when the stack is done
     second.wait(timeout=120)
     for reader in readers:
         reader.join()
     err1 = "".join(line for _, line in first_lines)
-    # the first apply's last write: its final inventory, just before it releases the
-    # lock (its exit comes later, after printing, and takes a while on a loaded machine)
-    first_done = max(t for t, line in first_lines if "inventory konfig." in line)
     # both time out on the load balancer: exit 1, naming the object and the condition
     assert first.returncode == 1, err1
     assert second.returncode == 1
     assert f"Service edge in namespace {project}" in err1 and "status.loadBalancer.ingress" in err1
-    text = "".join(line for _, line in lines)
-    assert "waiting for the stack's lock, held by" in text
-    # the second apply wrote nothing before the first one had finished
-    started = [t for t, line in lines if "inventory konfig." in line or "level 1/" in line]
-    assert started and min(started) >= first_done - 0.5
+    # the second said at once that it waits for the lock, while the first still ran ...
+    waited = [t for t, line in lines if "waiting for the stack's lock, held by" in line]
+    assert waited and min(waited) < first_done
+    # ... and its complete block shows the wait before its first write
+    block = out2.splitlines()
+    wait_at = next(i for i, line in enumerate(block) if "waiting for the stack's lock" in line)
+    first_write = next(i for i, line in enumerate(block) if "inventory konfig." in line)
+    assert wait_at < first_write, out2
     res = subprocess.run(
         [
             konfig_bin,

@@ -144,11 +144,14 @@ def test_first_preview_creates_everything_and_json_follows_the_contract(
         "runtime",
         "refused",
         "owner",
+        "drift",
     }
     assert by_id[f"v1:Secret:{ns}:creds"]["runtime"] == "Kubernetes"
     assert by_id[f"v1:Secret:{ns}:creds"]["refused"] is None
     # a Secret with plain-text data (no encrypted file) has no per-key statuses
     assert by_id[f"v1:Secret:{ns}:creds"]["secrets"] == []
+    assert by_id[f"v1:Secret:{ns}:creds"]["drift"] is None  # not applied yet: no drift to tell
+    assert doc["hasDrift"] is False and stack["drift"] == {"objects": 0, "fields": 0}
     assert "t0k3n-canary" not in out.read_text()
 
     detailed = preview(konfig, repo_builder.root, cluster, f"{project}/dev", "--detailed-exitcode")

@@ -1,0 +1,136 @@
+"""``konfig drift``: objects someone changed in the cluster since Konfig applied them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from konfig.commands._common import load_repository, report_problems, timeouts_of
+from konfig.commands._console import error, info
+from konfig.commands._options import kube_options
+from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from konfig.pipeline.compiling import compile_stacks
+from konfig.pipeline.connections import Connections
+from konfig.pipeline.selection import select_stacks
+from konfig.pipeline.status import collect_status, planned_values
+from konfig.repo.files import WriteScope, atomic_write_text
+from konfig.repo.layout import cache_dir
+from konfig.report.drift import DriftReport, render_json, render_markdown, render_text
+
+EXIT_DRIFT = 2
+
+
+@click.command("drift")
+@click.argument("stacks", nargs=-1)
+@click.option("--all", "all_stacks", is_flag=True, help="Check every stack (the default).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "markdown", "json"]),
+    default="text",
+    show_default=True,
+    help="Report format (markdown: the drift issue's body; json: docs/drift-json.md).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the report to FILE instead of stdout.",
+)
+@click.option(
+    "--json-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the JSON report to FILE (one cluster read for both).",
+)
+@click.option(
+    "--detailed-exitcode",
+    is_flag=True,
+    help="Exit 0 when nothing drifted, 2 when something did, 1 on error.",
+)
+@click.option(
+    "--no-compile",
+    is_flag=True,
+    help="Do not compile the drifted stacks (their repository values are then not shown).",
+)
+@click.option("--run-url", default=None, help="Markdown: link to the run that checked.")
+@kube_options
+@click.pass_context
+def command(
+    ctx: click.Context,
+    stacks: tuple[str, ...],
+    all_stacks: bool,
+    fmt: str,
+    as_json: bool,
+    out: Path | None,
+    json_out: Path | None,
+    detailed_exitcode: bool,
+    no_compile: bool,
+    run_url: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+) -> int:
+    """Find drift: fields of applied objects that someone changed or removed in the
+    cluster since Konfig's last apply, and applied objects deleted or re-created
+    outside Konfig.
+
+    Konfig's last apply is what the API server recorded as Konfig's own fields
+    (server-side apply's managed fields); the inventory keeps that record. Drift is
+    read with get and list only (no dry-run, no write); the drifted stacks are
+    compiled to show the value the repository sets. Without STACKs: every stack.
+
+    \b
+    Example:
+      konfig drift --detailed-exitcode
+      konfig drift --format markdown --out drift.md   # the drift issue's body
+    """
+    if as_json:
+        if fmt not in ("text", "json"):
+            raise UsageError("give --json or --format, not both")
+        fmt = "json"
+    if stacks and all_stacks:
+        raise UsageError("give stacks or --all, not both")
+    repo = load_repository(ctx)
+    if fmt == "text" and out is None:
+        report_problems(repo)
+    selected = select_stacks(repo, stacks, all_stacks=not stacks)
+    env_kubeconfig = os.environ.get("KUBECONFIG")
+    with Connections(
+        repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
+    ) as conns:
+        status = collect_status(repo.root, selected, repo.stacks, conns, orphans=False)
+    report = DriftReport(status)
+    drifted = [s for s in selected if s.path in {d.path for d in report.drifted}]
+    if drifted and not no_compile:
+        results = compile_stacks(repo, drifted, state=cache_dir(repo.root))
+        specs = {r.stack_path: r.spec for r in results if r.spec is not None}
+        for r in results:
+            if r.error is not None:
+                info(f"{r.stack_path}: not compiled, repository values not shown: {r.error}")
+        report = DriftReport(status, planned_values(status, specs))
+    if fmt == "json":
+        text = render_json(report)
+    elif fmt == "markdown":
+        text = render_markdown(report, run_url=run_url)
+    else:
+        text = render_text(report)
+    if json_out is not None:
+        atomic_write_text(
+            json_out, render_json(report), scope=WriteScope.named(json_out, "--json-out")
+        )
+    if out is not None:
+        atomic_write_text(out, text, scope=WriteScope.named(out, "--out"))
+        info(f"wrote the drift report to {out}")
+    else:
+        click.echo(text, nl=False)
+    if report.errors:
+        if fmt != "text" or out is not None:
+            for s in report.errors:
+                error(f"{s.path}: {s.error}")
+        return EXIT_FINDINGS
+    if detailed_exitcode and report.has_drift:
+        return EXIT_DRIFT
+    return EXIT_OK

@@ -1,0 +1,118 @@
+"""``konfig issue``: keep one issue open while a condition holds (the drift issue)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from konfig.commands._console import info
+from konfig.errors import EXIT_OK, UsageError
+from konfig.forge.client import DEFAULT_API_URL, GitHub, parse_repo
+from konfig.forge.issues import DRIFT_MARKER, sync_issue
+
+
+@click.command("issue")
+@click.option("--repo", "repo", required=True, help="Repository as OWNER/NAME.")
+@click.option("--title", default="Konfig: the clusters drifted from main", show_default=True)
+@click.option(
+    "--body-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Markdown body (e.g. `konfig drift --format markdown --out FILE`): open or update.",
+)
+@click.option(
+    "--resolved",
+    is_flag=True,
+    help="The condition is gone: comment on the open issue and close it (if there is one).",
+)
+@click.option(
+    "--comment",
+    "resolved_comment",
+    default="Resolved: no drift any more.",
+    show_default=True,
+    help="With --resolved: the closing comment.",
+)
+@click.option(
+    "--marker",
+    default=DRIFT_MARKER,
+    show_default=True,
+    help="Hidden marker that identifies the issue; one open issue per marker.",
+)
+@click.option(
+    "--author",
+    default=None,
+    help="Login the token writes as, when it may not call GET /user "
+    "(github-actions[bot] for GITHUB_TOKEN, <app-slug>[bot] for a GitHub App).",
+)
+@click.option(
+    "--api-url",
+    default=DEFAULT_API_URL,
+    show_default=True,
+    help="API base URL (GitHub Enterprise: https://HOST/api/v3; Gitea: https://HOST/api/v1).",
+)
+@click.option(
+    "--token-env", default="GITHUB_TOKEN", show_default=True, help="Variable holding the token."
+)
+def command(
+    repo: str,
+    title: str,
+    body_file: Path | None,
+    resolved: bool,
+    resolved_comment: str,
+    marker: str,
+    author: str | None,
+    api_url: str,
+    token_env: str,
+) -> int:
+    """Keep ONE issue open while a condition holds: create it once, update it in place
+    when the body changes (nothing is sent when it does not), and with --resolved
+    comment and close it.
+
+    The issue is found by its hidden marker and its author among the open issues (all
+    pages); issues anyone else wrote are never touched.
+
+    \b
+    Example (what actions/drift runs):
+      konfig drift --format markdown --out drift.md --detailed-exitcode; code=$?
+      [ $code = 2 ] && konfig issue --repo acme/config --body-file drift.md
+      [ $code = 0 ] && konfig issue --repo acme/config --resolved
+    """
+    repo = parse_repo(repo)
+    if (body_file is None) == (not resolved):
+        raise UsageError("give --body-file (open or update the issue) or --resolved (close it)")
+    body = None
+    if body_file is not None:
+        try:
+            body = body_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{body_file}: cannot read the body: {exc}") from None
+    token = os.environ.get(token_env, "")
+    if not token:
+        raise UsageError(
+            f"no token in ${token_env}",
+            hint="in a workflow: env: {GITHUB_TOKEN: ${{ github.token }}} with issues: write",
+        )
+    with GitHub(token, api_url=api_url) as client:
+        login = author or client.identity()
+        if login is None:
+            raise UsageError(
+                "this token may not read its own identity (GET /user answered 403), so "
+                "konfig cannot tell its issue from others'",
+                hint="pass --author LOGIN: github-actions[bot] for GITHUB_TOKEN",
+            )
+        result = sync_issue(
+            client,
+            repo,
+            title=title,
+            body=body,
+            marker=marker,
+            author=login,
+            resolved_comment=resolved_comment,
+        )
+    where = f": {result.issue.url or '#' + str(result.issue.number)}" if result.issue else ""
+    info(f"issue {result.action}{where}")
+    if result.closed_duplicates:
+        info(f"closed duplicates: {', '.join('#' + str(n) for n in result.closed_duplicates)}")
+    return EXIT_OK

@@ -1,0 +1,166 @@
+"""Rendering ``konfig status``: a table per cluster (rich), and the JSON contract.
+
+The JSON is documented in ``docs/status-json.md``. The table is built as rich
+renderables; :func:`render_text` turns it into plain text (no colour) for files,
+pipes and tests, and the CLI prints the renderables to a console that honours
+``NO_COLOR``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from konfig.pipeline.status import StackStatus, StatusReport
+from konfig.words import plural
+
+_HEALTH_STYLE = {
+    "healthy": "green",
+    "progressing": "yellow",
+    "failed": "red",
+    "missing": "red",
+    "empty": "",
+    "unknown": "bright_black",
+}
+
+
+def _commit(s: StackStatus, head: str | None) -> Text:
+    inv = s.inventory
+    if s.state == "never-applied":
+        return Text("never applied", style="yellow")
+    if s.state == "error":
+        return Text("error", style="red")
+    if inv is None or not inv.commit:
+        return Text("— (apply did not finish)", style="yellow")
+    short = inv.commit[:7]
+    if s.state == "orphaned":
+        note = (
+            "stack deleted from the repository"
+            if s.orphan == "deleted"
+            else "not in this repository"
+        )
+        return Text(f"{short} ({note})", style="magenta")
+    if head and inv.commit == head:
+        return Text(f"{short} (HEAD)")
+    if s.commits_behind is None:
+        return Text(f"{short} (not in this history)", style="yellow")
+    behind = plural(s.commits_behind, "commit")
+    if s.pending:
+        return Text(f"{short} ({behind} behind, changed)", style="yellow")
+    return Text(f"{short} ({behind} behind, unaffected)")
+
+
+def _health(s: StackStatus) -> Text:
+    if s.status is None:
+        return Text("")
+    counts = s.status.health_counts()
+    if s.health == "healthy":
+        return Text("healthy", style="green")
+    if s.health == "empty":
+        return Text("no objects")
+    parts = []
+    for key, word in (
+        ("failed", "failed"),
+        ("not_found", "missing"),
+        ("in_progress", "progressing"),
+    ):
+        if counts[key]:
+            parts.append(f"{counts[key]} {word}")
+    return Text(", ".join(parts), style=_HEALTH_STYLE[s.health])
+
+
+def _drift(s: StackStatus) -> Text:
+    if s.status is None:
+        return Text("")
+    drifted = s.status.drifted
+    if drifted:
+        fields = sum(len(o.drift.fields) for o in drifted)
+        text = f"yes: {plural(len(drifted), 'object')}"
+        if fields:
+            text += f", {plural(fields, 'field')}"
+        return Text(text, style="red")
+    if s.status.drift_unknown:
+        return Text(f"unknown ({s.status.drift_unknown} not recorded)", style="bright_black")
+    return Text("no", style="green")
+
+
+def _applied_at(s: StackStatus) -> str:
+    inv = s.inventory
+    if inv is None or not inv.applied_at:
+        return ""
+    return inv.applied_at.replace("T", " ")
+
+
+def tables(report: StatusReport) -> Iterator[RenderableType]:
+    """One titled table per cluster, then the summary line."""
+    for cluster, stacks in report.by_cluster():
+        title = f"cluster {cluster.context}" + (f" ({cluster.server})" if cluster.server else "")
+        if cluster.error:
+            why = " (only stacks deleted from the repository used it)" if cluster.optional else ""
+            yield Text(
+                f"{title}: cannot be read{why}", style="yellow" if cluster.optional else "bold red"
+            )
+            yield Text("  " + cluster.error)
+            yield Text("")
+            continue
+        table = Table(
+            title=title, title_justify="left", title_style="bold", box=None, pad_edge=False
+        )
+        for column in ("STACK", "COMMIT", "APPLIED", "OBJECTS", "HEALTH", "DRIFT"):
+            table.add_column(
+                column,
+                justify="right" if column == "OBJECTS" else "left",
+                no_wrap=column not in ("HEALTH", "DRIFT"),  # those wrap on a narrow terminal
+            )
+        for s in stacks:
+            table.add_row(
+                Text(s.short + (" (orphaned)" if s.state == "orphaned" else "")),
+                _commit(s, report.head),
+                _applied_at(s),
+                str(len(s.inventory.members)) if s.inventory else "",
+                _health(s),
+                _drift(s),
+            )
+        yield table
+        yield Text("")
+    yield Text(summary_line(report), style="bold")
+
+
+def summary_line(report: StatusReport) -> str:
+    n = report.counts()
+    clusters = len(report.clusters)
+    parts = [f"{n['applied']} applied ({n['behind']} behind HEAD)"]
+    if n["neverApplied"]:
+        parts.append(f"{n['neverApplied']} never applied")
+    if n["orphaned"]:
+        parts.append(f"{plural(n['orphaned'], 'orphaned inventory', 'orphaned inventories')}")
+    if n["errors"]:
+        parts.append(f"{n['errors']} unreadable")
+    health = []
+    if n["unhealthy"]:
+        health.append(f"{n['unhealthy']} unhealthy")
+    if n["progressing"]:
+        health.append(f"{n['progressing']} progressing")
+    if n["drifted"]:
+        health.append(f"{n['drifted']} drifted")
+    text = f"{plural(n['stacks'], 'stack')} on {plural(clusters, 'cluster')}: " + ", ".join(parts)
+    if health:
+        return text + "; " + ", ".join(health)
+    return text + ("; all healthy, no drift" if n["applied"] else "")
+
+
+def render_text(report: StatusReport, *, width: int = 240) -> str:
+    """The tables as plain text (no colour, no terminal codes)."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, color_system=None, highlight=False, no_color=True)
+    console.print(Group(*tables(report)))
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
+
+
+def render_json(report: StatusReport) -> str:
+    return json.dumps(report.to_dict(), indent=2) + "\n"
