@@ -31,7 +31,7 @@ EXIT_DRIFT = 2
     type=click.Choice(["text", "markdown", "json"]),
     default="text",
     show_default=True,
-    help="Report format (markdown: the drift issue's body; json: docs/drift-json.md).",
+    help="Report format (markdown: the drift issue's body; json: docs/contracts/drift.md).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option(

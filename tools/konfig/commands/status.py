@@ -23,7 +23,7 @@ from konfig.report.status import render_json, tables
     "--head", default="HEAD", show_default=True, metavar="REF", help="Commit to compare with."
 )
 @click.option(
-    "--json", "as_json", is_flag=True, help="Print the status as JSON (docs/status-json.md)."
+    "--json", "as_json", is_flag=True, help="Print the status as JSON (docs/contracts/status.md)."
 )
 @click.pass_context
 def command(

@@ -2,7 +2,7 @@
 
 Input is the :class:`~konfig.pipeline.status.StatusReport` of the checked stacks
 and, per drifted field, the value the repository sets (``planned``, when the stack
-was compiled). The JSON is documented in ``docs/drift-json.md``. Live values were
+was compiled). The JSON is documented in ``docs/contracts/drift.md``. Live values were
 masked when the drift was computed (Secret data never appears); object ids and
 values come from the cluster, so markdown puts them in code spans no content can
 close.

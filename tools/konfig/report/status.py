@@ -1,6 +1,6 @@
 """Rendering ``konfig status``: a table per cluster (rich), and the JSON contract.
 
-The JSON is documented in ``docs/status-json.md``. The table is built as rich
+The JSON is documented in ``docs/contracts/status.md``. The table is built as rich
 renderables; :func:`render_text` turns it into plain text (no colour) for files,
 pipes and tests, and the CLI prints the renderables to a console that honours
 ``NO_COLOR``.

@@ -94,7 +94,12 @@ def test_a_signal_during_apply_records_what_was_applied_and_releases_the_lock(
         repo_builder.root,
         ["apply", address, "--yes", "--timeout", "300", "--commit", c1, kc],
     )
-    run.wait_for_line("waiting for Service/edge")
+    # Level 2 written (its output comes as one block at the end: not a line to wait
+    # for): the apply now waits on the Service's health.
+    run.wait_for(
+        lambda: all(kube.get("v1", k, n, ns) for k, n in (("ConfigMap", "a"), ("Service", "edge"))),
+        "the Service and ConfigMap a in the cluster",
+    )
     assert _lease(kube, address) is not None  # held while applying
     group = processes_in_group(run.proc.pid)
     run.proc.send_signal(signum)

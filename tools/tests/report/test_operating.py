@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+from konfig import contracts
 from konfig.engine.drift import DriftedField, ObjectDrift
 from konfig.engine.health import Health
 from konfig.engine.inventory import Inventory, Member, applyset_id
@@ -119,7 +120,9 @@ def test_status_table() -> None:
 
 
 def test_status_json_contract() -> None:
-    doc = json.loads(status_report.render_json(report()))
+    text = status_report.render_json(report())
+    doc = json.loads(text)
+    assert not contracts.violations("status", doc, text=text)  # every kind of stack in it
     assert (doc["kind"], doc["schemaVersion"], doc["head"]) == ("KonfigStatus", 1, HEAD)
     assert doc["summary"] == {
         "stacks": 5, "applied": 3, "behind": 1, "neverApplied": 1, "orphaned": 1,
@@ -143,7 +146,9 @@ def test_drift_text_and_issue_markdown() -> None:
     check_golden("drift.txt", drift_report.render_text(drift()))
     markdown = drift_report.render_markdown(drift(), run_url="https://github.example/runs/7")
     check_golden("drift.md", markdown)
-    doc = json.loads(drift_report.render_json(drift()))
+    text = drift_report.render_json(drift())
+    doc = json.loads(text)
+    assert not contracts.violations("drift", doc, text=text)
     assert doc["hasDrift"] is True and doc["summary"]["objects"] == 2
     (field,) = doc["stacks"][0]["objects"][0]["fields"]
     assert field == {"path": "spec.replicas", "live": 5, "removed": False, "planned": 3}
