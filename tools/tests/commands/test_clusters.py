@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.cluster import Cluster, kubeconfigs
+from fixtures.cluster import Cluster, kubeconfigs, merged_kubeconfig
 from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
@@ -51,7 +51,11 @@ def objects_of(kube: Kube, project: str) -> set[str]:
 
 
 def test_two_clusters_in_one_apply(
-    konfig: KonfigRunner, repo_builder: RepoBuilder, two: tuple[Kube, Kube]
+    konfig: KonfigRunner,
+    repo_builder: RepoBuilder,
+    two: tuple[Kube, Kube],
+    cluster: Cluster,
+    edge_cluster: Cluster,
 ) -> None:
     local, edge = two
     p = unique("p15two")
@@ -94,6 +98,14 @@ def test_two_clusters_in_one_apply(
     }
     assert all(s["state"] == "applied" and s["upToDate"] for s in mine.values())
     assert {c["context"] for c in doc["clusters"]} == {"admin", "edge"}
+    # One file holding both clusters' contexts (what a workflow's secret holds) is the same.
+    merged = repo_builder.root.parent / "merged.kubeconfig"
+    merged.write_text(merged_kubeconfig(cluster, edge_cluster), encoding="utf-8")
+    again = konfig("--root", root, "status", "--json", f"--kubeconfig={merged}")
+    assert again.code == 0, again.err
+    assert [(s["path"], s["context"], s["state"]) for s in json.loads(again.out)["stacks"]] == [
+        (s["path"], s["context"], s["state"]) for s in doc["stacks"]
+    ]
     text = konfig("--root", root, "status").out
     assert text.index("cluster admin (") < text.index(f"{p}/dev ") < text.index("cluster edge (")
     assert text.index("cluster edge (") < text.index(f"{p}/edge ")
