@@ -70,6 +70,13 @@ def _lb_stack(repo_builder: RepoBuilder) -> tuple[str, str]:
     return ns, f"{ns}/dev"
 
 
+def _level_2_written(kube: Kube, ns: str) -> bool:
+    """The LB stack's level 2 is in the cluster: its apply now waits on the Service's
+    health (a stack's lines come as one block at its end when konfig's output is not a
+    terminal, so there is no progress line to wait for)."""
+    return all(kube.get("v1", k, n, ns) for k, n in (("ConfigMap", "a"), ("Service", "edge")))
+
+
 def _lease(kube: Kube, address: str) -> dict[str, object] | None:
     name = inv.inventory_name(f"appops/{address}")
     return kube.get(LEASE_API_VERSION, LEASE_KIND, name, inv.NAMESPACE)
@@ -94,12 +101,7 @@ def test_a_signal_during_apply_records_what_was_applied_and_releases_the_lock(
         repo_builder.root,
         ["apply", address, "--yes", "--timeout", "300", "--commit", c1, kc],
     )
-    # Level 2 written (its output comes as one block at the end: not a line to wait
-    # for): the apply now waits on the Service's health.
-    run.wait_for(
-        lambda: all(kube.get("v1", k, n, ns) for k, n in (("ConfigMap", "a"), ("Service", "edge"))),
-        "the Service and ConfigMap a in the cluster",
-    )
+    run.wait_for(lambda: _level_2_written(kube, ns), "the Service and ConfigMap a")
     assert _lease(kube, address) is not None  # held while applying
     group = processes_in_group(run.proc.pid)
     run.proc.send_signal(signum)
@@ -293,8 +295,7 @@ def test_sigterm_during_an_apply_of_two_stacks_on_threads_stops_both(
         ["apply", address1, address2, "--allow-dirty", "--yes", "--timeout", "300", kc],
     )
     run.wait_for(
-        lambda: sum("waiting for Service/edge" in line for line in run.err) == 2,
-        "both stacks to wait",
+        lambda: all(_level_2_written(kube, ns) for ns in (ns1, ns2)), "both stacks to wait"
     )
     run.proc.send_signal(signal.SIGTERM)
     returncode, out, err, seconds = run.finish(30)
