@@ -172,23 +172,30 @@ class E2E:
         return self.cluster.kubectl(*args, check=check)
 
 
+# The contexts of the e2e's one control plane (hack/cluster's `local`).
+E2E_CONTEXTS = frozenset({"admin", "restricted"})
+
+
 def template_files() -> list[str]:
     """The template's tracked files (their working-tree content), as a user copies them,
     without the stacks that declare Terraform resources: those need OpenTofu, its
     providers and the servers they manage (webshop/prod's PostgreSQL, hack/tofu) on the
-    runner, which the forge's runners do not have."""
+    runner, which the forge's runners do not have; and without the stacks on another
+    cluster than the e2e's one (http-echo/edge names the context `edge`: every command
+    that reads it would refuse a kubeconfig without that context)."""
     out = subprocess.run(
         ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
     ).stdout.decode()
     files = [f for f in out.split("\0") if f and f not in NOT_IN_TEMPLATE and (ROOT / f).is_file()]
-    terraform = {
-        str(Path(f).parent) + "/"
-        for f in files
-        if f.startswith("appops/")
-        and Path(f).name == "stack.yaml"
-        and "terraform" in (yaml.safe_load((ROOT / f).read_text(encoding="utf-8")) or {})
-    }
-    return [f for f in files if not any(f.startswith(stack) for stack in terraform)]
+    left_out: set[str] = set()
+    for f in files:
+        if not (f.startswith("appops/") and Path(f).name == "stack.yaml"):
+            continue
+        doc = yaml.safe_load((ROOT / f).read_text(encoding="utf-8")) or {}
+        context = (doc.get("kubernetes") or {}).get("context")
+        if "terraform" in doc or (context is not None and context not in E2E_CONTEXTS):
+            left_out.add(str(Path(f).parent) + "/")
+    return [f for f in files if not any(f.startswith(stack) for stack in left_out)]
 
 
 @pytest.fixture(scope="module")
