@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from konfig.commands._common import load_repository, report_problems, timeouts_of
+from konfig.commands._common import load_repository, timeouts_of
 from konfig.commands._console import error, info
 from konfig.commands._options import kube_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
@@ -94,8 +94,6 @@ def command(
     if stacks and all_stacks:
         raise UsageError("give stacks or --all, not both")
     repo = load_repository(ctx)
-    if fmt == "text" and out is None:
-        report_problems(repo)
     selected = select_stacks(repo, stacks, all_stacks=not stacks)
     env_kubeconfig = os.environ.get("KUBECONFIG")
     with Connections(

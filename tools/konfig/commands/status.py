@@ -6,7 +6,7 @@ import os
 
 import click
 
-from konfig.commands._common import load_repository, report_problems, timeouts_of
+from konfig.commands._common import load_repository, timeouts_of
 from konfig.commands._console import out_console
 from konfig.commands._options import kube_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
@@ -48,8 +48,6 @@ def command(
       konfig status guestbook/dev --json | jq '.stacks[0].drift'
     """
     repo = load_repository(ctx)
-    if not as_json:
-        report_problems(repo)
     selected = select_stacks(repo, stacks, all_stacks=not stacks)
     env_kubeconfig = os.environ.get("KUBECONFIG")
     with Connections(

@@ -46,7 +46,7 @@ def objects_of(kube: Kube, project: str) -> set[str]:
             f"{kind}/{o['metadata']['namespace']}/{o['metadata']['name']}"
             for o in kube.list(api, kind)
         }
-    found |= {f"inventory/{i.stack_path}" for i in inv.list_inventories(kube)[0]}
+    found |= {f"inventory/{i.stack_path}" for i in inv.list_inventories(kube)}
     return {f for f in found if project in f}
 
 
