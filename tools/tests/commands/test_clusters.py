@@ -148,7 +148,7 @@ def test_a_missing_context_fails_before_anything_is_written(
 
     pending = konfig("--root", root, "pending")
     assert pending.code == 1 and "has no context 'far-away'" in pending.err
-    destroy = konfig("--root", root, "destroy", f"{p}/far", "--yes")
+    destroy = konfig("--root", root, "destroy", f"{p}/far", "--yes", "--allow-dirty")
     assert destroy.code == 1 and "has no context 'far-away'" in destroy.err
 
     # Preview and status report it for that stack and go on with the others.
@@ -160,5 +160,13 @@ def test_a_missing_context_fails_before_anything_is_written(
     assert status.code == 1 and "cluster far-away: cannot be read" in status.out
 
     # A kubeconfig file that does not exist at all.
-    missing = konfig("--root", root, "apply", "--yes", f"{p}/dev", f"--kubeconfig={tmp_path}/nope")
+    missing = konfig(
+        "--root",
+        root,
+        "apply",
+        "--yes",
+        "--allow-dirty",
+        f"{p}/dev",
+        f"--kubeconfig={tmp_path}/nope",
+    )
     assert missing.code == 1 and f"kubeconfig not found: {tmp_path}/nope" in missing.err
