@@ -67,7 +67,8 @@ def test_every_option_has_help(path: tuple[str, ...]) -> None:
 
 def examples(path: tuple[str, ...]) -> list[str]:
     """The command lines under ``Example:``/``Examples:`` in ``konfig <path> --help``
-    (as printed: what a reader copies), comments after ``#`` dropped."""
+    (as printed: what a reader copies), comments after ``#`` dropped, a line ending in
+    ``\\`` joined with the next as the shell would."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert cli.run([*path, "--help"]) == 0
@@ -77,7 +78,11 @@ def examples(path: tuple[str, ...]) -> list[str]:
     for line in lines[heading[0] + 1 :] if heading else []:
         if not line.startswith("    "):
             break
-        found.append(line.split("  #")[0].strip())
+        text = line.split("  #")[0].strip()
+        if found and found[-1].endswith("\\"):  # a shell continuation: one command
+            found[-1] = found[-1][:-1] + text
+        else:
+            found.append(text)
     return found
 
 
@@ -183,6 +188,7 @@ def _run(line: str, clone: Path, konfig: KonfigRunner, monkeypatch: pytest.Monke
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GITHUB_OUTPUT", str(clone.parent / "github-output"))
     monkeypatch.setenv("SHA", "0" * 40)
+    monkeypatch.setenv("STACKS", '["appops/guestbook/dev", "appops/guestbook/prod"]')
     argv = _argv(line)
     result = konfig(*argv, cwd=clone)
     allowed = {0, 2} if "--detailed-exitcode" in argv else {0}
