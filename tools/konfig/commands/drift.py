@@ -73,9 +73,10 @@ def command(
     kubeconfig: str | None,
     context: str | None,
 ) -> int:
-    """Find drift: fields of applied objects that someone changed or removed in the
-    cluster since Konfig's last apply, and applied objects deleted or re-created
-    outside Konfig.
+    """Find what someone changed, removed or deleted in a cluster since Konfig applied it.
+
+    Drift: fields of applied objects that someone changed or removed in the cluster
+    since Konfig's last apply, and applied objects deleted or re-created outside Konfig.
 
     Konfig's last apply is what the API server recorded as Konfig's own fields
     (server-side apply's managed fields); the inventory keeps that record. Drift is
@@ -84,8 +85,8 @@ def command(
 
     \b
     Example:
-      konfig drift --detailed-exitcode
-      konfig drift --format markdown --out drift.md   # the drift issue's body
+      konfig drift guestbook/dev --detailed-exitcode
+      konfig drift guestbook/dev --format markdown --out drift.md   # the issue's body
     """
     if as_json:
         if fmt not in ("text", "json"):

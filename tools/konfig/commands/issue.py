@@ -15,7 +15,12 @@ from konfig.forge.issues import DRIFT_MARKER, sync_issue
 
 @click.command("issue")
 @click.option("--repo", "repo", required=True, help="Repository as OWNER/NAME.")
-@click.option("--title", default="Konfig: the clusters drifted from main", show_default=True)
+@click.option(
+    "--title",
+    default="Konfig: the clusters drifted from main",
+    show_default=True,
+    help="Title of the issue (set when it is created or updated).",
+)
 @click.option(
     "--body-file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -66,18 +71,22 @@ def command(
     api_url: str,
     token_env: str,
 ) -> int:
-    """Keep ONE issue open while a condition holds: create it once, update it in place
-    when the body changes (nothing is sent when it does not), and with --resolved
-    comment and close it.
+    """Keep one issue open while a condition holds (the drift issue).
+
+    Create it once, update it in place when the body changes (nothing is sent when it
+    does not), and with --resolved comment and close it.
 
     The issue is found by its hidden marker and its author among the open issues (all
     pages); issues anyone else wrote are never touched.
 
+    actions/drift runs `konfig drift --format markdown --out drift.md
+    --detailed-exitcode`, then the first example when it exits 2 (drift), the second
+    when it exits 0.
+
     \b
-    Example (what actions/drift runs):
-      konfig drift --format markdown --out drift.md --detailed-exitcode; code=$?
-      [ $code = 2 ] && konfig issue --repo acme/config --body-file drift.md
-      [ $code = 0 ] && konfig issue --repo acme/config --resolved
+    Example:
+      konfig issue --repo acme/config --body-file drift.md
+      konfig issue --repo acme/config --resolved
     """
     repo = parse_repo(repo)
     if (body_file is None) == (not resolved):

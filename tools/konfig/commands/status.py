@@ -34,9 +34,11 @@ def command(
     head: str,
     as_json: bool,
 ) -> int:
-    """Show what is deployed where: per cluster, every stack's last applied commit
-    (and whether HEAD changed it since), when, how many objects it owns, their health
-    and drift; stacks never applied; inventories whose stack is gone (orphans).
+    """Show what is deployed where, at which commit, and whether it is healthy or drifted.
+
+    Per cluster, every stack's last applied commit (and whether HEAD changed it since),
+    when, how many objects it owns, their health and drift; stacks never applied;
+    inventories whose stack is gone (orphans).
 
     Reads the inventories and one list per kind per cluster; compiles nothing and
     writes nothing. Without STACKs: every stack, and orphans in their clusters.
@@ -44,8 +46,8 @@ def command(
 
     \b
     Example:
-      konfig status
-      konfig status guestbook/dev --json | jq '.stacks[0].drift'
+      konfig status guestbook/dev webshop/dev
+      konfig status guestbook/dev --json
     """
     repo = load_repository(ctx)
     selected = select_stacks(repo, stacks, all_stacks=not stacks)

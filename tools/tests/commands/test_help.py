@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import git
 import pytest
-from fixtures.cluster import Cluster
+from fixtures.cluster import Cluster, kubeconfigs
 from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import TEMPLATE_ROOT, KonfigRunner
 
@@ -123,11 +123,12 @@ def _parse(argv: list[str]) -> click.Command:
 # What running an example needs beyond a clone of the example repository. Examples of
 # the other commands run in test_examples_run; these run against the test cluster
 # (read-only commands) or are parsed only, each for the reason given.
-NEEDS_CLUSTER = {"preview", "pending"}
+NEEDS_CLUSTER = {"preview", "pending", "status", "drift"}
 NOT_RUN = {
     "apply": "writes to the cluster (asks first); tests/commands/test_apply.py applies",
     "destroy": "deletes from the cluster; tests/commands/test_destroy.py destroys",
     "comment": "posts to a GitHub pull request; tests/commands/test_comment.py posts",
+    "issue": "opens or closes a GitHub issue; tests/forge/test_issues.py does",
     "report": "reads the results of a CI run; tests/commands/test_report.py has them",
     "secrets edit": "opens $EDITOR",
     "secrets encrypt": "replaces the plaintext file it is given",
@@ -213,10 +214,12 @@ def test_cluster_examples_run(
     line: str,
     clone: Path,
     cluster: Cluster,
+    edge_cluster: Cluster,
     konfig: KonfigRunner,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+    # The example repository's stacks use two clusters (contexts admin and edge).
+    monkeypatch.setenv("KUBECONFIG", kubeconfigs(cluster, edge_cluster))
     _run(line, clone, konfig, monkeypatch)
 
 
