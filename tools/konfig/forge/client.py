@@ -249,20 +249,35 @@ class GitHub:
 
     def list_issues(self, repo: str, *, state: str = "open") -> list[Issue]:
         """Every issue of the repository in ``state`` (all pages; pull requests, which
-        the issues API lists too, left out)."""
+        the issues API lists too, left out).
+
+        Paged by number while the answer's ``Link`` header names a next page, not by
+        PyGithub's list: Gitea writes ``Link`` without a space after the comma, which
+        PyGithub's parser does not split, so it stopped after the first page (30 issues
+        on Gitea, which also ignores ``per_page`` for its ``limit``; both are sent)."""
+        path = f"/repos/{repo}/issues"
 
         def call() -> list[Issue]:
             found: list[Issue] = []
-            for item in self._gh.get_repo(repo).get_issues(state=state):
-                # From the listed data: reading ``item.pull_request`` would fetch every
-                # issue again (PyGithub completes attributes the list did not carry).
-                raw = getattr(item, "_rawData", None) or {}
-                if raw.get("pull_request") is not None:
-                    continue
-                found.append(_issue(item))
-            return found
+            page = 1
+            while True:
+                headers, data = self._gh.requester.requestJsonAndCheck(
+                    "GET",
+                    path,
+                    parameters={"state": state, "per_page": 100, "limit": 50, "page": page},
+                )
+                if not isinstance(data, list):
+                    raise GitHubError(f"GET {path} answered {type(data).__name__}, not a list")
+                for item in data:
+                    if item.get("pull_request") is not None:
+                        continue
+                    found.append(_issue_from_json(item))
+                link = next((str(v) for k, v in headers.items() if k.lower() == "link"), "")
+                if not data or 'rel="next"' not in link:
+                    return found
+                page += 1
 
-        return self._call(f"GET /repos/{repo}/issues", "list the issues", call)
+        return self._call(f"GET {path}", "list the issues", call)
 
     def create_issue(self, repo: str, title: str, body: str) -> Issue:
         _check_length(body)

@@ -1,4 +1,5 @@
-"""``konfig comment`` against Gitea's real API (the local forge), like the fake GitHub.
+"""``konfig comment`` and ``konfig issue`` against Gitea's real API (the local forge),
+like the fake GitHub.
 
 Gitea serves the REST subset the client uses under ``/api/v1``: the token's identity
 (``GET /user``), a pull request's head, an issue's comments, create and edit. Unlike
@@ -9,13 +10,16 @@ a client that stopped after one page would miss it. Link-header pagination itsel
 tested against the fake GitHub (tools/tests/forge/test_client.py): Gitea 1.26's
 handler for this list (``routers/api/v1/repo/issue_comment.go``) has no paging to follow.
 Which write requests were sent is counted in Gitea's router log: an unchanged body
-sends none.
+sends none. The issue list is paged (at most 50 a page, ``limit``); Gitea's ``Link``
+header has no space after its comma, which PyGithub's list did not follow, so the
+drift issue test puts its issue behind more than a page of others.
 """
 
 from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fixtures.forge import Forge
@@ -142,3 +146,110 @@ def test_gitea_errors_are_clear(
     monkeypatch.setenv("GITHUB_TOKEN", forge.token)
     missing = _comment(konfig, forge, f"{forge.admin}/{unique('absent')}", 1, body)
     assert missing.code == 1 and "HTTP 404" in missing.err and "--repo" in missing.err
+
+
+DRIFT_MARK = "<!-- konfig:drift -->"
+
+
+def test_drift_issue_created_updated_closed_and_created_again_on_gitea(
+    forge: Forge,
+    konfig: KonfigRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``konfig issue`` (actions/drift) against Gitea: one issue, found by marker and
+    author among the open issues (all pages, pull requests skipped); an unchanged body
+    sends nothing; --resolved comments and closes it. Only open issues are searched, so
+    drift that comes back after the close opens a new issue; the closed one stays closed.
+    """
+    repo, pr_number, _ = _pull_request(forge)
+    # The admin's own pull request carries the marker: Gitea's issue list includes pull
+    # requests, which must not be taken for the drift issue.
+    forge.request("PATCH", f"/repos/{repo}/pulls/{pr_number}", {"body": f"{DRIFT_MARK}\na pr"})
+    monkeypatch.setenv("GITHUB_TOKEN", forge.token)
+    issues_path = f"/repos/{repo}/issues"
+    body = tmp_path / "drift.md"
+
+    def issue(*args: str) -> CliResult:
+        return konfig("issue", "--repo", repo, "--api-url", forge.api_url, *args)
+
+    def writes(number: int) -> dict[str, int]:
+        """Write requests Gitea served: issues created, edits and comments on ``number``."""
+        return {
+            "POST": forge.requests_served("POST", issues_path),
+            "PATCH": forge.requests_served("PATCH", f"{issues_path}/{number}"),
+            "COMMENT": forge.requests_served("POST", f"{issues_path}/{number}/comments"),
+        }
+
+    def mine() -> list[dict[str, Any]]:
+        every = forge.paged(f"{issues_path}?state=all&type=issues")
+        return [i for i in every if i["user"]["login"] == forge.admin]
+
+    # Created: exactly one issue, with the marker line first.
+    body.write_text("## Drift\n\n1 object\n", encoding="utf-8")
+    posts_before = forge.requests_served("POST", issues_path)
+    created = issue("--body-file", str(body))
+    assert created.code == 0, created.err
+    assert "issue created" in created.err
+    (first,) = mine()
+    number = int(first["number"])
+    assert number != pr_number
+    assert (first["state"], first["body"]) == ("open", f"{DRIFT_MARK}\n## Drift\n\n1 object\n")
+    assert first["title"] == "Konfig: the clusters drifted from main"
+    assert writes(number) == {"POST": posts_before + 1, "PATCH": 0, "COMMENT": 0}
+
+    # Another user opens more issues than one page holds (Gitea: 50 at most), some
+    # quoting the marker: ours, the oldest, is on the last page and theirs stay as they are.
+    other = forge.create_user(unique("reporter"))
+    for i in range(52):
+        text = f"{DRIFT_MARK}\nquoted {i}" if i % 10 == 0 else f"issue {i}"
+        forge.request("POST", issues_path, {"title": f"other {i}", "body": text}, token=other)
+    posts = posts_before + 1 + 52
+
+    # Changed body: the same issue edited in place, one PATCH, nothing created.
+    body.write_text("## Drift\n\n2 objects\n", encoding="utf-8")
+    updated = issue("--body-file", str(body))
+    assert updated.code == 0, updated.err
+    assert "issue updated" in updated.err and f"/issues/{number}" in updated.err
+    edited = forge.get(f"{issues_path}/{number}")
+    assert (edited["state"], edited["body"]) == ("open", f"{DRIFT_MARK}\n## Drift\n\n2 objects\n")
+    assert writes(number) == {"POST": posts, "PATCH": 1, "COMMENT": 0}
+
+    # Unchanged body: no write request at all.
+    unchanged = issue("--body-file", str(body))
+    assert unchanged.code == 0 and "issue unchanged" in unchanged.err, unchanged.err
+    assert writes(number) == {"POST": posts, "PATCH": 1, "COMMENT": 0}
+    assert forge.get(f"{issues_path}/{number}")["updated_at"] == edited["updated_at"]
+
+    # Drift gone: a closing comment (with the marker), then closed.
+    closed = issue("--resolved", "--comment", "No drift any more.")
+    assert closed.code == 0 and "issue closed" in closed.err, closed.err
+    assert forge.get(f"{issues_path}/{number}")["state"] == "closed"
+    comments = forge.paged(f"{issues_path}/{number}/comments")
+    assert [c["body"] for c in comments] == [f"{DRIFT_MARK}\nNo drift any more."]
+    assert writes(number) == {"POST": posts, "PATCH": 2, "COMMENT": 1}
+
+    # Still no drift: nothing open to close, nothing sent.
+    idle = issue("--resolved")
+    assert idle.code == 0 and "issue none" in idle.err, idle.err
+    assert writes(number) == {"POST": posts, "PATCH": 2, "COMMENT": 1}
+
+    # Drift again: a new issue; the closed one is neither reopened nor edited.
+    body.write_text("## Drift\n\n3 objects\n", encoding="utf-8")
+    again = issue("--body-file", str(body))
+    assert again.code == 0 and "issue created" in again.err, again.err
+    old, new = sorted(mine(), key=lambda i: int(i["number"]))
+    assert (old["number"], old["state"]) == (number, "closed")
+    assert old["body"] == f"{DRIFT_MARK}\n## Drift\n\n2 objects\n"
+    assert (new["state"], new["body"]) == ("open", f"{DRIFT_MARK}\n## Drift\n\n3 objects\n")
+    assert writes(number) == {"POST": posts + 1, "PATCH": 2, "COMMENT": 1}
+
+    # The other user's issues and the pull request were never touched.
+    theirs = [
+        i
+        for i in forge.paged(f"{issues_path}?state=all&type=issues")
+        if i["user"]["login"] != forge.admin
+    ]
+    assert len(theirs) == 52 and all(i["state"] == "open" and not i["comments"] for i in theirs)
+    pr = forge.get(f"/repos/{repo}/pulls/{pr_number}")
+    assert (pr["state"], pr["body"], pr["comments"]) == ("open", f"{DRIFT_MARK}\na pr", 0)

@@ -1,8 +1,8 @@
 """The one drift issue: created once, updated in place, closed when gone.
 
 Real PyGithub against a real HTTP server speaking the GitHub REST subset
-(fixtures/github_server.py); the same calls against the real forge are in the
-forge end-to-end tests.
+(fixtures/github_server.py); ``konfig issue`` against the real forge (Gitea) is in
+test_gitea.py.
 """
 
 from __future__ import annotations
