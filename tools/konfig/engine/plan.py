@@ -83,6 +83,20 @@ class Change:
 
 
 @dataclass(frozen=True)
+class NotPreviewed:
+    """A resource the preview could not plan, and why (e.g. a Terraform resource whose
+    provider credentials this environment lacks: named, never a value). Like a Secret
+    whose encrypted values were not compared, it is neither a change nor an error."""
+
+    id: str
+    runtime: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "runtime": self.runtime, "reason": self.reason}
+
+
+@dataclass(frozen=True)
 class StackPlan:
     path: str
     context: str | None
@@ -92,6 +106,7 @@ class StackPlan:
     prior_digest: str | None
     changes: tuple[Change, ...]
     prior_dirty: bool = False  # the last apply came from uncommitted changes
+    not_previewed: tuple[NotPreviewed, ...] = ()  # planned by nobody (credentials missing)
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = dict.fromkeys(ACTIONS, 0)
@@ -157,6 +172,14 @@ def plan_differences(saved_stack: Mapping[str, Any], plan: StackPlan) -> list[st
     problems: list[str] = []
     if saved_stack.get("status") != "ok":
         return [f"the saved preview of {plan.path} has status {saved_stack.get('status')!r}"]
+    skipped = saved_stack.get("notPreviewed") or []
+    if skipped:
+        reasons = sorted({str(n.get("reason")) for n in skipped if isinstance(n, Mapping)})
+        return [
+            f"the saved preview of {plan.path} did not preview {len(skipped)} "
+            f"resource{'s' if len(skipped) != 1 else ''} ({'; '.join(reasons)}): preview "
+            "with the credentials, then apply that preview"
+        ]
     if (saved_stack.get("specDigest") or None) != plan.spec_digest:
         problems.append(
             f"spec digest {str(plan.spec_digest)[:12]} != previewed "

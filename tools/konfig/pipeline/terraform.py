@@ -41,7 +41,7 @@ from typing import Any
 from konfig import outputs
 from konfig.engine.inventory import Inventory
 from konfig.engine.kube import Kube, KubeTarget
-from konfig.engine.plan import Change, StackPlan, plan_differences
+from konfig.engine.plan import Change, NotPreviewed, StackPlan, plan_differences
 from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
 from konfig.engine.stackrun import (
     ApplyOptions,
@@ -56,7 +56,7 @@ from konfig.repo.files import WriteScope, remove
 from konfig.repo.layout import Stack
 from konfig.spec import Resource, Spec
 from konfig.tofu import plans
-from konfig.tofu.config import STATE_NAMESPACE, Backend
+from konfig.tofu.config import STATE_NAMESPACE, Backend, state_providers
 from konfig.tofu.model import (
     STACK_KEY,
     StackTerraform,
@@ -200,10 +200,13 @@ def lookup_of(
     values: Mapping[str, Mapping[str, Any]],
     *,
     known: set[str],
+    unset_unknown: bool = False,
 ) -> outputs.Lookup:
     """Resolve a reference: a provider configuration's argument (its setting, or the
     environment variable stack.yaml names), or a Terraform resource's attribute in
-    ``values`` (``known``: the resource ids the plan or state covers)."""
+    ``values`` (``known``: the resource ids the plan or state covers). With
+    ``unset_unknown`` (a preview without the credentials) an argument whose variable is
+    not set is not known yet, instead of an error."""
 
     def lookup(ref: outputs.Reference) -> Any:
         if ref.is_provider:
@@ -223,6 +226,8 @@ def lookup_of(
                 return config.settings[argument]
             if argument in config.environment:
                 value = environment.get(config.environment[argument])
+                if not value and unset_unknown:
+                    return outputs.UNKNOWN
                 if not value:
                     raise TerraformSpecError(
                         f"a reference to {ref}: the environment variable "
@@ -270,6 +275,75 @@ def kubernetes_spec(spec: Spec, lookup: outputs.Lookup) -> Spec:
             )
         )
     return Spec(tuple(out))
+
+
+def keeplive_where_unknown(kube: Kube, spec: Spec) -> Spec:
+    """The Kubernetes objects with each value not known yet replaced by the live
+    object's value there (when it has one): a preview without the provider credentials
+    shows neither a change nor a value it cannot know, as Secrets without the
+    decryption key keep their live values."""
+    out: list[Resource] = []
+    for res in spec.resources:
+        if not outputs.unresolved_in(res.attributes):
+            out.append(res)
+            continue
+        live = kube.get(res.api_version, res.kind, res.name, res.namespace) or {}
+        out.append(replace(res, attributes=live_where_unknown(res.attributes, live)))
+    return Spec(tuple(out))
+
+
+def live_where_unknown(value: Any, live: Any) -> Any:
+    if isinstance(value, str):
+        return live if outputs.UNKNOWN in value and isinstance(live, str) else value
+    if isinstance(value, Mapping):
+        return {
+            k: live_where_unknown(v, live.get(k) if isinstance(live, Mapping) else None)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [
+            live_where_unknown(v, live[i] if isinstance(live, list) and i < len(live) else None)
+            for i, v in enumerate(value)
+        ]
+    return value
+
+
+def not_previewed(
+    spec: Spec, state: Mapping[str, Any] | None, missing: tuple[str, ...]
+) -> tuple[NotPreviewed, ...]:
+    """Every Terraform resource of the Spec and of the state, not previewed because the
+    credentials ``missing`` (variable names) are not set."""
+    reason = f"not previewed: credentials {', '.join(missing)} missing"
+    ids = {r.id for r in spec.terraform()} | set(state_ids(state).values())
+    return tuple(NotPreviewed(i, plans.RUNTIME, reason) for i in sorted(ids))
+
+
+def state_ids(state: Mapping[str, Any] | None) -> dict[str, str]:
+    """Address (``type.name``) -> resource id of each managed resource the state records."""
+    out: dict[str, str] = {}
+    for res in (state or {}).get("resources") or []:
+        if not isinstance(res, Mapping) or res.get("mode") != "managed" or res.get("module"):
+            continue
+        match = re.match(r'^provider\["([^"]+)"\]', str(res.get("provider", "")))
+        if match:
+            ns_provider = "/".join(match.group(1).split("/")[-2:])
+            out[f"{res.get('type')}.{res.get('name')}"] = (
+                f"{ns_provider}:{res.get('type')}:{res.get('name')}"
+            )
+    return out
+
+
+def missing_credentials(
+    terraform: StackTerraform,
+    spec: Spec | None,
+    state: Mapping[str, Any] | None,
+    environment: Mapping[str, str],
+) -> tuple[str, ...]:
+    """The credential variables the stack's provider configurations (those its resources
+    and its state use) take from the environment and ``environment`` does not set."""
+    configs = {r.provider.config for r in terraform_resources(spec)} if spec else set()
+    configs |= {p.config for p in state_providers(state)}
+    return terraform.missing_credentials(configs, environment)
 
 
 # --- the state -----------------------------------------------------------------------
@@ -377,8 +451,14 @@ def plan_hybrid(
     lock: bool,
     workers: int = DEFAULT_WORKERS,
     secret_data: SecretData | None = None,
+    degrade: bool = False,
 ) -> HybridPlan:
-    """Plan both runtimes; ``lock``: take OpenTofu's state lock (apply), or not (preview)."""
+    """Plan both runtimes; ``lock``: take OpenTofu's state lock (apply), or not (preview).
+
+    ``degrade`` (a preview): without the provider credentials the Terraform resources are
+    not planned but listed as not previewed (naming the variables), and the Kubernetes
+    objects are planned with the values the state records (the live value where even
+    that is unknown); otherwise a missing credential is an error naming it."""
     ctx = stack_tofu(tctx, stack, target)
     generated = generated_data(kube, spec)
     data = merged_data(secret_data, generated)
@@ -386,7 +466,19 @@ def plan_hybrid(
     planned: PlannedStack | None = None
     tchanges: tuple[Change, ...] = ()
     values: Mapping[str, Mapping[str, Any]] = {}
-    if spec.terraform() or state_addresses(state):
+    skipped: tuple[NotPreviewed, ...] = ()
+    missing: tuple[str, ...] = ()
+    if degrade and (spec.terraform() or state_addresses(state)):
+        missing = missing_credentials(ctx.terraform, spec, state, tctx.environment)
+    if missing:
+        skipped = not_previewed(spec, state, missing)
+        by_address = plans.state_values(state or {})
+        values = {
+            r.id: by_address[r.terraform.address]
+            for r in spec.terraform()
+            if r.terraform.address in by_address
+        }
+    elif spec.terraform() or state_addresses(state):
         if state is None and not lock:
             # A preview of a stack without state yet: plan against an empty local state
             # (the kubernetes backend would create its Secret: a preview writes nothing).
@@ -402,14 +494,21 @@ def plan_hybrid(
         tchanges = refuse_destroys(planned.plan.changes, ctx.terraform)
         values = planned.plan.values
     lookup = lookup_of(
-        ctx.terraform, tctx.environment, values, known={r.id for r in spec.terraform()}
+        ctx.terraform,
+        tctx.environment,
+        values,
+        known={r.id for r in spec.terraform()},
+        unset_unknown=bool(missing),
     )
     kspec = kubernetes_spec(spec, lookup)
+    if missing:
+        kspec = keeplive_where_unknown(kube, kspec)
     kplan = plan_stack(kube, stack, kspec, prior, workers=workers, secret_data=data or None)
     plan = replace(
         kplan,
         spec_digest=spec.digest(),
         changes=tuple(sorted((*kplan.changes, *tchanges), key=lambda c: c.id)),
+        not_previewed=skipped,
     )
     return HybridPlan(plan, planned, kspec, data, ctx)
 
@@ -435,9 +534,19 @@ def preview_hybrid(
     workers: int = DEFAULT_WORKERS,
     secret_data: SecretData | None = None,
 ) -> StackPlan:
-    """A preview: both runtimes planned, nothing written (OpenTofu's lock not taken)."""
+    """A preview: both runtimes planned, nothing written (OpenTofu's lock not taken);
+    without the provider credentials the Terraform resources are not previewed."""
     hybrid = plan_hybrid(
-        kube, stack, spec, prior, tctx, target, lock=False, workers=workers, secret_data=secret_data
+        kube,
+        stack,
+        spec,
+        prior,
+        tctx,
+        target,
+        lock=False,
+        workers=workers,
+        secret_data=secret_data,
+        degrade=True,
     )
     discard(hybrid)
     return hybrid.plan

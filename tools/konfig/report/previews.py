@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from konfig import contracts
-from konfig.engine.plan import ACTIONS, CHANGING, CONFLICT, Change, StackPlan
+from konfig.engine.plan import ACTIONS, CHANGING, CONFLICT, Change, NotPreviewed, StackPlan
 from konfig.masking import scrub
 from konfig.words import plural
 
@@ -85,6 +85,10 @@ class StackPreview:
     def changes(self) -> tuple[Change, ...]:
         return self.plan.changes if self.plan else ()
 
+    @property
+    def not_previewed(self) -> tuple[NotPreviewed, ...]:
+        return self.plan.not_previewed if self.plan else ()
+
 
 @dataclass(frozen=True)
 class Preview:
@@ -130,6 +134,10 @@ class Preview:
     def drifted_objects(self) -> int:
         return sum(len(s.plan.drifted) for s in self.stacks if s.plan)
 
+    def not_previewed(self) -> int:
+        """Resources no runtime previewed (their credentials are missing)."""
+        return sum(len(s.not_previewed) for s in self.stacks)
+
 
 # --- JSON ------------------------------------------------------------------------
 
@@ -166,6 +174,7 @@ def _stack_json(s: StackPreview) -> dict[str, Any]:
             "fields": sum(len(c.drift.fields) for c in s.plan.drifted if c.drift) if s.plan else 0,
         },
         "changes": [c.to_dict() for c in s.changes] if not s.error else [],
+        "notPreviewed": [n.to_dict() for n in s.not_previewed],
     }
 
 
@@ -194,6 +203,17 @@ def _counts_line(counts: dict[str, int]) -> str:
 def _key_statuses(change: Change) -> str:
     """``token changed, user unchanged``: the verdict per key, never a value."""
     return ", ".join(f"{k.key} {k.status}" for k in change.secrets)
+
+
+def not_previewed_note(items: tuple[NotPreviewed, ...]) -> str:
+    """``3 Terraform resources not previewed: credentials A, B missing``: one line."""
+    reasons = sorted({n.reason.removeprefix("not previewed: ") for n in items})
+    runtimes = sorted({n.runtime for n in items})
+    return (
+        f"{plural(len(items), ' '.join(runtimes) + ' resource')} not previewed: "
+        + "; ".join(reasons)
+        + " (apply needs them and refuses without)"
+    )
 
 
 def _not_compared(stack: StackPreview) -> str:
@@ -258,6 +278,11 @@ def render_text(
             lines.append(
                 f"  {style('?', 'yellow')} could not compare (no decryption key): {uncompared}"
             )
+        for item in s.not_previewed:
+            why = item.reason.removeprefix("not previewed: ")
+            lines.append(f"  {style('  ? not previewed', 'yellow')} {item.id}  ({why})")
+        if s.not_previewed:
+            lines.append(f"  {style('?', 'yellow')} {not_previewed_note(s.not_previewed)}")
         lines.append("")
     if not summary:
         return scrub("\n".join(lines).rstrip("\n") + "\n", set(preview.secrets))
@@ -269,11 +294,14 @@ def render_text(
         summary_text += (
             f"; {plural(drifted, 'object')} drifted (changed in the cluster since the last apply)"
         )
+    skipped = preview.not_previewed()
+    if skipped:
+        summary_text += f"; {plural(skipped, 'resource')} not previewed (credentials missing)"
     if errors:
         summary_text += f"; {plural(errors, 'stack')} failed"
     if preview.has_conflicts:
         summary_text += "; apply refuses stacks with conflicts"
-    elif not errors and not preview.has_changes:
+    elif not errors and not preview.has_changes and not skipped:
         summary_text += " (no changes)"
     lines.append(style(summary_text, bold=True))
     clusters = sorted({(s.plan.context if s.plan else s.context) or "" for s in preview.stacks})
@@ -331,6 +359,13 @@ def render_markdown(preview: Preview) -> str:
         else ("changes" if preview.has_changes else "no changes")
     )
     out.append(f"**Konfig preview**: {status}. {_counts_line(total)}.")
+    skipped = preview.not_previewed()
+    if skipped:
+        out.append("")
+        out.append(
+            f"⚠️ {plural(skipped, 'resource')} not previewed: their provider credentials are "
+            "not set in this environment (listed below); apply needs them."
+        )
     drifted = preview.drifted_objects()
     if drifted:
         out.append("")
@@ -376,9 +411,13 @@ def render_markdown(preview: Preview) -> str:
         out.append("")
         if s.plan is not None and s.plan.prior_dirty:
             out.extend([f"> {dirty_note(s.plan)}", ""])
-        if changing:
+        if changing or s.not_previewed:
             out.append("| action | object | reason |")
             out.append("| --- | --- | --- |")
+            for skipped_item in s.not_previewed:
+                out.append(
+                    f"| not previewed | `{skipped_item.id}` | {_md_cell(skipped_item.reason)} |"
+                )
             for c in changing:
                 reason = c.reason
                 if c.secrets:

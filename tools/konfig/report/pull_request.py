@@ -114,6 +114,8 @@ class StackReport:
     changes: tuple[ChangeItem, ...] = ()
     failures: tuple[Failure, ...] = ()
     production: bool = False  # production-like (docs/report.md)
+    # resources the preview could not plan: (id, reason naming the missing credentials)
+    not_previewed: tuple[tuple[str, str], ...] = ()
 
     @property
     def conflicts(self) -> tuple[Conflict, ...]:
@@ -151,7 +153,10 @@ class StackReport:
 
     @property
     def status_label(self) -> str:
-        return STATUS_LABEL[self.status]
+        label = STATUS_LABEL[self.status]
+        if self.not_previewed:
+            label += f", ⚠️ {len(self.not_previewed)} not previewed"
+        return label
 
     @property
     def failed(self) -> bool:
@@ -194,6 +199,11 @@ class Report:
     @property
     def totals(self) -> dict[str, int]:
         return {a: sum(s.counts.get(a, 0) for s in self.stacks) for a in ACTIONS}
+
+    @property
+    def not_previewed(self) -> tuple[tuple[str, str, str], ...]:
+        """(stack, resource id, reason) of every resource the preview could not plan."""
+        return tuple((s.path, i, why) for s in self.stacks for i, why in s.not_previewed)
 
     @cached_property
     def grouping(self) -> Grouping:
@@ -294,6 +304,7 @@ def build(
                 changes=tuple(data.get("changes", ())),
                 failures=failures,
                 production=is_production(path, data.get("production"), production),
+                not_previewed=tuple(data.get("not_previewed", ())),
             )
         )
     return Report(
@@ -431,6 +442,7 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
             if c["action"] != "unchanged"
         ]
         e["changes"] = sorted(changes, key=lambda c: c.id)
+        e["not_previewed"] = [(n["id"], n["reason"]) for n in item.get("notPreviewed") or []]
 
 
 def _fields(api_version: str, kind: str, raw: Sequence[Mapping[str, Any]]) -> tuple[Field, ...]:

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -271,6 +271,19 @@ class StackTerraform:
         return any(
             p == resource_id or fnmatch.fnmatchcase(resource_id, p) for p in self.allow_destroy
         )
+
+    def missing_credentials(
+        self, configs: Iterable[str], environment: Mapping[str, str]
+    ) -> tuple[str, ...]:
+        """The environment variables the provider configurations ``configs`` take their
+        arguments from that ``environment`` does not set (names only, sorted)."""
+        wanted = {
+            variable
+            for name in configs
+            if name in self.providers
+            for variable in self.providers[name].environment.values()
+        }
+        return tuple(sorted(v for v in wanted if not environment.get(v)))
 
 
 def stack_terraform(raw: Mapping[str, Any] | None, stack_path: str) -> StackTerraform:

@@ -551,3 +551,101 @@ def test_kill_9_of_opentofu_itself_its_lock_is_named_and_a_rerun_adopts_what_it_
     assert _login(tofu, db, password, db) == db
     res = konfig("preview", address, kc, "--detailed-exitcode", cwd=root)
     assert res.code == 0, res.out + res.err
+
+
+CREDENTIALS = ("T_PGHOST", "T_PGPASSWORD", "T_PGPORT", "T_PGUSER")
+
+
+def test_preview_without_credentials_degrades_and_apply_refuses(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    cluster: Cluster,
+    kube: Kube,
+    tofu: Tofu,
+    tofu_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name = unique("forkdb")
+    db = name.replace("-", "_")
+    address = _stack(repo_builder, name)
+    root = repo_builder.root
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    role_id = f"cyrilgdn/postgresql:postgresql_role:{db}"
+    db_id = f"cyrilgdn/postgresql:postgresql_database:{db}"
+    ext_id = f"cyrilgdn/postgresql:postgresql_extension:{db}_pgcrypto"
+    terraform_ids = [db_id, ext_id, role_id]
+    named = "credentials T_PGHOST, T_PGPASSWORD, T_PGPORT, T_PGUSER missing"
+    superuser = _superuser_password(tofu)
+    outputs: list[str] = []
+
+    # 1. A PR from a fork: no credentials. The Kubernetes part is previewed, the
+    # Terraform resources are listed as not previewed (the variables named), and like
+    # Secrets without the decryption key it is neither a change nor an error.
+    with monkeypatch.context() as m:
+        for var in CREDENTIALS:
+            m.delenv(var)
+        res = konfig("preview", address, kc, "--format", "json", cwd=root)
+        outputs += [res.out, res.err]
+        assert res.code == 0, res.err
+        (stack,) = json.loads(res.out)["stacks"]
+        assert stack["status"] == "ok", stack
+        assert [n["id"] for n in stack["notPreviewed"]] == terraform_ids
+        assert {n["reason"] for n in stack["notPreviewed"]} == {f"not previewed: {named}"}
+        assert {n["runtime"] for n in stack["notPreviewed"]} == {"Terraform"}
+        changes = {c["id"]: c for c in stack["changes"]}
+        assert not set(terraform_ids) & set(changes)
+        assert changes[f"apps/v1:Deployment:{name}:{name}"]["action"] == "create"
+        config = changes[f"v1:ConfigMap:{name}:{name}-db"]
+        assert config["action"] == "create"
+        after = {f["path"]: f["after"] for f in config["fields"]}
+        assert after["data.PGHOST"] == "(known after apply)", after
+        saved = root.parent / "fork-preview.json"
+        saved.write_text(res.out, encoding="utf-8")
+
+        text = konfig("preview", address, kc, "--detailed-exitcode", cwd=root)
+        outputs += [text.out, text.err]
+        assert text.code == 2, text.err  # the Kubernetes objects are changes
+        assert f"? not previewed {role_id}  ({named})" in text.out, text.out
+        assert "3 resources not previewed (credentials missing)" in text.out
+        md = konfig("preview", address, kc, "--format", "markdown", cwd=root)
+        outputs += [md.out, md.err]
+        assert f"| not previewed | `{role_id}` | not previewed: {named} |" in md.out
+        comment = konfig("report", "--preview", str(saved), "--sha", "abc1234", cwd=root)
+        outputs += [comment.out, comment.err]
+        assert comment.code == 0, comment.err
+        assert "3 resources not previewed" in comment.out, comment.out
+        assert f"`{role_id}`: not previewed: {named}" in comment.out
+        assert "⚠️ 3 not previewed" in comment.out
+
+        # 2. Apply never degrades: it refuses before any change, naming the variables.
+        res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
+        outputs += [res.out, res.err]
+        assert res.code == 1
+        assert "T_PGHOST (provider postgresql, argument host)" in res.err, res.err
+        assert "nothing was changed" in res.err
+    assert kube.get("apps/v1", "Deployment", name, name) is None
+    assert kube.get("v1", "ConfigMap", f"{name}-db", name) is None
+    assert tofu.psql(f"SELECT count(*) FROM pg_roles WHERE rolname = '{db}'") == "0"
+
+    # 3. A preview that did not preview everything is not applied as it is.
+    res = konfig("apply", address, "--allow-dirty", "--yes", "--plan", str(saved), kc, cwd=root)
+    outputs += [res.out, res.err]
+    assert res.code == 1
+    assert "did not preview 3 resources" in res.out + res.err, res.out + res.err
+    assert tofu.psql(f"SELECT count(*) FROM pg_roles WHERE rolname = '{db}'") == "0"
+
+    # 4. Applied (with the credentials), a preview without them is clean: the
+    # Kubernetes objects take the values the state records (and the live ones).
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    with monkeypatch.context() as m:
+        for var in CREDENTIALS:
+            m.delenv(var)
+        res = konfig("preview", address, kc, "--format", "json", "--detailed-exitcode", cwd=root)
+        outputs += [res.out, res.err]
+        assert res.code == 0, res.out + res.err
+        (stack,) = json.loads(res.out)["stacks"]
+        assert [n["id"] for n in stack["notPreviewed"]] == terraform_ids
+        assert {c["action"] for c in stack["changes"]} == {"unchanged"}
+    for text_out in outputs:
+        assert superuser not in text_out

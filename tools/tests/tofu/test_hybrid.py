@@ -14,9 +14,13 @@ from konfig import outputs
 from konfig.engine.plan import Change
 from konfig.pipeline.terraform import (
     kubernetes_spec,
+    live_where_unknown,
     lookup_of,
+    missing_credentials,
+    not_previewed,
     refuse_destroys,
     scram_verifier,
+    state_ids,
     state_suffix,
 )
 from konfig.spec import Spec, spec_from_items
@@ -142,3 +146,48 @@ def test_scram_verifier_is_what_postgresql_checks_a_login_against() -> None:
     assert hashlib.sha256(client_key).digest() == stored
     assert hmac.new(salted, b"Server Key", "sha256").digest() == server
     assert "s3cret-pw" not in verifier and scram_verifier("s3cret-pw") != verifier  # salted
+
+
+STATE = {
+    "resources": [
+        {
+            "mode": "managed",
+            "type": "postgresql_role",
+            "name": "old",
+            "provider": 'provider["konfig.local/cyrilgdn/postgresql"]',
+            "instances": [{"attributes": {"name": "old"}}],
+        },
+        {"mode": "data", "type": "x", "name": "y", "provider": 'provider["a/b/c"]'},
+    ]
+}
+
+
+def test_missing_credentials_are_named_for_the_configs_the_spec_and_state_use() -> None:
+    terraform = stack_terraform(STACK, "s")
+    spec = _spec({})
+    assert missing_credentials(terraform, spec, None, {}) == ("PGH", "PGP")
+    assert missing_credentials(terraform, spec, None, {"PGH": "h", "PGP": ""}) == ("PGP",)
+    assert missing_credentials(terraform, spec, None, {"PGH": "h", "PGP": "p"}) == ()
+    # only the state uses the configuration (the stack removed its resources)
+    assert missing_credentials(terraform, None, STATE, {"PGH": "h"}) == ("PGP",)
+    assert missing_credentials(terraform, None, None, {}) == ()
+
+
+def test_not_previewed_lists_the_spec_and_state_resources_with_the_variables() -> None:
+    assert state_ids(STATE) == {"postgresql_role.old": "cyrilgdn/postgresql:postgresql_role:old"}
+    skipped = not_previewed(_spec({}), STATE, ("PGH", "PGP"))
+    assert [n.id for n in skipped] == [DB, "cyrilgdn/postgresql:postgresql_role:old"]
+    assert {n.reason for n in skipped} == {"not previewed: credentials PGH, PGP missing"}
+    assert {n.runtime for n in skipped} == {"Terraform"}
+
+
+def test_without_credentials_a_provider_argument_is_unknown_and_keeps_the_live_value() -> None:
+    terraform = stack_terraform(STACK, "s")
+    spec = _spec({"HOST": "${konfig:provider/postgresql.host}", "DB": f"${{konfig:{DB}.name}}"})
+    lookup = lookup_of(terraform, {}, {DB: {"name": "shop"}}, known={DB}, unset_unknown=True)
+    (cm,) = kubernetes_spec(spec, lookup).resources
+    assert cm.attributes["data"] == {"HOST": outputs.UNKNOWN, "DB": "shop"}
+    live = {"data": {"HOST": "db.example", "DB": "other"}}
+    assert live_where_unknown(cm.attributes, live)["data"] == {"HOST": "db.example", "DB": "shop"}
+    # no live object (not created yet): still unknown, never sent by apply
+    assert live_where_unknown(cm.attributes, {})["data"]["HOST"] == outputs.UNKNOWN
