@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from konfig.commands._common import load_repository, timeouts_of
+from konfig.commands._common import load_repository, timeouts_of, tofu_context
 from konfig.commands._console import error, info
 from konfig.commands._options import kube_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
@@ -100,7 +100,9 @@ def command(
     with Connections(
         repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
     ) as conns:
-        status = collect_status(repo.root, selected, repo.stacks, conns, orphans=False)
+        status = collect_status(
+            repo.root, selected, repo.stacks, conns, orphans=False, tofu=tofu_context(repo.root)
+        )
     report = DriftReport(status)
     drifted = [s for s in selected if s.path in {d.path for d in report.drifted}]
     if drifted and not no_compile:

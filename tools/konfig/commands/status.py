@@ -6,7 +6,7 @@ import os
 
 import click
 
-from konfig.commands._common import load_repository, timeouts_of
+from konfig.commands._common import load_repository, timeouts_of, tofu_context
 from konfig.commands._console import out_console
 from konfig.commands._options import kube_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
@@ -63,6 +63,7 @@ def command(
             orphans=not stacks,
             gone=[] if stacks else stacks_gone_in_history(repo),
             head=head,
+            tofu=tofu_context(repo.root),
         )
     if as_json:
         click.echo(render_json(report), nl=False)

@@ -26,7 +26,7 @@ from konfig.engine.drift import ObjectDrift, object_drift
 from konfig.engine.inventory import LABEL_PART_OF, Inventory, Member, scan_inventories
 from konfig.engine.kube import Kube, KubeApiError, UnknownKindError
 from konfig.errors import KonfigError
-from konfig.ids import ObjectRef, parse_id
+from konfig.ids import ObjectRef, is_terraform_id, parse_id
 
 WORKERS = 8
 
@@ -41,9 +41,15 @@ class ObjectStatus:
     health: health.Health
     drift: ObjectDrift
 
+    @property
+    def runtime(self) -> str:
+        """``Terraform`` for a resource OpenTofu manages, else ``Kubernetes``."""
+        return "Terraform" if is_terraform_id(self.id) else "Kubernetes"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "runtime": self.runtime,
             "health": {"state": self.health.state, "message": self.health.message},
             "drift": self.drift.to_dict(),
         }
@@ -69,6 +75,21 @@ class InventoryStatus:
     @property
     def drift_unknown(self) -> int:
         return sum(1 for o in self.objects if o.drift.state == "unknown")
+
+    @property
+    def terraform(self) -> tuple[ObjectStatus, ...]:
+        """The stack's Terraform resources (after its Kubernetes objects)."""
+        return tuple(o for o in self.objects if o.runtime == "Terraform")
+
+    def unknown_reasons(self) -> dict[str, int]:
+        """Why drift is unknown -> how many objects: Terraform resources not checked
+        (their reason), Kubernetes objects applied before drift was recorded."""
+        out: dict[str, int] = {}
+        for o in self.objects:
+            if o.drift.state == "unknown":
+                why = o.drift.message if o.runtime == "Terraform" else "not recorded"
+                out[why] = out.get(why, 0) + 1
+        return out
 
 
 @dataclass(frozen=True)

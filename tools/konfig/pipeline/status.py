@@ -12,21 +12,25 @@ inventories belong to stacks deleted from the repository (orphans).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from konfig.detect import gitrepo
 from konfig.detect.behind import Pending, pending_stacks
 from konfig.engine.drift import value_at
 from konfig.engine.inventory import Inventory
 from konfig.engine.kube import KubeTarget
-from konfig.engine.survey import ClusterSurvey, InventoryStatus, survey
+from konfig.engine.survey import ClusterSurvey, InventoryStatus, ObjectStatus, survey
 from konfig.errors import KonfigError
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
 from konfig.repo.layout import Stack
 from konfig.spec import Spec
+from konfig.tofu.model import STACK_KEY
+
+if TYPE_CHECKING:  # OpenTofu's part loads only for stacks that have one
+    from konfig.pipeline.terraform import TofuContext
 
 SCHEMA_VERSION = 1
 KIND = "KonfigStatus"
@@ -121,6 +125,15 @@ class StackStatus:
                 "fields": sum(len(o.drift.fields) for o in drifted),
                 "unknown": self.status.drift_unknown if self.status else 0,
             },
+            "terraform": {
+                "resources": len(self.status.terraform) if self.status else 0,
+                "drifted": sum(1 for o in self.status.terraform if o.drift.drifted)
+                if self.status
+                else 0,
+                "unknown": sum(1 for o in self.status.terraform if o.drift.state == "unknown")
+                if self.status
+                else 0,
+            },
             "details": [o.to_dict() for o in self.status.objects] if self.status else [],
             "error": self.error or None,
         }
@@ -182,11 +195,14 @@ def collect_status(
     orphans: bool,
     gone: Sequence[Stack] = (),
     head: str = "HEAD",
+    tofu: TofuContext | None = None,
 ) -> StatusReport:
     """The status of ``stacks``; with ``orphans``, also every inventory in their
     clusters (and in the clusters of ``gone``, stacks the history deleted) whose stack
     is not among ``all_stacks`` (the repository's). A cluster only ``gone`` stacks used
-    that cannot be read is reported as such but is not an error of the report."""
+    that cannot be read is reported as such but is not an error of the report. With
+    ``tofu``, an applied stack's Terraform resources are objects of its status next to
+    its Kubernetes objects (:func:`konfig.pipeline.terraform.terraform_objects`)."""
     groups = conns.groups(stacks)
     extra = {t: g for t, g in conns.groups(gone).items() if t not in groups} if orphans else {}
     targets = [*groups, *extra]
@@ -264,6 +280,8 @@ def collect_status(
                     pending=tuple(reasons.get(stack.path, ())),
                 )
             )
+    if tofu is not None:
+        result = _with_terraform(result, stacks, conns, tofu)
     for context, st in sorted(orphan_of, key=lambda o: o[1].inventory.stack_path):
         inv = st.inventory
         result.append(
@@ -279,6 +297,39 @@ def collect_status(
     order = {c.context: i for i, c in enumerate(clusters)}
     result.sort(key=lambda s: (order.get(s.context, len(order)), s.state == "orphaned", s.path))
     return StatusReport(head_sha, tuple(clusters), tuple(result))
+
+
+def _with_terraform(
+    result: list[StackStatus], stacks: Sequence[Stack], conns: Connections, tofu: TofuContext
+) -> list[StackStatus]:
+    """The applied stacks with a ``terraform`` section get their Terraform resources as
+    objects (OpenTofu runs a few stacks at a time: each is a process and a provider)."""
+    from konfig.pipeline.terraform import terraform_objects
+
+    by_path = {s.path: s for s in stacks}
+    chosen = [
+        i
+        for i, st in enumerate(result)
+        if st.status is not None and STACK_KEY in (by_path[st.path].raw or {})
+    ]
+
+    def read(index: int) -> tuple[ObjectStatus, ...] | KonfigError:
+        stack = by_path[result[index].path]
+        try:
+            return terraform_objects(conns.kube(stack), stack, tofu, conns.target(stack))
+        except KonfigError as exc:  # the state cannot be read: said, the rest goes on
+            return exc
+
+    out = list(result)
+    for index, objects in zip(chosen, run_concurrently(chosen, read, 2), strict=True):
+        current = out[index].status
+        if isinstance(objects, KonfigError):
+            error = f"its Terraform resources were not read: {objects.message}"
+            out[index] = replace(out[index], error=error)
+        elif objects and current is not None:
+            status = replace(current, objects=current.objects + objects)
+            out[index] = replace(out[index], status=status)
+    return out
 
 
 def planned_values(

@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from konfig import outputs
+from konfig.engine.drift import DriftedField, ObjectDrift
+from konfig.engine.health import Health
 from konfig.engine.inventory import Inventory
 from konfig.engine.kube import Kube, KubeTarget
 from konfig.engine.plan import Change, NotPreviewed, StackPlan, plan_differences
@@ -51,6 +53,7 @@ from konfig.engine.stackrun import (
     Outcome,
     StackResult,
 )
+from konfig.engine.survey import ObjectStatus
 from konfig.errors import KonfigError
 from konfig.repo.files import WriteScope, remove
 from konfig.repo.layout import Stack
@@ -65,12 +68,15 @@ from konfig.tofu.model import (
     stack_terraform,
     terraform_resources,
 )
+from konfig.tofu.refresh import ResourceDrift, refresh_stack
 from konfig.tofu.runner import Cluster, TofuSettings
 from konfig.tofu.stackrun import PlannedStack, StackTofu, WriteOnlyValue
 from konfig.tofu.stackrun import apply_stack as tofu_apply
 from konfig.tofu.stackrun import plan_stack as tofu_plan
 from konfig.tofu.state import addresses as state_addresses
 from konfig.tofu.state import decode_state
+from konfig.tofu.state import ids as state_resource_ids
+from konfig.words import plural
 
 PREVIEW_STATE = "konfig-preview.tfstate"  # an empty state (a preview before any apply)
 
@@ -314,23 +320,8 @@ def not_previewed(
     """Every Terraform resource of the Spec and of the state, not previewed because the
     credentials ``missing`` (variable names) are not set."""
     reason = f"not previewed: credentials {', '.join(missing)} missing"
-    ids = {r.id for r in spec.terraform()} | set(state_ids(state).values())
+    ids = {r.id for r in spec.terraform()} | set(state_resource_ids(state).values())
     return tuple(NotPreviewed(i, plans.RUNTIME, reason) for i in sorted(ids))
-
-
-def state_ids(state: Mapping[str, Any] | None) -> dict[str, str]:
-    """Address (``type.name``) -> resource id of each managed resource the state records."""
-    out: dict[str, str] = {}
-    for res in (state or {}).get("resources") or []:
-        if not isinstance(res, Mapping) or res.get("mode") != "managed" or res.get("module"):
-            continue
-        match = re.match(r'^provider\["([^"]+)"\]', str(res.get("provider", "")))
-        if match:
-            ns_provider = "/".join(match.group(1).split("/")[-2:])
-            out[f"{res.get('type')}.{res.get('name')}"] = (
-                f"{ns_provider}:{res.get('type')}:{res.get('name')}"
-            )
-    return out
 
 
 def missing_credentials(
@@ -789,3 +780,67 @@ def kept_terraform(kube: Kube, stack: Stack) -> str | None:
         f"{backend.namespace}/{backend.secret_name}): to destroy them, restore the stack with "
         "`terraform.allowDestroy` and no resources, apply, then delete it"
     )
+
+
+# --- status and drift ------------------------------------------------------------------
+
+
+def terraform_objects(
+    kube: Kube, stack: Stack, tctx: TofuContext, target: KubeTarget
+) -> tuple[ObjectStatus, ...]:
+    """The Terraform resources the stack's state records, as ``konfig status`` and
+    ``konfig drift`` show objects: applied (in the state) or deleted outside Konfig, and
+    their drift from ``tofu plan -refresh-only`` (read-only, no lock). Without the
+    provider credentials (named, as a preview names them) or when OpenTofu fails, each
+    resource's drift is unknown, with why."""
+    ctx = stack_tofu(tctx, stack, target)
+    state = read_state(kube, ctx.backend, where=stack.path)
+    ids = state_resource_ids(state)
+    if state is None or not ids:
+        return ()
+    missing = missing_credentials(ctx.terraform, None, state, tctx.environment)
+    why = f"not checked: credentials {', '.join(missing)} missing" if missing else ""
+    found: tuple[ResourceDrift, ...] = ()
+    if not why:
+        try:
+            found = refresh_stack(ctx, state)
+        except KonfigError as exc:
+            why = f"not checked: {exc.message}"
+    if why:
+        return tuple(
+            ObjectStatus(rid, _APPLIED_HEALTH, ObjectDrift(rid, "unknown", message=why))
+            for rid in sorted(ids.values())
+        )
+    out: list[ObjectStatus] = []
+    for r in found:
+        if r.state == "deleted":
+            gone = Health("not_found", "deleted outside Konfig (the Terraform state records it)")
+            out.append(ObjectStatus(r.id, gone, ObjectDrift(r.id, "deleted", message=_GONE)))
+            continue
+        fields = tuple(
+            DriftedField(f.path, f.after, f.after is None, keys=_field_keys(f.path))
+            for f in r.fields
+        )
+        drift = ObjectDrift(
+            r.id,
+            r.state,
+            fields,
+            message=f"{plural(len(fields), 'field')} changed outside Konfig since the last apply"
+            if fields
+            else "",
+        )
+        out.append(ObjectStatus(r.id, _APPLIED_HEALTH, drift))
+    return tuple(out)
+
+
+_APPLIED_HEALTH = Health("current", "applied (recorded in the Terraform state)")
+_GONE = "deleted outside Konfig (OpenTofu's refresh no longer finds it)"
+
+
+def _field_keys(path: str) -> tuple[str, ...]:
+    """A top-level or dotted argument path as fieldsV1 keys (what ``value_at`` reads to
+    show the repository's value); none for a path into a list."""
+    parts = path.split(".")
+    if all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in parts):
+        return tuple(f"f:{p}" for p in parts)
+    return ()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from konfig.engine.drift import ObjectDrift
+from konfig.ids import is_terraform_id
 from konfig.pipeline.status import StackStatus, StatusReport
 from konfig.report.markdown import cell, code
 from konfig.words import plural
@@ -51,6 +52,17 @@ class DriftReport:
     def objects(self, s: StackStatus) -> tuple[ObjectDrift, ...]:
         return tuple(o.drift for o in (s.status.drifted if s.status else ()))
 
+    def not_checked(self) -> list[tuple[str, str, int]]:
+        """(stack, why, how many) of the Terraform resources whose drift is unknown (no
+        credentials, OpenTofu failed): said, never taken for "no drift"."""
+        return [
+            (s.path, why, n)
+            for s in self.checked
+            if s.status
+            for why, n in s.status.unknown_reasons().items()
+            if why != "not recorded"
+        ]
+
 
 def _stack_state(s: StackStatus) -> str:
     if s.state in ("error", "never-applied"):
@@ -84,6 +96,7 @@ def to_json(report: DriftReport) -> dict[str, Any]:
                 "objects": [
                     {
                         "id": o.id,
+                        "runtime": "Terraform" if is_terraform_id(o.id) else "Kubernetes",
                         "state": o.state,
                         "message": o.message,
                         "fields": [
@@ -148,16 +161,23 @@ def render_text(report: DriftReport) -> str:
                 wanted = "" if planned is None else f", {_value(planned)} (repository)"
                 lines.append(f"        {f.path}: {live}{wanted}")
         lines.append("")
+    for path, why, n in report.not_checked():
+        lines.append(f"{path}: {plural(n, 'Terraform resource')} {why}")
     lines.append(summary_line(report))
     return "\n".join(lines) + "\n"
 
 
 def summary_line(report: DriftReport) -> str:
     checked = len(report.checked)
-    unknown = sum(s.status.drift_unknown for s in report.checked if s.status)
+    unknown = sum(
+        s.status.unknown_reasons().get("not recorded", 0) for s in report.checked if s.status
+    )
     tail = ""
     if unknown:
         tail = f"; {plural(unknown, 'object')} applied before drift was recorded (unknown)"
+    skipped = sum(n for _, _, n in report.not_checked())
+    if skipped:
+        tail += f"; {plural(skipped, 'Terraform resource')} not checked (unknown)"
     if report.errors:
         tail += f"; {plural(len(report.errors), 'stack')} could not be checked"
     if not report.has_drift:
@@ -175,10 +195,16 @@ def render_markdown(report: DriftReport, *, run_url: str | None = None) -> str:
     out: list[str] = []
     head = report.status.head
     where = f" at {code(head[:12])}" if head else ""
+    not_checked = [
+        f"- {code(path)}: {plural(n, 'Terraform resource')} {cell(why)}"
+        for path, why, n in report.not_checked()
+    ]
     if not report.has_drift:
         out.append(
             f"**Konfig drift check**{where}: no drift in {plural(len(report.checked), 'stack')}."
         )
+        if not_checked:
+            out += ["", "Not checked (their drift is unknown):", *not_checked]
         return "\n".join(out) + "\n"
     out.append(f"## Konfig: drift in {plural(len(report.drifted), 'stack')}")
     out.append("")
@@ -217,6 +243,8 @@ def render_markdown(report: DriftReport, *, run_url: str | None = None) -> str:
         out.append("")
         out.append("</details>")
         out.append("")
+    if not_checked:
+        out += ["Not checked (their drift is unknown):", *not_checked, ""]
     if report.errors:
         out.append(
             f"Not checked: {', '.join(code(s.short) for s in report.errors)} "

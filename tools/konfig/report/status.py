@@ -85,8 +85,16 @@ def _drift(s: StackStatus) -> Text:
             text += f", {plural(fields, 'field')}"
         return Text(text, style="red")
     if s.status.drift_unknown:
-        return Text(f"unknown ({s.status.drift_unknown} not recorded)", style="bright_black")
+        reasons = "; ".join(f"{n} {why}" for why, n in s.status.unknown_reasons().items())
+        return Text(f"unknown ({reasons})", style="bright_black")
     return Text("no", style="green")
+
+
+def _objects(s: StackStatus) -> str:
+    if s.inventory is None:
+        return ""
+    terraform = len(s.status.terraform) if s.status else 0
+    return str(len(s.inventory.members)) + (f" + {terraform} Terraform" if terraform else "")
 
 
 def _applied_at(s: StackStatus) -> str:
@@ -122,11 +130,14 @@ def tables(report: StatusReport) -> Iterator[RenderableType]:
                 Text(s.short + (" (orphaned)" if s.state == "orphaned" else "")),
                 _commit(s, report.head),
                 _applied_at(s),
-                str(len(s.inventory.members)) if s.inventory else "",
+                _objects(s),
                 _health(s),
                 _drift(s),
             )
         yield table
+        for s in stacks:
+            if s.error and s.state != "error":  # e.g. its Terraform state was not read
+                yield Text(f"{s.short}: {s.error}", style="yellow")
         yield Text("")
     yield Text(summary_line(report), style="bold")
 

@@ -13,6 +13,7 @@ import base64
 import binascii
 import gzip
 import json
+import re
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -55,4 +56,19 @@ def addresses(state: Mapping[str, Any] | None) -> set[str]:
     for res in (state or {}).get("resources") or []:
         if isinstance(res, Mapping) and res.get("mode") == "managed" and not res.get("module"):
             out.add(f"{res.get('type')}.{res.get('name')}")
+    return out
+
+
+def ids(state: Mapping[str, Any] | None) -> dict[str, str]:
+    """Address (``type.name``) -> resource id (``<namespace>/<provider>:<type>:<name>``)
+    of each managed resource the state records (its provider names the namespace)."""
+    out: dict[str, str] = {}
+    for res in (state or {}).get("resources") or []:
+        if not isinstance(res, Mapping) or res.get("mode") != "managed" or res.get("module"):
+            continue
+        match = re.match(r'^provider\["([^"]+)"\]', str(res.get("provider", "")))
+        if match:
+            ns_provider = "/".join(match.group(1).split("/")[-2:])
+            kind, name = res.get("type"), res.get("name")
+            out[f"{kind}.{name}"] = f"{ns_provider}:{kind}:{name}"
     return out

@@ -649,3 +649,125 @@ def test_preview_without_credentials_degrades_and_apply_refuses(
         assert {c["action"] for c in stack["changes"]} == {"unchanged"}
     for text_out in outputs:
         assert superuser not in text_out
+
+
+def test_status_and_drift_cover_terraform_resources(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    cluster: Cluster,
+    kube: Kube,
+    tofu: Tofu,
+    tofu_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name = unique("statdb")
+    db = name.replace("-", "_")
+    address = _stack(repo_builder, name)
+    root = repo_builder.root
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    role_id = f"cyrilgdn/postgresql:postgresql_role:{db}"
+    db_id = f"cyrilgdn/postgresql:postgresql_database:{db}"
+    ext_id = f"cyrilgdn/postgresql:postgresql_extension:{db}_pgcrypto"
+    superuser = _superuser_password(tofu)
+    outputs: list[str] = []
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+
+    def status_json() -> dict[str, object]:
+        res = konfig("status", address, kc, "--json", cwd=root)
+        outputs.extend([res.out, res.err])
+        assert res.code == 0, res.err
+        (stack,) = json.loads(res.out)["stacks"]
+        return dict(stack)
+
+    def terraform_details(stack: dict[str, object]) -> dict[str, dict[str, object]]:
+        details = stack["details"]
+        assert isinstance(details, list)
+        return {str(d["id"]): d for d in details if d["runtime"] == "Terraform"}
+
+    # 1. status: the Terraform resources next to the Kubernetes objects, in sync.
+    stack = status_json()
+    found = terraform_details(stack)
+    assert set(found) == {role_id, db_id, ext_id}
+    for detail in found.values():
+        assert detail["health"] == {
+            "state": "current",
+            "message": "applied (recorded in the Terraform state)",
+        }
+        assert detail["drift"]["state"] == "in_sync"  # type: ignore[index]
+    assert stack["terraform"] == {"resources": 3, "drifted": 0, "unknown": 0}
+    assert stack["drift"]["state"] == "none"  # type: ignore[index]
+    res = konfig("status", address, kc, cwd=root)
+    outputs += [res.out, res.err]
+    assert " + 3 Terraform" in res.out, res.out
+
+    # 2. A role changed by hand and an extension dropped: drift (text, JSON, the drift
+    # issue's markdown), read while another tofu client holds the state's lock.
+    tofu.psql(f'ALTER ROLE "{db}" NOLOGIN')
+    tofu.psql("DROP EXTENSION pgcrypto", db)
+    lease_name = f"lock-tfstate-default-{state_suffix('appops/' + address)}"
+    held = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": lease_name, "namespace": STATE_NAMESPACE},
+        "spec": {"holderIdentity": "5678-held"},
+    }
+    kube.apply(held, dry_run=False, field_manager="other-tofu")
+    try:
+        res = konfig("drift", address, kc, "--json", "--detailed-exitcode", cwd=root)
+        outputs += [res.out, res.err]
+        assert res.code == 2, res.out + res.err
+        (entry,) = json.loads(res.out)["stacks"]
+        objects = {o["id"]: o for o in entry["objects"]}
+        assert set(objects) == {role_id, ext_id}, objects
+        assert objects[role_id]["runtime"] == "Terraform"
+        assert objects[role_id]["state"] == "drifted"
+        assert objects[role_id]["fields"] == [
+            {"path": "login", "live": False, "removed": False, "planned": True}
+        ]
+        assert objects[ext_id]["state"] == "deleted"
+        md = konfig("drift", address, kc, "--format", "markdown", cwd=root)
+        outputs += [md.out, md.err]
+        assert f"| `{role_id}` | changed | `login` | `false` | `true` |" in md.out, md.out
+        assert f"`{ext_id}`" in md.out
+        text = konfig("drift", address, kc, cwd=root)
+        outputs += [text.out, text.err]
+        assert f"~ {role_id}: 1 field changed outside Konfig" in text.out, text.out
+        assert "login: false (live), true (repository)" in text.out
+        stack = status_json()
+        found = terraform_details(stack)
+        assert found[ext_id]["health"]["state"] == "not_found"  # type: ignore[index]
+        assert stack["terraform"] == {"resources": 3, "drifted": 2, "unknown": 0}
+        assert stack["drift"]["state"] == "drifted"  # type: ignore[index]
+        # the lock was neither taken nor released by the read-only refresh
+        lease = kube.get("coordination.k8s.io/v1", "Lease", lease_name, STATE_NAMESPACE)
+        assert lease is not None and lease["spec"]["holderIdentity"] == "5678-held"
+    finally:
+        kube.apply({**held, "spec": {}}, dry_run=False, field_manager="other-tofu")
+
+    # 3. Without the credentials: not checked, the variables named; never "no drift".
+    with monkeypatch.context() as m:
+        for var in CREDENTIALS:
+            m.delenv(var)
+        res = konfig("drift", address, kc, "--json", "--detailed-exitcode", cwd=root)
+        outputs += [res.out, res.err]
+        assert res.code == 0, res.out + res.err
+        text = konfig("drift", address, kc, cwd=root)
+        outputs += [text.out, text.err]
+        named = "credentials T_PGHOST, T_PGPASSWORD, T_PGPORT, T_PGUSER missing"
+        assert f"3 Terraform resources not checked: {named}" in text.out, text.out
+        assert "3 Terraform resources not checked (unknown)" in text.out
+        stack = status_json()
+        assert stack["terraform"] == {"resources": 3, "drifted": 0, "unknown": 3}
+        assert {d["drift"]["message"] for d in terraform_details(stack).values()} == {  # type: ignore[index]
+            f"not checked: {named}"
+        }
+
+    # 4. Apply sets it back; drift is gone.
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    res = konfig("drift", address, kc, "--detailed-exitcode", cwd=root)
+    outputs += [res.out, res.err]
+    assert res.code == 0, res.out + res.err
+    for text_out in outputs:
+        assert superuser not in text_out

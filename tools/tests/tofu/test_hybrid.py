@@ -20,11 +20,11 @@ from konfig.pipeline.terraform import (
     not_previewed,
     refuse_destroys,
     scram_verifier,
-    state_ids,
     state_suffix,
 )
 from konfig.spec import Spec, spec_from_items
 from konfig.tofu.model import TerraformSpecError, stack_terraform
+from konfig.tofu.state import ids as state_ids
 
 DB = "cyrilgdn/postgresql:postgresql_database:shop"
 PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
