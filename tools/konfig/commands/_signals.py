@@ -12,16 +12,20 @@ stay, compile workers are orphaned and a stack's Lease stays held until it expir
 * :func:`graceful` (around applying or destroying): the first SIGINT or SIGTERM only
   sets an event the engine checks before each step; requests in flight finish, nothing
   new starts, each stack's inventory records what exists, its Lease is released, and
-  the results are printed. A second signal is raised in the main thread as outside the
-  block: a stack applied in the main thread stops where it is (its Lease is released,
-  and its inventory still lists every object it may own: the union written before
-  applying), stacks on other threads finish their step, and nothing is printed.
+  the results are printed; a running OpenTofu gets SIGINT, its own graceful stop (it
+  finishes the operations in flight, writes its state and releases its state lock; the
+  stack's Kubernetes objects are then not applied). A second signal is raised in the
+  main thread as outside the block: a stack applied in the main thread stops where it
+  is (its Lease is released, and its inventory still lists every object it may own:
+  the union written before applying), stacks on other threads finish their step, and
+  nothing is printed.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -111,6 +115,13 @@ def graceful(what: str) -> Iterator[Stop]:
             "flight finish, nothing new starts, each stack's inventory records what exists "
             "and its lock is released (send it again to stop at once)\n"
         )
+        forwarded = _forward_to_tofu()
+        if forwarded:
+            _say(
+                f"konfig: OpenTofu ({forwarded} running) was sent SIGINT: it finishes the "
+                "operations in flight, starts no new one, writes its state and releases "
+                "its lock\n"
+            )
 
     previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -118,6 +129,19 @@ def graceful(what: str) -> Iterator[Stop]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _forward_to_tofu() -> int:
+    """Pass the stop on to the OpenTofu processes running (each in a session of its own,
+    so a terminal's Ctrl-C or a CI's SIGTERM to konfig does not reach them): SIGINT is
+    OpenTofu's graceful stop. How many were running (none when the Terraform runtime
+    was never loaded)."""
+    # no import in a signal handler: only a run that loaded the runner has tofu to stop
+    runner = sys.modules.get("konfig.tofu.runner")
+    if runner is None:
+        return 0
+    forwarded: int = runner.forward_signal(signal.SIGINT)
+    return forwarded
 
 
 def stopped(stop: Stop, code: int) -> int:

@@ -602,6 +602,16 @@ def apply_hybrid(
     results: list[ObjectResult] = []
     tofu = hybrid.tofu
     terraform_changes = list(tofu.plan.changes) if tofu is not None else []
+    if tofu is not None and tofu.plan.has_changes and stop is not None and stop.is_set():
+        discard(hybrid)
+        return StackResult(
+            path,
+            False,
+            (),
+            f"{path}: stopped before OpenTofu applied anything; nothing was applied",
+            prior,
+            time.monotonic() - started,
+        )
     if tofu is not None and tofu.plan.has_changes:
         emit(Event(path, "level", f"OpenTofu: {len(terraform_changes)} resources"))
         backend = hybrid.context.backend

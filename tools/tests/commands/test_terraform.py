@@ -771,3 +771,94 @@ def test_status_and_drift_cover_terraform_resources(
     assert res.code == 0, res.out + res.err
     for text_out in outputs:
         assert superuser not in text_out
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_first_signal_during_opentofu_apply_is_forwarded_and_tofu_stops_gracefully(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    cluster: Cluster,
+    kube: Kube,
+    tofu: Tofu,
+    tofu_env: Path,
+    tmp_path: Path,
+    signum: signal.Signals,
+) -> None:
+    name = unique("sigdb")
+    db = name.replace("-", "_")
+    address = _stack(repo_builder, name)
+    root = repo_builder.root
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    # CREATE DATABASE waits for this lock: OpenTofu has created the role and is creating
+    # the database (in flight) when konfig gets the signal; the extension is still to do.
+    blocker = subprocess.Popen(
+        ["psql", "-X", "-w", "-q", "-v", "ON_ERROR_STOP=1", "-d", "postgres"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=tofu.env(),
+    )
+    assert blocker.stdin is not None
+    blocker.stdin.write("BEGIN; LOCK TABLE pg_catalog.pg_database IN SHARE ROW EXCLUSIVE MODE;\n")
+    blocker.stdin.flush()
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND query ILIKE 'CREATE DATABASE%'"
+    )
+    log_path = tmp_path / "apply.log"
+    log = log_path.open("w")
+    konfig_bin = str(Path(sys.executable).parent / "konfig")
+    proc = subprocess.Popen(
+        [konfig_bin, "apply", address, "--allow-dirty", "--yes", kc],
+        cwd=root,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    released = False
+    try:
+        _until(lambda: tofu.psql(waiting) == "1", 120, "OpenTofu's CREATE DATABASE to wait")
+        os.kill(proc.pid, signum)  # konfig only (a CI cancel, a Ctrl-C to konfig's pid)
+        _until(
+            lambda: "OpenTofu (1 running) was sent SIGINT" in log_path.read_text(),
+            60,
+            "konfig to forward the signal to OpenTofu",
+        )
+        assert proc.poll() is None  # konfig waits for OpenTofu to finish what is in flight
+        blocker.stdin.write("ROLLBACK;\n")
+        blocker.stdin.flush()
+        released = True
+        code = proc.wait(180)
+    finally:
+        if not released:
+            blocker.stdin.write("ROLLBACK;\n")
+        blocker.stdin.close()
+        blocker.wait(30)
+        log.close()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = log_path.read_text()
+    assert code == (143 if signum == signal.SIGTERM else 130), text
+    assert f"konfig: {signum.name} received" in text
+    # OpenTofu finished the database in flight, started nothing new (no extension),
+    # wrote its state and released its lock; the Kubernetes part never ran.
+    assert tofu.psql(f"SELECT count(*) FROM pg_database WHERE datname = '{db}'") == "1"
+    assert tofu.psql("SELECT count(*) FROM pg_extension WHERE extname = 'pgcrypto'", db) == "0"
+    suffix = state_suffix(f"appops/{address}")
+    state = kube.get("v1", "Secret", f"tfstate-default-{suffix}", STATE_NAMESPACE)
+    assert state is not None
+    lease = kube.get(
+        "coordination.k8s.io/v1", "Lease", f"lock-tfstate-default-{suffix}", STATE_NAMESPACE
+    )
+    assert lease is None or not (lease.get("spec") or {}).get("holderIdentity"), lease
+    assert kube.get("apps/v1", "Deployment", name, name) is None
+    assert "the Kubernetes objects were not applied" in text, text
+
+    # The state records what was created: the re-run creates the rest and converges.
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    assert tofu.psql("SELECT count(*) FROM pg_extension WHERE extname = 'pgcrypto'", db) == "1"
+    assert kube.get("apps/v1", "Deployment", name, name) is not None
+    res = konfig("preview", address, kc, "--detailed-exitcode", cwd=root)
+    assert res.code == 0, res.out + res.err
