@@ -29,7 +29,13 @@ from konfig.pipeline.terraform import (
     kept_terraform,
     plan_destroy_hybrid,
 )
-from konfig.repo.layout import APPOPS, Repository, Stack, resolve_stacks, unusable_error
+from konfig.repo.layout import (
+    Repository,
+    Stack,
+    parse_stack_address,
+    resolve_stacks,
+    unusable_error,
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,7 @@ def destroy_targets(
 
 
 def _target(repo: Repository, address: str, *, deleted: bool) -> DestroyTarget:
+    read = parse_stack_address(repo.root, address)  # outside the repository: a usage error
     if not deleted:
         try:
             found = resolve_stacks(repo, [address])
@@ -59,16 +66,11 @@ def _target(repo: Repository, address: str, *, deleted: bool) -> DestroyTarget:
             found = []
         if found:
             return DestroyTarget(found[0], False)
-        if not found and any(repo.unusable(p) for p in _paths(address)):
+        if not found and any(repo.unusable(p) for p in read.candidates):
             # its kubernetes context is unknown: never guess the cluster to delete from
             raise unusable_error(repo, [address])
     hint = "drop --deleted to destroy an existing stack" if deleted else None
     return DestroyTarget(gone_stack(repo, address, what=address, must_be_gone=hint), True)
-
-
-def _paths(address: str) -> list[str]:
-    cleaned = address.strip().strip("/")
-    return [cleaned, f"{APPOPS}/{cleaned}"]
 
 
 def plan_destroys(

@@ -34,6 +34,7 @@ from konfig.repo.layout import (
     Stack,
     deleted_stack,
     is_within,
+    parse_stack_address,
     resolve_stacks,
     unusable_error,
 )
@@ -224,9 +225,13 @@ def gone_stack(repo: Repository, address: str, *, what: str, must_be_gone: str |
     ``what`` starts the message for a path outside appops/; with ``must_be_gone`` (the
     hint) a stack whose ``stack.yaml`` still exists is refused (``--deleted``).
     """
-    stack = deleted_stack(address)
-    if not is_within(stack.path, APPOPS) or ".." in PurePosixPath(stack.path).parts:
+    read = parse_stack_address(repo.root, address)  # outside the repository: a usage error
+    paths = [
+        c for c in read.candidates if is_within(c, APPOPS) and len(PurePosixPath(c).parts) >= 3
+    ]
+    if not paths:
         raise UsageError(f"{what}: not a stack path under appops/")
+    stack = deleted_stack(paths[0])
     if must_be_gone is not None and (repo.root / stack.path / STACK_FILE).exists():
         raise UsageError(
             f"--deleted {address}: the stack still exists in the working tree", hint=must_be_gone

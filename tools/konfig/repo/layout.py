@@ -352,27 +352,84 @@ def unusable_error(repo: Repository, addresses: Iterable[str]) -> KonfigError:
 
 
 def _candidate_path(repo: Repository, address: str) -> str:
-    cleaned = address.strip().rstrip("/")
-    for candidate in _candidates(repo, cleaned):
+    read = parse_stack_address(repo.root, address)
+    for candidate in read.candidates:
         if repo.unusable(candidate) and (repo.root / candidate / STACK_FILE).is_file():
             return candidate
-    return f"{APPOPS}/{cleaned}"
+    return read.candidates[-1]
 
 
-def _candidates(repo: Repository, cleaned: str) -> list[str]:
-    candidates = [cleaned, f"{APPOPS}/{cleaned}"]
-    path = Path(cleaned)
-    if path.exists():
-        try:
-            candidates.insert(0, path.resolve().relative_to(repo.root.resolve()).as_posix())
-        except ValueError:
-            pass
-    return candidates
+@dataclass(frozen=True)
+class StackAddress:
+    """A stack address as the user gave it, read: the repository-relative POSIX paths it
+    may name, most likely first (a path from the working directory, the address from
+    the repository root, the address under ``appops/``)."""
+
+    text: str
+    candidates: tuple[str, ...]
+
+
+def parse_stack_address(root: Path, address: str) -> StackAddress:
+    """Read a stack address (``appops/<project>/<stack>``, ``<project>/<stack>``, or a
+    path to the stack's directory): the one parser of every command that takes stacks.
+
+    A usage error when the address is empty or leads outside the repository: an
+    absolute path elsewhere, ``..`` climbing out (an address with ``..`` is a path, read
+    from the working directory when that is inside the repository, else from its
+    root), or a symbolic link in the repository that points out of it.
+    """
+    cleaned = address.strip().rstrip("/")
+    if not cleaned:
+        raise UsageError(
+            f"empty stack address {address!r}",
+            hint="give appops/<project>/<stack> or <project>/<stack> (see `konfig list`)",
+        )
+    top = root.resolve()
+    cwd = Path.cwd().resolve()
+
+    def within(path: Path) -> bool:
+        return path == top or top in path.parents
+
+    def inside(path: Path) -> str:
+        """``path`` relative to the repository, symbolic links followed; a usage error
+        when it leads out of it."""
+        resolved = path.resolve()
+        if within(resolved):
+            return resolved.relative_to(top).as_posix()
+        if within(Path(os.path.normpath(path))):
+            why = f"a symbolic link on the way leads to {resolved}"
+        elif ".." in PurePosixPath(cleaned).parts:
+            why = f"`..` climbs out of it, to {resolved}"
+        else:
+            why = f"{resolved} is not in {top}"
+        raise UsageError(
+            f"stack {address!r} is outside the repository: {why}",
+            hint=f"stacks live under {top}/{APPOPS}/: give appops/<project>/<stack> or "
+            "<project>/<stack> (see `konfig list`)",
+        )
+
+    given = Path(cleaned)
+    candidates: list[str] = []
+    if given.is_absolute():
+        candidates.append(inside(given))
+    elif ".." in PurePosixPath(cleaned).parts:
+        candidates.append(inside((cwd if within(cwd) else top) / given))
+    else:
+        here = cwd / given
+        if here.exists():
+            try:
+                candidates.append(inside(here))
+            except UsageError:
+                if within(cwd):
+                    raise  # else a path of the working directory, not of the repository
+        for candidate in (cleaned, f"{APPOPS}/{cleaned}"):
+            inside(top / candidate)  # a link on the way may lead out
+            candidates.append(candidate)
+    return StackAddress(address, tuple(dict.fromkeys(candidates)))
 
 
 def _resolve_one(repo: Repository, by_path: dict[str, Stack], address: str) -> Stack | None:
-    cleaned = address.strip().rstrip("/")
-    candidates = _candidates(repo, cleaned)
+    candidates = parse_stack_address(repo.root, address).candidates
     for candidate in candidates:
         if candidate in by_path:
             return by_path[candidate]

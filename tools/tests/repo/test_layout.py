@@ -4,7 +4,13 @@ import pytest
 from fixtures.repos import RepoBuilder
 
 from konfig.errors import UsageError
-from konfig.repo.layout import discover, find_root, is_within, resolve_stacks
+from konfig.repo.layout import (
+    discover,
+    find_root,
+    is_within,
+    parse_stack_address,
+    resolve_stacks,
+)
 
 
 def test_discovers_projects_and_stacks(repo_builder: RepoBuilder) -> None:
@@ -88,6 +94,32 @@ def test_resolve_both_address_forms(repo_builder: RepoBuilder) -> None:
     assert resolve_stacks(repo, ["appops/shop/dev"]) == resolve_stacks(repo, ["shop/dev/"])
     with pytest.raises(UsageError, match="unknown stack 'shop/prod'"):
         resolve_stacks(repo, ["shop/prod"])
+
+
+def test_parse_stack_address_reads_forms_and_refuses_the_outside(
+    repo_builder: RepoBuilder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo_builder.stack("shop", "dev")
+    root = repo_builder.root
+    monkeypatch.chdir(root)
+    assert parse_stack_address(root, "shop/dev/").candidates == ("shop/dev", "appops/shop/dev")
+    assert parse_stack_address(root, "appops/shop/dev").candidates[0] == "appops/shop/dev"
+    assert parse_stack_address(root, "appops/x/../shop/dev").candidates == ("appops/shop/dev",)
+    assert parse_stack_address(root, str(root / "appops/shop/dev")).candidates == (
+        "appops/shop/dev",
+    )
+    (root / "appops/shop/out").symlink_to(tmp_path)
+    for address, why in [
+        ("../x", "`..` climbs out of it"),
+        ("/etc", "/etc is not in"),
+        ("shop/out", "a symbolic link on the way leads to"),
+        ("appops/shop/out/dev", "a symbolic link on the way leads to"),
+    ]:
+        with pytest.raises(UsageError, match="outside the repository") as caught:
+            parse_stack_address(root, address)
+        assert why in caught.value.message
+    with pytest.raises(UsageError, match="empty stack address"):
+        parse_stack_address(root, "/")
 
 
 def test_resolve_does_not_match_by_prefix(repo_builder: RepoBuilder) -> None:
