@@ -13,7 +13,8 @@
 - ``spec/object-too-large``: a manifest over 1 MiB as JSON (a ConfigMap's or Secret's
   data may not exceed 1 MiB, and etcd refuses a request over 1.5 MiB);
 - ``spec/system-namespace``: an object in ``default`` or a ``kube-*`` namespace (or such
-  a Namespace itself), unless konfig.yaml ``allowSystemNamespaces`` lists it.
+  a Namespace itself), unless konfig.yaml ``allowSystemNamespaces`` lists it; preview
+  and apply refuse such a stack by the same rule (:func:`system_namespace_findings`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import networkx as nx
@@ -61,6 +62,7 @@ def name_problem(value: str, *, label: bool) -> str | None:
 
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+SYSTEM_NAMESPACE_RULE = "spec/system-namespace"
 
 
 def check_spec(
@@ -135,15 +137,6 @@ def check_spec(
                         "the API server would refuse it, rename it",
                         r,
                     )
-            system = r.name if (r.api_version, r.kind) == ("v1", "Namespace") else r.namespace
-            if system in SYSTEM_NAMESPACES and system not in allowed_system_namespaces:
-                add(
-                    "spec/system-namespace",
-                    f"{r.id} is in the system namespace {system!r}, where the cluster's own "
-                    "components live: give the stack its own namespace, or allow it in "
-                    f"konfig.yaml (`allowSystemNamespaces: [{system}]`)",
-                    r,
-                )
             size = len(json.dumps(r.attributes, separators=(",", ":"), default=str))
             if size > MAX_OBJECT_BYTES:
                 add(
@@ -174,8 +167,45 @@ def check_spec(
                     f"{r.id} depends on {dep!r}, which is not in the stack's Spec",
                     r,
                 )
+    findings.extend(system_namespace_findings(root, stack, spec, allowed_system_namespaces))
     findings.extend(_cycles(root, stack, spec))
     return findings
+
+
+def system_namespace_findings(
+    root: Path, stack: Stack, spec: Spec, allowed: Collection[str] = ()
+) -> list[Finding]:
+    """``spec/system-namespace``: the objects of ``spec`` in ``default`` or a ``kube-*``
+    namespace, or such a Namespace itself, that konfig.yaml ``allowSystemNamespaces``
+    (``allowed``) does not list. The one rule: `konfig check` reports these, and preview
+    and apply refuse the stack (:func:`system_namespace_refusal`)."""
+    findings: list[Finding] = []
+    for r in spec.resources:
+        if r.is_terraform:
+            continue
+        system = r.name if (r.api_version, r.kind) == ("v1", "Namespace") else r.namespace
+        if system in SYSTEM_NAMESPACES and system not in allowed:
+            file, line = locate(root, stack, r)
+            message = (
+                f"{r.id} is in the system namespace {system!r}, where the cluster's own "
+                "components live: give the stack its own namespace, or allow it in "
+                f"konfig.yaml (`allowSystemNamespaces: [{system}]`)"
+            )
+            findings.append(
+                Finding(SYSTEM_NAMESPACE_RULE, message, file, line, stack=stack.path, resource=r.id)
+            )
+    return findings
+
+
+def system_namespace_refusal(findings: Sequence[Finding]) -> str:
+    """Why preview and apply refuse a stack with ``findings`` of
+    :func:`system_namespace_findings` (the first one's place is the stack error's; the
+    others' are listed)."""
+    first, rest = findings[0], findings[1:]
+    return (
+        f"refused ({SYSTEM_NAMESPACE_RULE}, as `konfig check` reports it): {first.message}"
+        + "".join(f"\n  {f.location()}: {f.message}" for f in rest)
+    )
 
 
 def _cycles(root: Path, stack: Stack, spec: Spec) -> list[Finding]:

@@ -43,6 +43,7 @@ from konfig.pipeline.applying import (
     check_committed,
     check_order,
     check_shared,
+    check_system_namespaces,
     compare_saved,
     compile_specs,
     load_saved_preview,
@@ -172,6 +173,7 @@ def command(
     specs = compile_specs(repo, selected, jobs=jobs, state=state, settings=compile_settings())
     for stack in selected:
         check_order(stack.path, specs[stack.path])  # cycles, unknown ids: before any write
+        check_system_namespaces(repo, stack, specs[stack.path])  # what check refuses, too
     secrets = resolve_secrets(repo.root, selected, specs, keyring)  # also before any write
     tofu = tofu_context(repo.root)
 

@@ -18,6 +18,7 @@ from typing import Any
 from konfig import contracts
 from konfig.build.compiler import CompileSettings
 from konfig.check.ownership import shared_objects
+from konfig.check.specrules import system_namespace_findings, system_namespace_refusal
 from konfig.detect import gitrepo
 from konfig.detect.dirty import TreeState, tree_state
 from konfig.engine import ordering
@@ -117,6 +118,20 @@ def check_order(path: str, spec: Spec) -> None:
         ordering.build_graph(items)
     except ordering.OrderError as exc:
         raise ApplyError(f"{path}: {exc.message}; nothing was applied", hint=exc.hint) from None
+
+
+def check_system_namespaces(repo: Repository, stack: Stack, spec: Spec) -> None:
+    """Objects in system namespaces konfig.yaml does not allow (the rule `konfig check`
+    reports as ``spec/system-namespace``) fail before any write."""
+    found = system_namespace_findings(repo.root, stack, spec, repo.config.allow_system_namespaces)
+    if found:
+        first = found[0]
+        raise ApplyError(
+            f"{first.location()}: {stack.path}: nothing was applied: "
+            + system_namespace_refusal(found),
+            hint="`konfig check` lists every such object; system namespaces a stack may write "
+            "to are listed in konfig.yaml `allowSystemNamespaces` (docs/apply.md)",
+        )
 
 
 def check_shared(stacks: Sequence[Stack], specs: Mapping[str, Spec], conns: Connections) -> None:

@@ -21,7 +21,7 @@ from konfig.pipeline.terraform import (
     kept_terraform,
     preview_hybrid,
 )
-from konfig.repo.layout import Stack
+from konfig.repo.layout import Repository, Stack
 from konfig.report.previews import StackError, StackPreview
 from konfig.secrets.refs import Resolver, secret_data
 from konfig.spec import Spec
@@ -51,6 +51,15 @@ def preview_stack(
             stack.path,
             context=stack.kube_context,
             error=StackError(f"compile failed: {message}", e.file, e.line),
+        )
+    refused = _system_namespace_error(conns.repo, stack, compiled.spec)
+    if refused is not None:
+        # apply refuses it by the rule `konfig check` reports: never a plan of it
+        return StackPreview(
+            stack.path,
+            context=conns.target(stack).context,
+            error=refused,
+            spec_digest=compiled.spec.digest(),
         )
     problem = _order_problem(compiled.spec)
     if problem is not None:
@@ -92,6 +101,20 @@ def preview_stack(
             error=StackError(str(exc)),
             spec_digest=compiled.spec.digest(),
         )
+
+
+def _system_namespace_error(repo: Repository, stack: Stack, spec: Spec) -> StackError | None:
+    """The refusal of objects in system namespaces konfig.yaml does not allow, at the
+    place of the first, or None."""
+    from konfig.check.specrules import (  # networkx: not for `konfig preview --help`
+        system_namespace_findings,
+        system_namespace_refusal,
+    )
+
+    found = system_namespace_findings(repo.root, stack, spec, repo.config.allow_system_namespaces)
+    if not found:
+        return None
+    return StackError(system_namespace_refusal(found), found[0].file, found[0].line)
 
 
 def _order_problem(spec: Spec) -> str | None:

@@ -368,7 +368,7 @@ def test_preview_never_writes(
 def test_unreachable_api_server_is_a_clear_error_exit_1(
     repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster
 ) -> None:
-    raw_stack(repo_builder, "away", [configmap("default", unique("cm"))])
+    raw_stack(repo_builder, "away", [configmap(unique("away"), "cm")])
     server = yaml.safe_load(cluster.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
     cluster.stop_apiserver()
     try:
@@ -433,14 +433,14 @@ def test_a_spec_apply_would_refuse_is_an_error_in_preview_and_apply_writes_nothi
     (never a plan apply would reject) and apply refuses it before any write."""
     ns = unique("p6d")
     project = unique("proj")
-    main = RAW_MAIN.replace("\n}\n", '\n    dependsOn = ["v1:Secret:default:missing"]\n}\n')
-    raw_stack(repo_builder, project, [configmap("default", ns)], main=main)
+    main = RAW_MAIN.replace("\n}\n", f'\n    dependsOn = ["v1:Secret:{ns}:missing"]\n}}\n')
+    raw_stack(repo_builder, project, [configmap(ns, "cm")], main=main)
     res = preview(konfig, repo_builder.root, cluster, f"{project}/dev", "--format", "json")
     assert res.code == 1, res.out + res.err
     stack = json.loads(res.out)["stacks"][0]
     assert stack["status"] == "error" and stack["changes"] == []
     assert "cannot be applied" in stack["error"]["message"]
-    assert "v1:Secret:default:missing" in stack["error"]["message"]
+    assert f"v1:Secret:{ns}:missing" in stack["error"]["message"]
     applied = konfig(
         "--root",
         str(repo_builder.root),
@@ -452,7 +452,7 @@ def test_a_spec_apply_would_refuse_is_an_error_in_preview_and_apply_writes_nothi
         "--yes",
     )
     assert applied.code == 1, applied.out + applied.err
-    assert "v1:Secret:default:missing" in applied.out + applied.err
-    cm = ("v1", "ConfigMap", ns, "default")
+    assert f"v1:Secret:{ns}:missing" in applied.out + applied.err
+    cm = ("v1", "ConfigMap", "cm", ns)
     inventory = ("v1", "ConfigMap", inv.inventory_name(f"appops/{project}/dev"), inv.NAMESPACE)
     assert set(snapshot(kube, [cm, inventory]).values()) == {None}
