@@ -3,12 +3,15 @@
 The plan is computed and shown first (as ``konfig preview`` computes it); after
 confirmation each stack is applied under its Lease: the plan is recomputed under
 the lock and must equal the one shown (or the one in ``--plan FILE``), then
-:func:`konfig.engine.applier.apply_stack` runs the inventory protocol. The steps are
-those of :mod:`konfig.pipeline.applying`.
+:func:`konfig.engine.applier.apply_stack` runs the inventory protocol. A stack's
+OpenTofu plan shown is applied as it is (not planned twice) unless its state changed
+since (:func:`konfig.pipeline.terraform.reuse_plan`). The steps are those of
+:mod:`konfig.pipeline.applying`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -46,6 +49,7 @@ from konfig.pipeline.applying import (
     check_system_namespaces,
     compare_saved,
     compile_specs,
+    discard_kept,
     load_saved_preview,
     plan_all,
     resolve_secrets,
@@ -53,6 +57,7 @@ from konfig.pipeline.applying import (
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.selection import select_stacks
+from konfig.pipeline.terraform import HybridPlan
 from konfig.repo.layout import Stack
 from konfig.report.previews import StackPreview
 
@@ -182,7 +187,9 @@ def command(
             stack, tree=tree, timeout=timeout, concurrency=concurrency, wait=not no_wait
         )
 
-    with conns:
+    kept: dict[str, HybridPlan] = {}  # OpenTofu plans shown, applied as they are
+    with conns, contextlib.ExitStack() as cleanup:
+        cleanup.callback(discard_kept, kept)
         check_shared(selected, specs, conns)
         shown: dict[str, StackPlan] = {}
         if not yes or saved is not None:
@@ -196,6 +203,7 @@ def command(
                 workers=stack_concurrency,
                 secrets=secrets,
                 tofu=tofu,
+                keep=kept,
             )
             shown = {p.path: p for p in plans}
             if saved is not None:
@@ -212,7 +220,11 @@ def command(
                 result = apply_locked(
                     conns,
                     Planned(
-                        stack, specs[stack.path], shown.get(stack.path), secrets.get(stack.path)
+                        stack,
+                        specs[stack.path],
+                        shown.get(stack.path),
+                        secrets.get(stack.path),
+                        kept.get(stack.path),
                     ),
                     options_of(stack),
                     progress,

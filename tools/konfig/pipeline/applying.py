@@ -34,6 +34,7 @@ from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.locking import LockWait, run_locked
 from konfig.pipeline.terraform import (
+    HybridPlan,
     TofuContext,
     apply_hybrid,
     discard,
@@ -233,9 +234,12 @@ def plan_all(
     workers: int,
     secrets: Mapping[str, SecretData] | None = None,
     tofu: TofuContext | None = None,
+    keep: dict[str, HybridPlan] | None = None,
 ) -> list[StackPlan]:
     """Every stack's plan, checked as apply will check it (order, replaces, Terraform
-    resources it would destroy without the stack's opt-in)."""
+    resources it would destroy without the stack's opt-in). ``keep``: where the plans of
+    stacks with Terraform resources go (stack path -> plan, its OpenTofu plan file kept
+    for :func:`apply_locked`; the caller discards them) instead of being discarded."""
 
     def plan_one(stack: Stack) -> StackPlan:
         kube = conns.kube(stack)
@@ -251,7 +255,10 @@ def plan_all(
                 lock=False,
                 secret_data=(secrets or {}).get(stack.path),
             )
-            discard(hybrid)
+            if keep is None:
+                discard(hybrid)
+            else:
+                keep[stack.path] = hybrid
             kube_only = replace(
                 hybrid.plan,
                 changes=tuple(c for c in hybrid.plan.changes if c.runtime != "Terraform"),
@@ -285,12 +292,19 @@ def shown_entry(plan: StackPlan) -> dict[str, Any]:
     }
 
 
+def discard_kept(kept: Mapping[str, HybridPlan]) -> None:
+    """Remove the OpenTofu plan files :func:`plan_all` kept (those not applied)."""
+    for hybrid in kept.values():
+        discard(hybrid)
+
+
 @dataclass(frozen=True)
 class Planned:
     stack: Stack
     spec: Spec
     plan: StackPlan | None  # the plan shown (None: planned only under the lock)
     secret_data: SecretData | None = None  # values from encrypted files, in memory
+    hybrid: HybridPlan | None = None  # the plan shown, with its OpenTofu plan file
 
 
 def _need(tofu: TofuContext | None, stack: Stack) -> TofuContext:
@@ -337,6 +351,7 @@ def apply_locked(
                 lost=lock.lost,
                 show_plan=show_plan,
                 stop=stop,
+                saved=planned.hybrid,
             )
         plan = plan_stack(kube, planned.stack, planned.spec, prior, secret_data=planned.secret_data)
         problems = [] if planned.plan is None else plan_differences(shown_entry(planned.plan), plan)

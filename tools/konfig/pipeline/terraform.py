@@ -429,6 +429,7 @@ class HybridPlan:
     kube_spec: Spec
     data: dict[str, dict[str, str]] = field(repr=False)
     context: StackTofu
+    state_serial: tuple[str, int] | None = None  # the state planned against (lineage, serial)
 
 
 def plan_hybrid(
@@ -501,7 +502,51 @@ def plan_hybrid(
         changes=tuple(sorted((*kplan.changes, *tchanges), key=lambda c: c.id)),
         not_previewed=skipped,
     )
-    return HybridPlan(plan, planned, kspec, data, ctx)
+    return HybridPlan(plan, planned, kspec, data, ctx, state_serial(state))
+
+
+def state_serial(state: Mapping[str, Any] | None) -> tuple[str, int] | None:
+    """What OpenTofu tells a state's versions by: its lineage and serial (None: no state)."""
+    if not state:
+        return None
+    return (str(state.get("lineage") or ""), int(state.get("serial") or 0))
+
+
+def reuse_plan(
+    kube: Kube,
+    stack: Stack,
+    spec: Spec,
+    prior: Inventory | None,
+    saved: HybridPlan,
+    *,
+    workers: int = DEFAULT_WORKERS,
+) -> HybridPlan | None:
+    """``saved`` (the plan konfig apply showed, made moments ago without the locks) with
+    its Kubernetes part planned again, now under the stack's lock; None when its OpenTofu
+    plan cannot be applied as it is: it was made against an empty local state (no state
+    yet), the state changed since (another lineage or serial), or an apply was
+    interrupted since (its intent record). Then the caller plans again under OpenTofu's
+    lock. ``tofu apply`` of the saved plan also refuses a stale plan by itself."""
+    tofu = saved.tofu
+    ctx = saved.context
+    if tofu is None or ctx.backend.kind != "kubernetes" or saved.state_serial is None:
+        return None
+    if state_serial(read_state(kube, ctx.backend, where=stack.path)) != saved.state_serial:
+        return None
+    if read_intent(kube, ctx.backend):
+        return None
+    lookup = lookup_of(
+        ctx.terraform, ctx.environment, tofu.plan.values, known={r.id for r in spec.terraform()}
+    )
+    kspec = kubernetes_spec(spec, lookup)
+    kplan = plan_stack(kube, stack, kspec, prior, workers=workers, secret_data=saved.data or None)
+    tchanges = refuse_destroys(tofu.plan.changes, ctx.terraform)
+    plan = replace(
+        kplan,
+        spec_digest=spec.digest(),
+        changes=tuple(sorted((*kplan.changes, *tchanges), key=lambda c: c.id)),
+    )
+    return replace(saved, plan=plan, kube_spec=kspec)
 
 
 def discard(hybrid: HybridPlan) -> None:
@@ -569,14 +614,27 @@ def apply_hybrid(
     lost: threading.Event | None = None,
     show_plan: Callable[[StackPlan], None] | None = None,
     stop: threading.Event | None = None,
+    saved: HybridPlan | None = None,
 ) -> StackResult:
     """Apply both runtimes under the stack's lock (the caller holds it): plan, compare
     with the plan shown, refuse unallowed destroys, ``tofu apply``, then the Kubernetes
-    objects with the applied values. Nothing is written when the plan is refused."""
+    objects with the applied values. Nothing is written when the plan is refused.
+
+    ``saved``: the plan shown (:func:`plan_hybrid` without the locks, moments ago): its
+    OpenTofu plan is applied as it is when the state has not changed since
+    (:func:`reuse_plan`) — what was shown is what OpenTofu applies, without planning
+    twice; only the Kubernetes part is planned again. Otherwise both are planned again
+    under OpenTofu's lock and compared with the plan shown."""
     started = time.monotonic()
     path = stack.path
     ensure_state_namespace(kube)
-    hybrid = plan_hybrid(kube, stack, spec, prior, tctx, target, lock=True, secret_data=secret_data)
+    hybrid = None if saved is None else reuse_plan(kube, stack, spec, prior, saved)
+    if hybrid is None:
+        if saved is not None:
+            discard(saved)
+        hybrid = plan_hybrid(
+            kube, stack, spec, prior, tctx, target, lock=True, secret_data=secret_data
+        )
     plan = hybrid.plan
     if show_plan is not None:
         show_plan(plan)

@@ -9,12 +9,16 @@ imported, so a re-run adopts them instead of failing on "already exists"; an imp
 an object that turns out not to exist is dropped and the plan made again.
 
 :func:`apply_stack` applies exactly the saved plan and says, per resource, what
-happened; after a failure the state (read again by the caller) tells what exists.
+happened; after a failure the state (read again by the caller) tells what exists. The
+plan file is named after the process (``konfig-<pid>.tfplan``): a plan kept between
+``konfig apply``'s first plan and its apply under the lock is not replaced by another
+konfig's preview of the same stack; one left by a process that is gone is removed.
 Nothing here prints or reads the environment: the caller passes the variables' values.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +32,8 @@ from konfig.tofu.config import CONFIG_FILE, Backend, Configuration, configuratio
 from konfig.tofu.model import StackTerraform, TerraformResource, terraform_resources
 from konfig.tofu.runner import Cluster, ImportMissing, Run, TofuError, TofuSettings, Workdir
 
-PLAN_FILE = "konfig.tfplan"
+PLAN_PREFIX = "konfig-"
+PLAN_SUFFIX = ".tfplan"
 _CREDENTIAL = re.compile(r"password|secret|token|key|cert", re.IGNORECASE)
 
 
@@ -146,8 +151,8 @@ def plan_stack(
         scope=ctx.scope,
     )
     providers = state_providers(state)
-    plan_file = PLAN_FILE
-    remove([ctx.workdir / plan_file], scope=workdir.scope)
+    plan_file = f"{PLAN_PREFIX}{os.getpid()}{PLAN_SUFFIX}"
+    remove([ctx.workdir / plan_file, *_orphaned_plans(ctx.workdir)], scope=workdir.scope)
     for _attempt in range(2):
         config = configuration(
             resources_in_config,
@@ -193,6 +198,22 @@ def plan_stack(
         secrets=workdir.secrets,
     )
     return PlannedStack(resources, translated, plan_file, workdir, variables, ids, imports)
+
+
+def _orphaned_plans(path: Path) -> list[Path]:
+    """Plan files of konfig processes that are gone (killed between plan and apply)."""
+    out: list[Path] = []
+    for found in path.glob(f"{PLAN_PREFIX}*{PLAN_SUFFIX}") if path.is_dir() else ():
+        pid = found.name[len(PLAN_PREFIX) : -len(PLAN_SUFFIX)]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            out.append(found)
+        except OSError:
+            pass  # another user's process: alive
+    return out
 
 
 def _address(rid: str) -> str:

@@ -862,3 +862,92 @@ def test_a_first_signal_during_opentofu_apply_is_forwarded_and_tofu_stops_gracef
     assert kube.get("apps/v1", "Deployment", name, name) is not None
     res = konfig("preview", address, kc, "--detailed-exitcode", cwd=root)
     assert res.code == 0, res.out + res.err
+
+
+def _limited(repo: RepoBuilder, name: str, limit: int) -> None:
+    database = f'    database = {{extensions = ["pgcrypto"], connectionLimit = {limit}}}\n'
+    repo.stack(
+        name,
+        "dev",
+        main=MAIN.format(name=name, database=database),
+        stack_yaml=STACK_YAML.format(extra=""),
+    )
+
+
+def test_apply_of_a_shown_plan_runs_opentofu_plan_once_and_a_stale_plan_is_not_applied(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    cluster: Cluster,
+    kube: Kube,
+    tofu: Tofu,
+    tofu_env: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from konfig.commands._common import tofu_context
+    from konfig.engine.inventory import read_inventory
+    from konfig.pipeline.applying import compile_specs
+    from konfig.pipeline.terraform import discard, plan_hybrid, reuse_plan
+    from konfig.repo.layout import discover
+    from konfig.tofu.stackrun import apply_stack as tofu_apply
+
+    name = unique("reusedb")
+    db = name.replace("-", "_")
+    _limited(repo_builder, name, 5)
+    address = f"{name}/dev"
+    root = repo_builder.root
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    limit = f"SELECT rolconnlimit FROM pg_roles WHERE rolname = '{db}'"
+    assert tofu.psql(limit) == "5"
+
+    # Every tofu run is logged by a wrapper around the real binary.
+    runs = tmp_path / "tofu-runs.log"
+    wrapper = tmp_path / "tofu"
+    wrapper.write_text(f'#!/bin/sh\necho "$1" >> {runs}\nexec {tofu.tofu} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("KONFIG_TOFU", str(wrapper))
+
+    # apply --plan (as on merge): the plan compared with the saved preview is the one
+    # OpenTofu applies: one plan, one show, one apply (the preview's are its own).
+    _limited(repo_builder, name, 6)
+    saved = tmp_path / "preview.json"
+    res = konfig("preview", address, kc, "--format", "json", "--out", str(saved), cwd=root)
+    assert res.code == 0, res.err
+    runs.unlink()
+    res = konfig(
+        "apply", address, "--allow-dirty", "--yes", "--plan", str(saved), "--json", kc, cwd=root
+    )
+    assert res.code == 0, res.out + res.err
+    assert runs.read_text().split() == ["plan", "show", "apply"]
+    assert tofu.psql(limit) == "6"
+    workdir = tofu_env / state_suffix(f"appops/{address}")
+    assert not list(workdir.glob("*.tfplan")), "the applied plan file is removed"
+
+    # A plan shown before the state changed is planned again under the lock, and
+    # OpenTofu itself refuses to apply it (a stale plan).
+    _limited(repo_builder, name, 7)
+    repo = discover(root)
+    (stack,) = [s for s in repo.stacks if s.path == f"appops/{address}"]
+    spec = compile_specs(repo, [stack], jobs=1, state=None)[stack.path]
+    target = KubeTarget(str(cluster.kubeconfig), cluster.admin_context)
+    tctx = tofu_context(root)
+    shown = plan_hybrid(kube, stack, spec, read_inventory(kube, stack), tctx, target, lock=False)
+    assert shown.tofu is not None and shown.tofu.plan.has_changes
+    assert reuse_plan(kube, stack, spec, read_inventory(kube, stack), shown) is not None
+    # (this process's next plan of the stack takes the same file name: keep it aside)
+    plan_file = workdir / shown.tofu.plan_file
+    aside = tmp_path / "shown.tfplan"
+    aside.write_bytes(plan_file.read_bytes())
+    _limited(repo_builder, name, 9)
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    assert tofu.psql(limit) == "9"
+    plan_file.write_bytes(aside.read_bytes())
+    assert reuse_plan(kube, stack, spec, read_inventory(kube, stack), shown) is None
+    outcome = tofu_apply(shown.tofu)
+    assert not outcome.ok and "stale" in (outcome.error + outcome.output).lower(), outcome
+    assert tofu.psql(limit) == "9"
+    discard(shown)
+    assert not list(workdir.glob("*.tfplan"))
