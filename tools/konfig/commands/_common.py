@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 COMPILE_TIMEOUT_ENV = "KONFIG_COMPILE_TIMEOUT"
 COMPILE_MEMORY_ENV = "KONFIG_COMPILE_MEMORY"
 COMPILE_BATCH_ENV = "KONFIG_COMPILE_BATCH"
+KUBE_CLIENT_ENV = "KONFIG_KUBE_CLIENT"
 
 # ctx.obj key: a layout error was reported, so the command cannot exit 0 (cli.py)
 LAYOUT_ERRORS = "layout_errors"
@@ -64,6 +65,21 @@ def timeouts_of(ctx: click.Context) -> Timeouts:
         request=float(given.get("request_timeout", Timeouts.request)),
         credential=float(given.get("credential_timeout", Timeouts.credential)),
     )
+
+
+def kube_client() -> str:
+    """Who reads kubeconfigs: ``KONFIG_KUBE_CLIENT`` (``auto``, the default: konfig when
+    it understands the context, else the kubernetes client; ``kubernetes``: always the
+    kubernetes client)."""
+    from konfig.engine.kube import CLIENT_AUTO, CLIENTS
+
+    value = os.environ.get(KUBE_CLIENT_ENV, "").strip().lower() or CLIENT_AUTO
+    if value not in CLIENTS:
+        raise UsageError(
+            f"{KUBE_CLIENT_ENV}={value!r} is not a Kubernetes client konfig knows",
+            hint=f"use one of: {', '.join(CLIENTS)} (or leave it unset)",
+        )
+    return value
 
 
 def compile_settings() -> CompileSettings:

@@ -20,6 +20,7 @@ import click
 from konfig.commands._common import (
     cache_state,
     compile_settings,
+    kube_client,
     load_repository,
     timeouts_of,
     tofu_context,
@@ -167,7 +168,12 @@ def command(
         raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")
     env_kubeconfig = os.environ.get("KUBECONFIG")
     conns = Connections(
-        repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
+        repo,
+        kubeconfig,
+        context,
+        env_kubeconfig=env_kubeconfig,
+        timeouts=timeouts_of(ctx),
+        client=kube_client(),
     )
     conns.check(selected)  # every stack's cluster is in the kubeconfig: before anything else
     saved = load_saved_preview(plan_file) if plan_file else None

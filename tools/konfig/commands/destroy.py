@@ -12,7 +12,7 @@ import os
 
 import click
 
-from konfig.commands._common import load_repository, timeouts_of, tofu_context
+from konfig.commands._common import kube_client, load_repository, timeouts_of, tofu_context
 from konfig.commands._console import info
 from konfig.commands._options import kube_options
 from konfig.commands._progress import StackProgress
@@ -128,7 +128,12 @@ def command(
     options = ApplyOptions(concurrency=concurrency, timeout=timeout, wait=not no_wait)
     env_kubeconfig = os.environ.get("KUBECONFIG")
     with Connections(
-        repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
+        repo,
+        kubeconfig,
+        context,
+        env_kubeconfig=env_kubeconfig,
+        timeouts=timeouts_of(ctx),
+        client=kube_client(),
     ) as conns:
         tofu = tofu_context(repo.root)
         conns.check([t.stack for t in targets if not t.deleted])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from konfig.commands._common import load_repository, timeouts_of, tofu_context
+from konfig.commands._common import kube_client, load_repository, timeouts_of, tofu_context
 from konfig.commands._console import error, info
 from konfig.commands._options import kube_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
@@ -98,7 +98,12 @@ def command(
     selected = select_stacks(repo, stacks, all_stacks=not stacks)
     env_kubeconfig = os.environ.get("KUBECONFIG")
     with Connections(
-        repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
+        repo,
+        kubeconfig,
+        context,
+        env_kubeconfig=env_kubeconfig,
+        timeouts=timeouts_of(ctx),
+        client=kube_client(),
     ) as conns:
         status = collect_status(
             repo.root, selected, repo.stacks, conns, orphans=False, tofu=tofu_context(repo.root)

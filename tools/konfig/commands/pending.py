@@ -6,7 +6,7 @@ import os
 
 import click
 
-from konfig.commands._common import load_repository, timeouts_of
+from konfig.commands._common import kube_client, load_repository, timeouts_of
 from konfig.commands._console import echo_json, echo_stacks, info, warn
 from konfig.commands._options import kube_options
 from konfig.commands._outputs import github_output_file, write_stack_outputs
@@ -55,7 +55,12 @@ def command(
     repo = load_repository(ctx)
     env_kubeconfig = os.environ.get("KUBECONFIG")
     with Connections(
-        repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
+        repo,
+        kubeconfig,
+        context,
+        env_kubeconfig=env_kubeconfig,
+        timeouts=timeouts_of(ctx),
+        client=kube_client(),
     ) as conns:
         conns.check(repo.stacks)
         found = read_inventories(repo, conns)

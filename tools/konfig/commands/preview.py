@@ -16,6 +16,7 @@ import click
 from konfig.commands._common import (
     cache_state,
     compile_settings,
+    kube_client,
     load_repository,
     timeouts_of,
     tofu_context,
@@ -176,7 +177,12 @@ def command(
     quiet = fmt != "text" or out is not None
     env_kubeconfig = os.environ.get("KUBECONFIG")
     with Connections(
-        repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
+        repo,
+        kubeconfig,
+        context,
+        env_kubeconfig=env_kubeconfig,
+        timeouts=timeouts_of(ctx),
+        client=kube_client(),
     ) as conns:
         compiled = compile_stacks(
             repo,

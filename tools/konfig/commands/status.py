@@ -6,7 +6,7 @@ import os
 
 import click
 
-from konfig.commands._common import load_repository, timeouts_of, tofu_context
+from konfig.commands._common import kube_client, load_repository, timeouts_of, tofu_context
 from konfig.commands._console import out_console
 from konfig.commands._options import kube_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
@@ -53,7 +53,12 @@ def command(
     selected = select_stacks(repo, stacks, all_stacks=not stacks)
     env_kubeconfig = os.environ.get("KUBECONFIG")
     with Connections(
-        repo, kubeconfig, context, env_kubeconfig=env_kubeconfig, timeouts=timeouts_of(ctx)
+        repo,
+        kubeconfig,
+        context,
+        env_kubeconfig=env_kubeconfig,
+        timeouts=timeouts_of(ctx),
+        client=kube_client(),
     ) as conns:
         report = collect_status(
             repo.root,

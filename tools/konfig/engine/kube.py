@@ -1,12 +1,24 @@
-"""The Kubernetes API: the only module that imports ``kubernetes``.
+"""The Kubernetes API: the one module that talks to the API server.
 
-``connect(KubeTarget)`` loads a kubeconfig context and returns a :class:`Kube`: a
-dynamic client with lazy discovery (refreshed on a miss, so kinds whose
+``connect(KubeTarget)`` reads a kubeconfig context and returns a :class:`Kube`: lazy
+discovery (a kind's group version is read again on a miss, so kinds whose
 CustomResourceDefinition appeared mid-plan are found), server-side apply (also as
-``dryRun=All``), get, list and delete. Every API failure becomes a
-:class:`KubeError` with a readable message (what was attempted, on which object,
-as whom, and how to fix it); a failed request carries an :class:`ApiFailure`.
-No raw ``kubernetes`` exception leaves this module.
+``dryRun=All``), get, list and delete, over urllib3 (thread-safe, one pooled
+connection per worker). Every API failure becomes a :class:`KubeError` with a readable
+message (what was attempted, on which object, as whom, and how to fix it); a failed
+request carries an :class:`ApiFailure`. No raw urllib3 or ``kubernetes`` exception
+leaves this module.
+
+Reading the kubeconfig: konfig reads the kubeconfigs it fully understands itself (a
+server, a certificate authority as file or data or ``insecure-skip-tls-verify``,
+``tls-server-name``, a client certificate and key as files or data, a bearer token or
+``tokenFile``, a user name and password, an ``exec`` credential plugin). Any other
+entry in the context's cluster, user or context (``auth-provider``, ``proxy-url``,
+impersonation, a key konfig does not know) is read by the ``kubernetes`` client's
+kubeconfig loader instead, imported only then (it costs about 0.8 s CPU to import), as
+is every kubeconfig when the caller asks for ``client="kubernetes"``. Either way the
+requests go through the same transport, discovery and error handling here. ``exec``
+plugins are run by konfig (credentials.py) on both paths.
 
 The kubeconfig path is given by the caller (``--kubeconfig``, the stack's
 ``kubernetes.kubeconfig``, ``KUBECONFIG``, in that order, resolved by the CLI):
@@ -15,27 +27,26 @@ this module never reads the environment.
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import re
+import shutil
+import ssl
 import tempfile
 import threading
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
 
 import urllib3
-from kubernetes.client import ApiClient, Configuration
-from kubernetes.client import rest as kube_rest
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
-from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConfigMerger
-from kubernetes.dynamic import DynamicClient, LazyDiscoverer
-from kubernetes.dynamic.exceptions import ResourceNotFoundError, ResourceNotUniqueError
+import yaml
 
+from konfig import __version__
 from konfig.engine import credentials
 from konfig.errors import KonfigError
 from konfig.ids import describe
@@ -49,6 +60,17 @@ DEFAULT_REQUEST_TIMEOUT = 60.0
 CONNECT_TIMEOUT = 10.0
 # Concurrent requests one Kube serves without opening throw-away connections.
 MAX_WORKERS = 32
+USER_AGENT = f"konfig/{__version__}"
+
+# How a kubeconfig is read: ``auto`` (konfig's own reader when it understands the
+# context's entries, else the ``kubernetes`` client's loader) or ``kubernetes`` (always
+# the loader; ``KONFIG_KUBE_CLIENT=kubernetes``, read by the CLI).
+CLIENT_AUTO = "auto"
+CLIENT_KUBERNETES = "kubernetes"
+CLIENTS = (CLIENT_AUTO, CLIENT_KUBERNETES)
+# Which reader a connection used (``Kube.client``).
+READ_BY_KONFIG = "konfig"
+READ_BY_KUBERNETES = "kubernetes"
 
 _T = TypeVar("_T")
 
@@ -167,64 +189,66 @@ class ResourceInfo:
         return self.api_version.rpartition("/")[0]
 
 
-class _InMemoryDiscoverer(LazyDiscoverer):
-    """Lazy discovery kept in memory: the stock one writes a cache file to the shared
-    temp directory, keyed only by server URL (stale across clusters on one port)."""
-
-    def _write_cache(self) -> None:
-        pass
-
-
-def _raw(_client: Any, data: Any) -> Any:
-    return data
-
-
 @dataclass
 class Kube:
     """A connection to one cluster context. Thread-safe for get/apply/delete/list."""
 
-    api: ApiClient
-    dynamic: DynamicClient
+    http: _Http
     server: str
     context: str
     user: str
     kubeconfig: str
     timeouts: Timeouts = field(default_factory=Timeouts)
+    # READ_BY_KONFIG or READ_BY_KUBERNETES: who read the kubeconfig
+    client: str = READ_BY_KONFIG
     _mappings: dict[tuple[str, str], ResourceInfo] = field(default_factory=dict)
+    # group version -> kind -> mapping, as last read from the server
+    _served: dict[str, dict[str, ResourceInfo]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # --- discovery ---------------------------------------------------------------
 
     def resource(self, api_version: str, kind: str) -> ResourceInfo:
-        """The REST mapping of a kind; rediscovers once on a miss (new CRDs)."""
+        """The REST mapping of a kind; reads its group version again on a miss (new CRDs)."""
         key = (api_version, kind)
         with self._lock:
             found = self._mappings.get(key)
             if found is not None:
                 return found
-            res = self._call(
-                lambda: self._discover(api_version, kind), what=f"discover {kind} ({api_version})"
-            )
+            res = self._discover(api_version, kind)
             if res is None:
                 raise UnknownKindError(api_version, kind, self.server)
             self._mappings[key] = res
             return res
 
     def _discover(self, api_version: str, kind: str) -> ResourceInfo | None:
-        group, _, version = api_version.rpartition("/")
-        prefix = "apis" if group else "api"
-        try:
-            # LazyDiscoverer re-reads the server's API groups itself on a miss.
-            results = self.dynamic.resources.search(
-                prefix=prefix, group=group, api_version=version, kind=kind
-            )
-        except (ResourceNotFoundError, ResourceNotUniqueError):
+        """The kind's mapping from its group version's resource list (read once, and
+        again when the kind is not in it: a CustomResourceDefinition may be new)."""
+        served = self._served.get(api_version)
+        if served is not None and kind in served:
+            return served[kind]
+        if "/" in api_version:
+            path = f"/apis/{api_version}"
+        elif api_version:
+            path = f"/api/{api_version}"
+        else:
             return None
-        for res in results:
-            name = getattr(res, "name", "") or ""
-            if getattr(res, "kind", None) == kind and "/" not in name and name:
-                return ResourceInfo(api_version, kind, name, bool(res.namespaced))
-        return None
+        try:
+            data = self._request("get", path, what=f"discover {kind} ({api_version})")
+        except KubeApiError as exc:
+            if exc.failure.status == 404:  # the group version is not served (yet)
+                return None
+            raise
+        served = {}
+        for res in data.get("resources") or []:
+            name = str(res.get("name") or "")
+            res_kind = str(res.get("kind") or "")
+            if name and "/" not in name and res_kind and res_kind not in served:
+                served[res_kind] = ResourceInfo(
+                    api_version, res_kind, name, bool(res.get("namespaced"))
+                )
+        self._served[api_version] = served
+        return served.get(kind)
 
     def has_kind(self, api_version: str, kind: str) -> bool:
         try:
@@ -304,11 +328,11 @@ class Kube:
         namespace = meta.get("namespace")
         info = self.resource(api_version, kind)
         path = self._path(info, name, namespace if info.namespaced else None)
-        params: dict[str, Any] = {"field_manager": field_manager}
+        params: dict[str, Any] = {"fieldManager": field_manager}
         if force:
-            params["force_conflicts"] = "true"
+            params["force"] = "true"
         if dry_run:
-            params["dry_run"] = "All"
+            params["dryRun"] = "All"
         verb = "dry-run server-side apply" if dry_run else "server-side apply"
         what = f"{verb} of {describe(api_version, kind, name, namespace)}"
         return dict(
@@ -367,9 +391,9 @@ class Kube:
                 "get",
                 path,
                 what=f"list {info.plural} ({api_version}){where}",
-                label_selector=label_selector,
+                labelSelector=label_selector,
                 limit=500,
-                _continue=token,
+                **{"continue": token},  # type: ignore[arg-type]
             )
             for item in data.get("items") or []:
                 item.setdefault("apiVersion", api_version)
@@ -380,7 +404,7 @@ class Kube:
                 return items
 
     def close(self) -> None:
-        self.api.close()  # type: ignore[no-untyped-call]
+        self.http.close()
 
     def __enter__(self) -> Kube:
         return self
@@ -390,11 +414,22 @@ class Kube:
 
     # --- plumbing ----------------------------------------------------------------
 
-    def _request(self, method: str, path: str, *, what: str, **params: Any) -> Any:
-        params = {k: v for k, v in params.items() if v is not None}
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        body: Any = None,
+        content_type: str = "application/json",
+        **params: Any,
+    ) -> Any:
+        query = {k: v for k, v in params.items() if v is not None}
+        if body is not None and not isinstance(body, bytes):
+            body = json.dumps(body, separators=(",", ":")).encode("utf-8")
         return self._call(
-            lambda: self.dynamic.request(
-                method, path, serializer=_raw, _request_timeout=self.timeouts.urllib3, **params
+            lambda: self.http.request(
+                method, path, query=query, body=body, content_type=content_type
             ),
             what=what,
         )
@@ -402,8 +437,16 @@ class Kube:
     def _call(self, fn: Callable[[], _T], *, what: str) -> _T:
         try:
             return fn()
-        except ApiException as exc:
+        except _StatusError as exc:
             raise self._api_error(exc, what) from None
+        except _NotJson as exc:
+            raise KubeError(
+                f"the server at {self.server} (context {self.context!r}) answered the "
+                f"request to {what} with something that is not a Kubernetes API answer "
+                f"(HTTP {exc.status}, {exc.content_type or 'no content type'}): {exc.start}",
+                hint="check that the kubeconfig's server URL points at the Kubernetes API "
+                "server itself, not at a proxy or a web page",
+            ) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if _timed_out(exc):
                 raise KubeTimeoutError(
@@ -422,8 +465,8 @@ class Kube:
                 "(--kubeconfig / --context, the stack's kubernetes: settings, KUBECONFIG)",
             ) from None
 
-    def _api_error(self, exc: ApiException, what: str) -> KubeApiError:
-        failure = failure_from(exc.status or 0, exc.reason or "", exc.body)
+    def _api_error(self, exc: _StatusError, what: str) -> KubeApiError:
+        failure = failure_from(exc.status, exc.reason, exc.body)
         status = f"{failure.status} {failure.reason}".strip()
         identity = f"user {self.user!r} of context {self.context!r}"
         hint: str | None = None
@@ -474,7 +517,8 @@ def _timed_out(exc: BaseException) -> bool:
             return False  # (urllib3 derives "connection refused" from ConnectTimeoutError)
         if isinstance(seen, (urllib3.exceptions.TimeoutError, TimeoutError)):
             return True
-        seen = getattr(seen, "reason", None) or seen.__context__
+        reason = getattr(seen, "reason", None)  # an exception, or text (ssl.SSLError)
+        seen = reason if isinstance(reason, BaseException) else seen.__context__
     return False
 
 
@@ -538,42 +582,398 @@ def _retries() -> _Retry:
     return _Retry(total=3, connect=1, read=2, redirect=0, status=0, other=0)
 
 
-class _BoundedRest(kube_rest.RESTClientObject):
-    """The client's REST layer with a timeout on every request: the kubernetes client
-    sends the requests it makes itself (API discovery) without one."""
-
-    def __init__(self, configuration: Configuration, timeout: tuple[float, float]) -> None:
-        super().__init__(configuration)
-        self._default_timeout = timeout
-
-    def request(  # type: ignore[no-untyped-def]
-        self, method, url, headers=None, body=None, post_params=None, _request_timeout=None
-    ):
-        return super().request(  # type: ignore[no-untyped-call]
-            method,
-            url,
-            headers=headers,
-            body=body,
-            post_params=post_params,
-            _request_timeout=_request_timeout or self._default_timeout,
-        )
+# --- the transport ---------------------------------------------------------------
 
 
-def _plain(node: Any) -> Any:
-    """The value of a kubeconfig entry (the client wraps merged entries in ConfigNode)."""
-    return node.value if isinstance(node, ConfigNode) else node
+class _StatusError(Exception):
+    """The API server answered with an error status (turned into a KubeApiError)."""
+
+    def __init__(self, status: int, reason: str, body: bytes) -> None:
+        super().__init__(status, reason)
+        self.status = status
+        self.reason = reason
+        self.body = body
 
 
-def _named(entries: Any, name: str) -> Any:
-    for entry in entries or []:
-        if isinstance(_plain(entry), Mapping) and _plain(entry).get("name") == name:
-            return entry
-    return None
+class _NotJson(Exception):
+    """A 2xx answer whose body is not JSON (a proxy's or web server's page)."""
+
+    def __init__(self, status: int, content_type: str, body: bytes) -> None:
+        super().__init__(status)
+        self.status = status
+        self.content_type = content_type
+        self.start = body[:120].decode("utf-8", "replace").strip() or "(empty)"
 
 
 @dataclass
-class _Refresher:
-    """Runs the credential plugin again when the token it gave expires (thread-safe)."""
+class _Endpoint:
+    """Where and how to connect, whoever read the kubeconfig: the server URL, TLS
+    (certificate authority, client certificate and key: a file or PEM data each), and
+    the ``Authorization`` header (a callable: a credential may be refreshed)."""
+
+    server: str
+    verify: bool = True
+    ca_file: str | None = None
+    ca_data: str | None = None
+    cert_file: str | None = None
+    cert_data: bytes | None = None
+    key_file: str | None = None
+    key_data: bytes | None = None
+    tls_server_name: str | None = None
+    proxy: str | None = None
+    authorization: Callable[[], str | None] = lambda: None
+    read_by: str = READ_BY_KONFIG
+    # what to name in an error about this endpoint's files: "user 'x' in kubeconfig k"
+    where: str = ""
+
+
+def _ssl_context(endpoint: _Endpoint) -> ssl.SSLContext:
+    """The TLS context for every connection of one endpoint (built once)."""
+    context = urllib3.util.ssl_.create_urllib3_context(
+        cert_reqs=ssl.CERT_REQUIRED if endpoint.verify else ssl.CERT_NONE
+    )
+    where = endpoint.where
+    try:
+        if endpoint.verify:
+            if endpoint.ca_data is not None:
+                context.load_verify_locations(cadata=endpoint.ca_data)
+            elif endpoint.ca_file is not None:
+                context.load_verify_locations(cafile=endpoint.ca_file)
+            else:
+                context.load_default_certs()
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        raise KubeError(f"cannot use the certificate authority of {where}: {exc}") from None
+    if endpoint.cert_file is None and endpoint.cert_data is None:
+        return context
+    try:
+        if endpoint.cert_data is None and endpoint.key_data is None:
+            context.load_cert_chain(str(endpoint.cert_file), endpoint.key_file)
+        else:
+            # ssl loads a client certificate from files only: written to a private
+            # directory, loaded, and removed at once
+            private = tempfile.mkdtemp(prefix="konfig-tls-")
+            try:
+                cert = _private_file(private, "cert.pem", endpoint.cert_data, endpoint.cert_file)
+                key = _private_file(private, "key.pem", endpoint.key_data, endpoint.key_file)
+                context.load_cert_chain(str(cert), key)
+            finally:
+                shutil.rmtree(private, ignore_errors=True)
+    except (OSError, ValueError) as exc:
+        raise KubeError(
+            f"cannot use the client certificate and key of {where}: {exc}",
+            hint="the kubeconfig user needs client-certificate(-data) and client-key(-data) "
+            "that belong together (PEM)",
+        ) from None
+    return context
+
+
+def _private_file(directory: str, name: str, data: bytes | None, path: str | None) -> str | None:
+    if data is None:
+        return path
+    target = str(Path(directory) / name)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    return target
+
+
+class _Http:
+    """JSON requests to one API server over a urllib3 pool (thread-safe)."""
+
+    def __init__(self, endpoint: _Endpoint, timeouts: Timeouts) -> None:
+        self.base = endpoint.server.rstrip("/")
+        self.authorization = endpoint.authorization
+        connect_timeout, read_timeout = timeouts.urllib3
+        self.timeout = urllib3.Timeout(connect=connect_timeout, read=read_timeout)
+        pool: dict[str, Any] = {
+            "maxsize": MAX_WORKERS,  # room for the dry-run thread pool
+            "retries": _retries(),
+            "timeout": self.timeout,
+        }
+        if self.base.startswith("https:"):
+            pool["ssl_context"] = _ssl_context(endpoint)
+            if endpoint.verify:
+                pool["cert_reqs"] = "CERT_REQUIRED"
+                if endpoint.tls_server_name:
+                    pool["server_hostname"] = endpoint.tls_server_name
+            else:
+                pool["cert_reqs"] = "CERT_NONE"
+                pool["assert_hostname"] = False
+        self.pool: urllib3.PoolManager
+        if endpoint.proxy:
+            self.pool = urllib3.ProxyManager(endpoint.proxy, **pool)
+        else:
+            self.pool = urllib3.PoolManager(**pool)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any],
+        body: bytes | None,
+        content_type: str,
+    ) -> Any:
+        url = self.base + quote(path, safe="/:@")
+        if query:
+            url += "?" + urlencode(query)
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        authorization = (self.authorization() or "").strip()  # a token file's newline
+        if authorization:
+            headers["Authorization"] = authorization
+        if body is not None:
+            headers["Content-Type"] = content_type
+        response = self.pool.request(
+            method.upper(), url, body=body, headers=headers, timeout=self.timeout
+        )
+        data = response.data
+        if not 200 <= response.status < 300:
+            raise _StatusError(response.status, response.reason or "", data)
+        if not data:
+            return {}
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise _NotJson(
+                response.status, response.headers.get("Content-Type", ""), data
+            ) from None
+
+    def close(self) -> None:
+        self.pool.clear()
+
+
+# --- reading the kubeconfig ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Named:
+    """A kubeconfig entry (context, cluster or user) and the file it came from."""
+
+    value: Mapping[str, Any]
+    source: str
+
+
+@dataclass
+class _Kubeconfig:
+    """The kubeconfig file(s), merged as the ``kubernetes`` client merges ``a:b``: the
+    first file that names an entry wins; the last file's ``current-context`` wins."""
+
+    path: str
+    current: str | None = None
+    contexts: dict[str, _Named] = field(default_factory=dict)
+    clusters: dict[str, _Named] = field(default_factory=dict)
+    users: dict[str, _Named] = field(default_factory=dict)
+
+
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _read_kubeconfig(kubeconfig: str) -> _Kubeconfig:
+    merged = _Kubeconfig(kubeconfig)
+    for path in kubeconfig.split(":"):
+        if not path or not Path(path).exists():
+            continue
+        try:
+            with open(path, encoding="utf-8") as stream:
+                doc = yaml.load(stream, Loader=_LOADER)  # a safe loader
+        except (OSError, ValueError, yaml.YAMLError) as exc:  # unreadable, or not YAML
+            raise KubeError(f"cannot read kubeconfig {path}: {exc}") from None
+        if doc is None:
+            raise KubeError(f"kubeconfig {path} is empty")
+        if not isinstance(doc, Mapping):
+            raise KubeError(f"kubeconfig {path} is not a kubeconfig (no mapping at the top)")
+        for key, into in (
+            ("contexts", merged.contexts),
+            ("clusters", merged.clusters),
+            ("users", merged.users),
+        ):
+            entries = doc.get(key) or []
+            if not isinstance(entries, list):
+                raise KubeError(f"kubeconfig {path}: `{key}` must be a list")
+            for entry in entries:
+                if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+                    into.setdefault(entry["name"], _Named(entry, path))
+        if "current-context" in doc:
+            current = doc["current-context"]
+            merged.current = str(current) if current else None
+    return merged
+
+
+# The entries konfig reads itself; anything else in the context's cluster, user or
+# context goes to the ``kubernetes`` client's loader.
+_CLUSTER_KEYS = frozenset(
+    {
+        "server",
+        "certificate-authority",
+        "certificate-authority-data",
+        "insecure-skip-tls-verify",
+        "tls-server-name",
+        "extensions",
+        "disable-compression",
+    }
+)
+_USER_KEYS = frozenset(
+    {
+        "token",
+        "tokenFile",
+        "client-certificate",
+        "client-certificate-data",
+        "client-key",
+        "client-key-data",
+        "username",
+        "password",
+        "extensions",
+    }
+)
+_CONTEXT_KEYS = frozenset({"cluster", "user", "namespace", "extensions"})
+
+
+def _understood(section: Any, known: frozenset[str]) -> bool:
+    return isinstance(section, Mapping) and all(
+        key in known and (key == "extensions" or isinstance(value, (str, bool)))
+        for key, value in section.items()
+    )
+
+
+def _beside(base: Path, name: str) -> str:
+    """A path from a kubeconfig, relative to the file's directory (as the client reads it)."""
+    return os.path.normpath(base / name)
+
+
+def _konfig_endpoint(
+    config: _Kubeconfig,
+    ctx: Mapping[str, Any],
+    user: Mapping[str, Any],
+    user_source: str,
+    token: _ExecToken | None,
+    where: str,
+) -> _Endpoint | None:
+    """The endpoint of a context konfig fully understands, else None (the caller then
+    asks the ``kubernetes`` client's loader, which reads the same kubeconfig)."""
+    cluster_entry = config.clusters.get(str(ctx.get("cluster", "")))
+    if cluster_entry is None:
+        return None
+    cluster = cluster_entry.value.get("cluster")
+    if not (
+        _understood(ctx, _CONTEXT_KEYS)
+        and _understood(cluster, _CLUSTER_KEYS)
+        and _understood(user, _USER_KEYS)
+    ):
+        return None
+    assert isinstance(cluster, Mapping)
+    server = cluster.get("server")
+    if not isinstance(server, str) or not server.startswith(("https://", "http://")):
+        return None
+    endpoint = _Endpoint(server=server.rstrip("/"), where=where)
+    cluster_base = Path(cluster_entry.source).resolve().parent
+    user_base = Path(user_source).resolve().parent
+    try:
+        if server.startswith("https://"):
+            if cluster.get("certificate-authority-data"):
+                pem = base64.b64decode(str(cluster["certificate-authority-data"]), validate=True)
+                endpoint.ca_data = pem.decode("ascii")
+            elif cluster.get("certificate-authority"):
+                endpoint.ca_file = _beside(cluster_base, str(cluster["certificate-authority"]))
+            # client certificates are read relative to the cluster's file, as the
+            # kubernetes client does
+            for key, attr in (("client-certificate", "cert"), ("client-key", "key")):
+                if user.get(f"{key}-data"):
+                    data = base64.b64decode(str(user[f"{key}-data"]), validate=True)
+                    setattr(endpoint, f"{attr}_data", data)
+                elif user.get(key):
+                    setattr(endpoint, f"{attr}_file", _beside(cluster_base, str(user[key])))
+    except (ValueError, UnicodeDecodeError) as exc:  # binascii.Error is a ValueError
+        raise KubeError(f"cannot use {where}: a *-data entry is not base64 PEM: {exc}") from None
+    if "insecure-skip-tls-verify" in cluster:
+        endpoint.verify = not cluster["insecure-skip-tls-verify"]
+    if cluster.get("tls-server-name"):
+        endpoint.tls_server_name = str(cluster["tls-server-name"])
+    # the kubernetes client's order: a token (or tokenFile), then user name and password
+    if token is not None:
+        endpoint.authorization = token.header
+    elif user.get("token"):
+        endpoint.authorization = _constant(f"Bearer {user['token']}")
+    elif user.get("tokenFile"):
+        try:
+            text = Path(_beside(user_base, str(user["tokenFile"]))).read_text("utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise KubeError(f"cannot read the tokenFile of {where}: {exc}") from None
+        endpoint.authorization = _constant(f"Bearer {text}")
+    elif "username" in user and "password" in user:
+        pair = f"{user['username']}:{user['password']}".encode("latin-1", "replace")
+        endpoint.authorization = _constant(f"Basic {base64.b64encode(pair).decode()}")
+    return endpoint
+
+
+def _constant(value: str) -> Callable[[], str | None]:
+    return lambda: value
+
+
+def _kubernetes_endpoint(
+    kubeconfig: str,
+    context: str,
+    user_name: str,
+    user: Mapping[str, Any] | None,
+    token: _ExecToken | None,
+    where: str,
+) -> _Endpoint:
+    """The endpoint as the ``kubernetes`` client's kubeconfig loader reads it (auth
+    providers, proxies, and whatever konfig's own reader leaves to it)."""
+    from kubernetes.client import Configuration
+    from kubernetes.config.config_exception import ConfigException
+    from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader, KubeConfigMerger
+
+    try:
+        merged = KubeConfigMerger(kubeconfig).config  # type: ignore[no-untyped-call]
+    except (OSError, ValueError, ConfigException) as exc:
+        raise KubeError(f"cannot read kubeconfig {kubeconfig}: {exc}") from None
+    if merged is None or not isinstance(merged.value, Mapping):
+        raise KubeError(f"kubeconfig {kubeconfig} holds no configuration")
+    if user is not None:  # an exec plugin's credential in place of `exec`
+        for entry in merged.value.get("users") or []:
+            plain = entry.value if isinstance(entry, ConfigNode) else entry
+            if isinstance(plain, dict) and plain.get("name") == user_name:
+                plain["user"] = dict(user)
+                break
+    conf = Configuration()
+    try:
+        loader = KubeConfigLoader(  # type: ignore[no-untyped-call]
+            config_dict=merged, active_context=context, config_base_path=None
+        )
+        loader.load_and_set(conf)  # type: ignore[no-untyped-call]
+    except ConfigException as exc:
+        raise KubeError(
+            f"cannot use kubeconfig {kubeconfig} (context {context!r}): {exc}"
+        ) from None
+    if token is not None:
+        exec_token = token
+
+        def refresh(conf: Configuration) -> None:
+            conf.api_key["BearerToken"] = exec_token.header()
+
+        conf.refresh_api_key_hook = refresh  # type: ignore[assignment]
+
+    def authorization() -> str | None:
+        setting = conf.auth_settings().get("BearerToken")
+        return str(setting["value"]) if setting and setting.get("value") else None
+
+    return _Endpoint(
+        server=str(conf.host),
+        verify=bool(conf.verify_ssl),
+        ca_file=conf.ssl_ca_cert,
+        cert_file=conf.cert_file,
+        key_file=conf.key_file,
+        tls_server_name=conf.tls_server_name,
+        proxy=conf.proxy,
+        authorization=authorization,
+        read_by=READ_BY_KUBERNETES,
+        where=where,
+    )
+
+
+@dataclass
+class _ExecToken:
+    """A token from a credential plugin, fetched again when it expires (thread-safe)."""
 
     plugin: credentials.Plugin
     credential: credentials.Credential
@@ -582,70 +982,15 @@ class _Refresher:
     cluster: Mapping[str, Any] | None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def __call__(self, conf: Configuration) -> None:
+    def header(self) -> str:
         with self.lock:
-            if not self.credential.expired(datetime.now(UTC)):
-                return
-            fresh = credentials.run(
-                self.plugin, timeout=self.timeout, cwd=self.cwd, cluster=self.cluster
-            )
-            if fresh.token:
-                self.credential = fresh
-                conf.api_key["BearerToken"] = f"Bearer {fresh.token}"
-
-
-def _configuration(
-    kubeconfig: str, context: str | None, timeouts: Timeouts
-) -> tuple[Configuration, str, str]:
-    """Load a kubeconfig context into a client Configuration: (configuration, context,
-    user). An ``exec`` credential plugin runs here, bounded by ``timeouts.credential``."""
-    try:
-        merged = KubeConfigMerger(kubeconfig).config  # type: ignore[no-untyped-call]
-    except (OSError, ValueError) as exc:  # unreadable, or not YAML
-        raise KubeError(f"cannot read kubeconfig {kubeconfig}: {exc}") from None
-    if merged is None or not isinstance(merged.value, Mapping):
-        raise KubeError(f"kubeconfig {kubeconfig} holds no configuration")
-    top = merged.value
-    name = context or top.get("current-context")
-    found = _named(top.get("contexts"), str(name)) if name else None
-    if found is None:
-        available = ", ".join(sorted(str(_plain(c).get("name")) for c in top.get("contexts") or []))
-        raise KubeError(
-            f"kubeconfig {kubeconfig} has no context {name!r} (it has: {available or 'none'})",
-            hint="set kubernetes.context in the stack's stack.yaml or pass --context",
-        )
-    ctx = _plain(found).get("context") or {}
-    user_name = str(ctx.get("user", ""))
-    user_entry = _named(top.get("users"), user_name) if user_name else None
-    refresher: _Refresher | None = None
-    if user_entry is not None:
-        user = _plain(user_entry).get("user") or {}
-        if isinstance(user, Mapping) and "exec" in user:
-            source = getattr(user_entry, "path", None) or kubeconfig.split(":")[0]
-            plugin = credentials.plugin_of(user_name, user["exec"], source)
-            cluster_entry = _named(top.get("clusters"), str(ctx.get("cluster", "")))
-            cluster = (_plain(cluster_entry) or {}).get("cluster") if cluster_entry else None
-            cwd = str(Path(source).parent)
-            credential = credentials.run(
-                plugin, timeout=timeouts.credential, cwd=cwd, cluster=cluster
-            )
-            _plain(user_entry)["user"] = credentials.user_entry(credential, user)
-            if credential.token and credential.expires is not None:
-                refresher = _Refresher(plugin, credential, timeouts.credential, cwd, cluster)
-    conf = Configuration()
-    # Room for the dry-run thread pool: one pooled connection per worker.
-    conf.connection_pool_maxsize = MAX_WORKERS
-    conf.retries = _retries()
-    try:
-        loader = KubeConfigLoader(  # type: ignore[no-untyped-call]
-            config_dict=merged, active_context=str(name), config_base_path=None
-        )
-        loader.load_and_set(conf)  # type: ignore[no-untyped-call]
-    except ConfigException as exc:
-        raise KubeError(f"cannot use kubeconfig {kubeconfig} (context {name!r}): {exc}") from None
-    if refresher is not None:
-        conf.refresh_api_key_hook = refresher  # type: ignore[assignment]
-    return conf, str(name), user_name
+            if self.credential.expired(datetime.now(UTC)):
+                fresh = credentials.run(
+                    self.plugin, timeout=self.timeout, cwd=self.cwd, cluster=self.cluster
+                )
+                if fresh.token:
+                    self.credential = fresh
+            return f"Bearer {self.credential.token}"
 
 
 def resolve_kubeconfig(kubeconfig: str | None) -> str:
@@ -663,52 +1008,74 @@ def resolve_kubeconfig(kubeconfig: str | None) -> str:
 
 def list_contexts(kubeconfig: str | None) -> tuple[list[str], str | None]:
     """The context names of a kubeconfig and its current context (no connection made)."""
-    path = resolve_kubeconfig(kubeconfig)
-    try:
-        merged = KubeConfigMerger(path).config  # type: ignore[no-untyped-call]
-    except (OSError, ValueError) as exc:  # unreadable, or not YAML
-        raise KubeError(f"cannot read kubeconfig {path}: {exc}") from None
-    doc = _plain(merged) if merged is not None else None
-    if not isinstance(doc, Mapping):
-        raise KubeError(f"kubeconfig {path} is not a kubeconfig (no mapping at the top)")
-    names = sorted(
-        str(_plain(c).get("name"))
-        for c in _plain(doc.get("contexts")) or []
-        if isinstance(_plain(c), Mapping)
-    )
-    current = _plain(doc.get("current-context"))
-    return names, (str(current) if current else None)
+    config = _read_kubeconfig(resolve_kubeconfig(kubeconfig))
+    return sorted(config.contexts), config.current
 
 
-def connect(target: KubeTarget, timeouts: Timeouts | None = None) -> Kube:
-    """Load the target's kubeconfig context and check that the API server answers."""
+def connect(
+    target: KubeTarget, timeouts: Timeouts | None = None, *, client: str = CLIENT_AUTO
+) -> Kube:
+    """Read the target's kubeconfig context and check that the API server answers.
+
+    ``client``: ``CLIENT_AUTO`` (konfig reads the kubeconfig when it understands the
+    context's entries, else the ``kubernetes`` client's loader does) or
+    ``CLIENT_KUBERNETES`` (always the loader). An ``exec`` credential plugin runs here,
+    bounded by ``timeouts.credential``.
+    """
+    if client not in CLIENTS:
+        raise KubeError(
+            f"unknown Kubernetes client {client!r}", hint=f"use one of: {', '.join(CLIENTS)}"
+        )
     timeouts = timeouts or Timeouts()
     kubeconfig = resolve_kubeconfig(target.kubeconfig)
-    conf, context, user = _configuration(kubeconfig, target.context, timeouts)
-    api = ApiClient(configuration=conf)
-    api.rest_client.pool_manager.clear()
-    api.rest_client = _BoundedRest(conf, timeouts.urllib3)
-    server = str(conf.host)
-    # Never read: nothing is written (see _InMemoryDiscoverer), so it never exists.
-    no_cache = str(Path(tempfile.gettempdir()) / f"konfig-discovery-{uuid.uuid4().hex}.json")
-    placeholder = Kube(
-        api=api,
-        dynamic=None,  # type: ignore[arg-type]
-        server=server,
-        context=context,
-        user=user,
+    config = _read_kubeconfig(kubeconfig)
+    name = target.context or config.current
+    found = config.contexts.get(name) if name else None
+    if found is None:
+        available = ", ".join(sorted(config.contexts))
+        raise KubeError(
+            f"kubeconfig {kubeconfig} has no context {name!r} (it has: {available or 'none'})",
+            hint="set kubernetes.context in the stack's stack.yaml or pass --context",
+        )
+    ctx = found.value.get("context") or {}
+    if not isinstance(ctx, Mapping):
+        raise KubeError(f"kubeconfig {found.source}: context {name!r} must be a mapping")
+    user_name = str(ctx.get("user", "") or "")
+    user_entry = config.users.get(user_name) if user_name else None
+    user: Mapping[str, Any] = {}
+    user_source = found.source
+    if user_entry is not None:
+        user = user_entry.value.get("user") or {}
+        user_source = user_entry.source
+    where = f"user {user_name!r} of context {name!r} in kubeconfig {kubeconfig}"
+    token: _ExecToken | None = None
+    replaced: Mapping[str, Any] | None = None
+    if isinstance(user, Mapping) and "exec" in user:
+        plugin = credentials.plugin_of(user_name, user["exec"], user_source)
+        cluster_entry = config.clusters.get(str(ctx.get("cluster", "")))
+        cluster = cluster_entry.value.get("cluster") if cluster_entry else None
+        cwd = str(Path(user_source).parent)
+        credential = credentials.run(plugin, timeout=timeouts.credential, cwd=cwd, cluster=cluster)
+        user = replaced = credentials.user_entry(credential, user)
+        if credential.token and credential.expires is not None:
+            token = _ExecToken(plugin, credential, timeouts.credential, cwd, cluster)
+    endpoint = None
+    if client == CLIENT_AUTO:
+        endpoint = _konfig_endpoint(config, ctx, user, user_source, token, where)
+    if endpoint is None:
+        endpoint = _kubernetes_endpoint(kubeconfig, str(name), user_name, replaced, token, where)
+    kube = Kube(
+        http=_Http(endpoint, timeouts),
+        server=endpoint.server,
+        context=str(name),
+        user=user_name,
         kubeconfig=kubeconfig,
         timeouts=timeouts,
+        client=endpoint.read_by,
     )
     try:
-        dynamic = placeholder._call(
-            lambda: DynamicClient(  # type: ignore[no-untyped-call]
-                api, cache_file=no_cache, discoverer=_InMemoryDiscoverer
-            ),
-            what="discover its API resources",
-        )
+        kube._request("get", "/api", what="discover its API resources")
     except BaseException:
-        placeholder.close()
+        kube.close()
         raise
-    placeholder.dynamic = dynamic
-    return placeholder
+    return kube

@@ -9,6 +9,7 @@ from types import TracebackType
 
 from konfig.engine.inventory import read_inventory
 from konfig.engine.kube import (
+    CLIENT_AUTO,
     Kube,
     KubeError,
     KubeTarget,
@@ -30,7 +31,8 @@ class Connections:
     command line) else the stack's ``kubernetes.context``. A stack whose directory is
     gone has neither, so only the command line and ``$KUBECONFIG`` choose for it.
     A connection that failed fails again for every stack of that cluster, without
-    trying again. ``timeouts`` bound every request and the credential plugin.
+    trying again. ``timeouts`` bound every request and the credential plugin; ``client``
+    says who reads the kubeconfigs (``kube.connect``).
     """
 
     def __init__(
@@ -41,12 +43,14 @@ class Connections:
         *,
         env_kubeconfig: str | None = None,
         timeouts: Timeouts | None = None,
+        client: str = CLIENT_AUTO,
     ) -> None:
         self.repo = repo
         self.kubeconfig = kubeconfig
         self.context = context
         self.env_kubeconfig = env_kubeconfig or None
         self.timeouts = timeouts or Timeouts()
+        self.client = client
         self._open: dict[KubeTarget, Kube | KonfigError] = {}
         self._lock = threading.Lock()
         self._located: dict[str, KubeTarget] = {}  # deleted stack path -> its cluster
@@ -164,7 +168,7 @@ class Connections:
         with self._lock:
             if target not in self._open:
                 try:
-                    self._open[target] = connect(target, self.timeouts)
+                    self._open[target] = connect(target, self.timeouts, client=self.client)
                 except KonfigError as exc:
                     self._open[target] = exc
             found = self._open[target]

@@ -43,15 +43,18 @@ def _assert_clean(result: subprocess.CompletedProcess[str], leftovers: list[int]
     assert leftovers == [], f"processes left running: {leftovers}"
 
 
+@pytest.mark.parametrize("client", ["auto", "kubernetes"])
 def test_preview_against_a_server_that_never_answers(
-    repo_builder: RepoBuilder, silent_server: SilentServer, tmp_path: Path
+    repo_builder: RepoBuilder, silent_server: SilentServer, tmp_path: Path, client: str
 ) -> None:
+    """On both paths: the kubeconfig read by konfig, and by the kubernetes client."""
     repo_builder.stack("shop", "dev")
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", silent_server.url, {"token": "t"})
 
     result, seconds, leftovers = run_konfig(
         repo_builder.root,
         ["preview", "shop/dev", "--kubeconfig", str(kubeconfig), "--request-timeout", "3"],
+        env={"KONFIG_KUBE_CLIENT": client},
     )
 
     assert result.returncode == 1, result.stdout + result.stderr

@@ -1,11 +1,19 @@
-"""The Kubernetes layer against the real local control plane, plus its pure parts."""
+"""The Kubernetes layer against the real local control plane, plus its pure parts.
+
+Every test against the cluster runs twice: with the kubeconfig read by konfig
+(``client="auto"``, the fast path) and by the ``kubernetes`` client's loader
+(``client="kubernetes"``, the fallback); both must behave alike."""
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
-from collections.abc import Iterator
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -13,6 +21,10 @@ from fixtures.cluster import Cluster
 from kubeutil import configmap, crd, namespace, unique, wait_for
 
 from konfig.engine.kube import (
+    CLIENT_AUTO,
+    CLIENT_KUBERNETES,
+    READ_BY_KONFIG,
+    READ_BY_KUBERNETES,
     Kube,
     KubeApiError,
     KubeError,
@@ -70,9 +82,20 @@ def test_missing_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
 # --- against the cluster ---------------------------------------------------------------
 
 
+@pytest.fixture(scope="module", params=[CLIENT_AUTO, CLIENT_KUBERNETES])
+def client(request: pytest.FixtureRequest) -> str:
+    """Who reads the kubeconfig: konfig (the cluster's kubeconfig is one it understands)
+    or the kubernetes client's loader."""
+    return str(request.param)
+
+
+READ_BY = {CLIENT_AUTO: READ_BY_KONFIG, CLIENT_KUBERNETES: READ_BY_KUBERNETES}
+
+
 @pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
+def kube(cluster: Cluster, client: str) -> Iterator[Kube]:
+    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context), client=client)
+    assert k.client == READ_BY[client]
     yield k
     k.close()
 
@@ -87,9 +110,9 @@ def test_connect_resolves_context_and_server(kube: Kube, cluster: Cluster) -> No
 
 
 @pytest.mark.cluster
-def test_unknown_context_lists_the_available_ones(cluster: Cluster) -> None:
+def test_unknown_context_lists_the_available_ones(cluster: Cluster, client: str) -> None:
     with pytest.raises(KubeError, match=r"has no context 'prod' \(it has: admin, restricted\)"):
-        connect(KubeTarget(str(cluster.kubeconfig), "prod"))
+        connect(KubeTarget(str(cluster.kubeconfig), "prod"), client=client)
 
 
 @pytest.mark.cluster
@@ -140,9 +163,9 @@ def test_discovery_refreshes_after_a_crd_appears(kube: Kube) -> None:
 
 
 @pytest.mark.cluster
-def test_restricted_identity_gets_a_clear_forbidden_error(cluster: Cluster) -> None:
+def test_restricted_identity_gets_a_clear_forbidden_error(cluster: Cluster, client: str) -> None:
     target = KubeTarget(str(cluster.kubeconfig), cluster.restricted_context)
-    with connect(target) as kube, pytest.raises(KubeApiError) as info:
+    with connect(target, client=client) as kube, pytest.raises(KubeApiError) as info:
         kube.apply(configmap("konfig-restricted"), dry_run=True)
     err = info.value
     assert err.failure.status == 403
@@ -160,7 +183,7 @@ def _dead_port() -> int:
 
 
 @pytest.mark.cluster
-def test_unreachable_server_names_the_url(cluster: Cluster, tmp_path: Path) -> None:
+def test_unreachable_server_names_the_url(cluster: Cluster, tmp_path: Path, client: str) -> None:
     config = yaml.safe_load(cluster.kubeconfig.read_text())
     port = _dead_port()
     for entry in config["clusters"]:
@@ -168,7 +191,7 @@ def test_unreachable_server_names_the_url(cluster: Cluster, tmp_path: Path) -> N
     broken = tmp_path / "kubeconfig"
     broken.write_text(yaml.safe_dump(config))
     with pytest.raises(KubeError) as info:
-        connect(KubeTarget(str(broken), "admin"))
+        connect(KubeTarget(str(broken), "admin"), client=client)
     text = str(info.value)
     assert f"cannot reach the Kubernetes API server at https://127.0.0.1:{port}" in text
     assert "connection refused" in text
@@ -177,7 +200,7 @@ def test_unreachable_server_names_the_url(cluster: Cluster, tmp_path: Path) -> N
 
 @pytest.mark.cluster
 def test_rejected_credentials_name_the_user_and_how_to_fix(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, tmp_path: Path, client: str
 ) -> None:
     config = yaml.safe_load(cluster.kubeconfig.read_text())
     for user in config["users"]:
@@ -185,7 +208,7 @@ def test_rejected_credentials_name_the_user_and_how_to_fix(
     broken = tmp_path / "kubeconfig"
     broken.write_text(yaml.safe_dump(config))
     with pytest.raises(KubeApiError) as info:
-        connect(KubeTarget(str(broken), "admin"))
+        connect(KubeTarget(str(broken), "admin"), client=client)
     assert info.value.failure.status == 401
     text = str(info.value)
     assert "rejected the credentials of user 'admin' of context 'admin'" in text
@@ -249,25 +272,221 @@ def _user_of(config: dict, context: str) -> str:  # type: ignore[type-arg]
 
 
 @pytest.mark.cluster
-def test_an_exec_credential_plugin_provides_the_token(cluster: Cluster, tmp_path: Path) -> None:
+def test_an_exec_credential_plugin_provides_the_token(
+    cluster: Cluster, tmp_path: Path, client: str
+) -> None:
     credential = (
         '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",'
         '"status":{"token":"@TOKEN","expirationTimestamp":"2099-01-01T00:00:00Z"}}'
     )
     path, calls = _exec_kubeconfig(cluster, tmp_path, f"echo '{credential}'\n")
-    with connect(KubeTarget(str(path), "admin")) as kube:
+    with connect(KubeTarget(str(path), "admin"), client=client) as kube:
+        assert kube.client == READ_BY[client]
         assert kube.get("v1", "Namespace", "default", None) is not None
     assert calls.read_text().count("called") == 1
 
 
 @pytest.mark.cluster
-def test_an_expired_exec_credential_is_fetched_again(cluster: Cluster, tmp_path: Path) -> None:
+def test_an_expired_exec_credential_is_fetched_again(
+    cluster: Cluster, tmp_path: Path, client: str
+) -> None:
     # the first answer is already expired, so the first request runs the plugin again
     credential = (
         '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",'
         '"status":{"token":"@TOKEN","expirationTimestamp":"2001-01-01T00:00:00Z"}}'
     )
     path, calls = _exec_kubeconfig(cluster, tmp_path, f"echo '{credential}'\n")
-    with connect(KubeTarget(str(path), "admin")) as kube:
+    with connect(KubeTarget(str(path), "admin"), client=client) as kube:
+        assert kube.client == READ_BY[client]
         assert kube.get("v1", "Namespace", "default", None) is not None
     assert calls.read_text().count("called") >= 2
+
+
+@pytest.mark.cluster
+def test_apply_without_force_is_a_conflict_with_the_other_manager(kube: Kube) -> None:
+    ns = unique("p6f")
+    kube.apply(namespace(ns), dry_run=False)
+    kube.apply(configmap(ns), dry_run=False, field_manager="by-hand")
+    changed = configmap(ns, k="mine")  # the field "by-hand" set to "v"
+    with pytest.raises(KubeApiError) as info:
+        kube.apply(changed, dry_run=True, force=False)
+    assert info.value.failure.status == 409
+    assert "conflict" in str(info.value).lower() and "by-hand" in str(info.value)
+    assert kube.apply(changed, dry_run=True, force=True)["data"] == {"k": "mine"}
+    kube.delete("v1", "Namespace", ns, None, uid=None, propagation="Background")
+
+
+# --- kubeconfigs: konfig's reader and the kubernetes client's loader agree -------------
+
+
+def _openssl(cwd: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _client_certificate(cluster: Cluster, where: Path) -> tuple[bytes, bytes]:
+    """A client certificate (PEM) of the group system:masters, signed by the cluster's CA,
+    and its key."""
+    pki = cluster.kubeconfig.parent / "pki"
+    where.mkdir(parents=True, exist_ok=True)
+    _openssl(where, "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "key.pem")
+    _openssl(where, "req", "-new", "-key", "key.pem", "-out", "req.csr",
+             "-subj", "/CN=konfig-cert-user/O=system:masters")  # fmt: skip
+    _openssl(where, "x509", "-req", "-in", "req.csr", "-CA", str(pki / "ca.crt"),
+             "-CAkey", str(pki / "ca.key"), "-set_serial", "7", "-days", "1", "-sha256",
+             "-out", "cert.pem")  # fmt: skip
+    return (where / "cert.pem").read_bytes(), (where / "key.pem").read_bytes()
+
+
+def _other_ca(where: Path) -> bytes:
+    where.mkdir(parents=True, exist_ok=True)
+    _openssl(where, "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "ca.key")
+    _openssl(where, "req", "-x509", "-new", "-key", "ca.key", "-days", "1",
+             "-subj", "/CN=not-the-cluster-ca", "-out", "ca.crt")  # fmt: skip
+    return (where / "ca.crt").read_bytes()
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _edit(cluster: Cluster, path: Path, change: Callable[[dict, dict, Path], None]) -> Path:  # type: ignore[type-arg]
+    """The cluster's kubeconfig with the admin context's cluster and user entries edited
+    by ``change(cluster_entry, user_entry, directory)``, written to ``path``."""
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    ctx = next(c["context"] for c in config["contexts"] if c["name"] == "admin")
+    entry = next(c["cluster"] for c in config["clusters"] if c["name"] == ctx["cluster"])
+    user = next(u["user"] for u in config["users"] if u["name"] == ctx["user"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    change(entry, user, path.parent)
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _ca_as_file(entry: dict, user: dict, where: Path) -> None:  # type: ignore[type-arg]
+    (where / "ca.crt").write_bytes(base64.b64decode(entry.pop("certificate-authority-data")))
+    entry["certificate-authority"] = "ca.crt"  # relative to the kubeconfig
+
+
+def _insecure(entry: dict, user: dict, where: Path) -> None:  # type: ignore[type-arg]
+    entry.pop("certificate-authority-data")
+    entry["insecure-skip-tls-verify"] = True
+
+
+def _server_name(entry: dict, user: dict, where: Path) -> None:  # type: ignore[type-arg]
+    entry["tls-server-name"] = "kubernetes"  # in the certificate; 127.0.0.1 is dialled
+
+
+def _token_file(entry: dict, user: dict, where: Path) -> None:  # type: ignore[type-arg]
+    (where / "token").write_text(user.pop("token") + "\n")
+    user["tokenFile"] = "token"
+
+
+def _unknown_key(entry: dict, user: dict, where: Path) -> None:  # type: ignore[type-arg]
+    entry["x-vendor-setting"] = "1"  # konfig leaves what it does not know to the loader
+
+
+def _wrong_server_name(entry: dict, user: dict, where: Path) -> None:  # type: ignore[type-arg]
+    entry["tls-server-name"] = "elsewhere.example"
+
+
+def _no_ca(entry: dict, user: dict, where: Path) -> None:  # type: ignore[type-arg]
+    entry.pop("certificate-authority-data")  # the system's CAs do not know the cluster's
+
+
+def _outcome(kubeconfig: Path, client: str) -> tuple[str, str, str]:
+    """(who read the kubeconfig, the default Namespace's uid, '') or ('', '', error)."""
+    try:
+        with connect(KubeTarget(str(kubeconfig), "admin"), client=client) as kube:
+            live = kube.get("v1", "Namespace", "default", None)
+            assert live is not None
+            return kube.client, str(live["metadata"]["uid"]), ""
+    except KubeError as exc:
+        return "", "", str(exc)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(
+    ("change", "read_by"),
+    [
+        (_ca_as_file, READ_BY_KONFIG),
+        (_insecure, READ_BY_KONFIG),
+        (_server_name, READ_BY_KONFIG),
+        (_token_file, READ_BY_KONFIG),
+        (_unknown_key, READ_BY_KUBERNETES),
+    ],
+)
+def test_kubeconfig_variants_connect_alike_on_both_paths(
+    cluster: Cluster, tmp_path: Path, change: Callable[..., None], read_by: str
+) -> None:
+    path = _edit(cluster, tmp_path / "k" / "kubeconfig", change)
+    auto = _outcome(path, CLIENT_AUTO)
+    loader = _outcome(path, CLIENT_KUBERNETES)
+    assert auto[0] == read_by, auto
+    assert loader[0] == READ_BY_KUBERNETES, loader
+    assert auto[1] == loader[1] and auto[1], (auto, loader)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("as_files", [False, True])
+def test_a_client_certificate_authenticates_on_both_paths(
+    cluster: Cluster, tmp_path: Path, as_files: bool
+) -> None:
+    cert, key = _client_certificate(cluster, tmp_path / "k")
+
+    def use_certificate(entry: dict, user: dict, where: Path) -> None:  # type: ignore[type-arg]
+        user.pop("token")
+        if as_files:  # cert.pem and key.pem beside the kubeconfig, relative
+            user["client-certificate"], user["client-key"] = "cert.pem", "key.pem"
+        else:
+            user["client-certificate-data"], user["client-key-data"] = _b64(cert), _b64(key)
+
+    path = _edit(cluster, tmp_path / "k" / "kubeconfig", use_certificate)
+    auto = _outcome(path, CLIENT_AUTO)
+    loader = _outcome(path, CLIENT_KUBERNETES)
+    assert auto[0] == READ_BY_KONFIG and loader[0] == READ_BY_KUBERNETES, (auto, loader)
+    assert auto[1] == loader[1] and auto[1], (auto, loader)
+    # the key material written for ssl is gone again
+    assert not list(Path(tempfile.gettempdir()).glob("konfig-tls-*"))
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (_wrong_server_name, "elsewhere.example"),
+        (_no_ca, "certificate verify failed"),
+        ("other-ca", "certificate verify failed"),
+    ],
+)
+def test_tls_failures_are_the_same_clear_error_on_both_paths(
+    cluster: Cluster, tmp_path: Path, change: Any, expected: str
+) -> None:
+    if change == "other-ca":
+        ca = _other_ca(tmp_path / "ca")
+
+        def change(entry: dict, user: dict, where: Path) -> None:  # type: ignore[type-arg]
+            entry["certificate-authority-data"] = _b64(ca)
+
+    path = _edit(cluster, tmp_path / "k" / "kubeconfig", change)
+    auto = _outcome(path, CLIENT_AUTO)
+    loader = _outcome(path, CLIENT_KUBERNETES)
+    assert auto[2] and auto[2] == loader[2], (auto, loader)
+    assert "cannot reach the Kubernetes API server at https://127.0.0.1:" in auto[2]
+    assert expected in auto[2], auto[2]
+
+
+def test_unreadable_kubeconfigs_are_clear_errors(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    with pytest.raises(KubeError, match=r"kubeconfig .*empty is empty"):
+        connect(KubeTarget(str(empty), None))
+    broken = tmp_path / "broken"
+    broken.write_text("clusters: [\n")
+    with pytest.raises(KubeError, match=r"cannot read kubeconfig .*broken"):
+        connect(KubeTarget(str(broken), None))
+    listed = tmp_path / "listed"
+    listed.write_text("- a\n- b\n")
+    with pytest.raises(KubeError, match=r"is not a kubeconfig \(no mapping at the top\)"):
+        connect(KubeTarget(str(listed), None))
+    with pytest.raises(KubeError, match=r"unknown Kubernetes client 'kubectl'"):
+        connect(KubeTarget(str(listed), None), client="kubectl")
