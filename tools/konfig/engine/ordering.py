@@ -12,15 +12,18 @@ Two objects with one id, cycles, and ``dependsOn`` ids that are not in the plan 
 errors, raised before anything is written. Levels are topological generations; inside a
 level objects are sorted by a fixed kind order (Flux ``ssa/sort.go``) and then by id, so the
 order is deterministic. Prune and destroy walk the levels in reverse.
+
+The graph is a small adjacency map and the levels come from the standard library's
+``graphlib`` (networkx, used for this before, costs about 0.3 s CPU to import, more than
+a ``konfig preview`` of a hundred objects spends on ordering them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from graphlib import TopologicalSorter
 from typing import Any
-
-import networkx as nx
 
 from konfig.errors import KonfigError
 
@@ -111,16 +114,64 @@ def kind_rank(kind: str) -> int:
     return _RANK.get(kind, _LAST.get(kind, _OTHER))
 
 
-def build_graph(items: Iterable[Item], *, strict: bool = True) -> nx.DiGraph:
+@dataclass
+class Graph:
+    """The objects (in the order given) and the edges from a dependency to its
+    dependents (each with why: dependsOn, namespace or crd)."""
+
+    items: dict[str, Item] = field(default_factory=dict)
+    edges: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> list[str]:
+        return list(self.items)
+
+    def add_node(self, item: Item) -> None:
+        self.items[item.id] = item
+        self.edges.setdefault(item.id, {})
+
+    def add_edge(self, dependency: str, dependent: str, why: str) -> None:
+        self.edges[dependency].setdefault(dependent, why)
+
+    def has_edge(self, dependency: str, dependent: str) -> bool:
+        return dependent in self.edges.get(dependency, {})
+
+    def find_cycle(self) -> list[str] | None:
+        """The first cycle a depth-first walk meets (nodes and edges in the order
+        given, so the answer is deterministic), as its nodes; None when acyclic."""
+        done: set[str] = set()
+        for start in self.items:
+            if start in done:
+                continue
+            path = [start]
+            on_path = {start}
+            stack: list[Iterator[str]] = [iter(self.edges[start])]
+            while stack:
+                nxt = next(stack[-1], None)
+                if nxt is None:
+                    stack.pop()
+                    finished = path.pop()
+                    on_path.discard(finished)
+                    done.add(finished)
+                elif nxt in on_path:
+                    return path[path.index(nxt) :]
+                elif nxt not in done:
+                    path.append(nxt)
+                    on_path.add(nxt)
+                    stack.append(iter(self.edges[nxt]))
+        return None
+
+
+def build_graph(items: Iterable[Item], *, strict: bool = True) -> Graph:
     """Edges point from a dependency to its dependent. Raises OrderError (strict)."""
-    graph = nx.DiGraph()
+    graph = Graph()
     by_id: dict[str, Item] = {}
     twice: list[str] = []
     for item in items:
         if item.id in by_id:
             twice.append(item.id)  # one object would silently replace the other
         by_id[item.id] = item
-        graph.add_node(item.id, item=item)
+        graph.add_node(item)
     if twice and strict:
         raise OrderError(
             "two objects of the stack have the same id: " + ", ".join(sorted(set(twice))),
@@ -151,12 +202,9 @@ def build_graph(items: Iterable[Item], *, strict: bool = True) -> nx.DiGraph:
             "(apiVersion:Kind[:namespace]:name)",
         )
     if strict:
-        try:
-            cycle = nx.find_cycle(graph)
-        except nx.NetworkXNoCycle:
-            cycle = None
+        cycle = graph.find_cycle()
         if cycle:
-            path = " -> ".join([str(u) for u, _ in cycle] + [str(cycle[0][0])])
+            path = " -> ".join([*cycle, cycle[0]])
             raise OrderError(
                 f"dependency cycle: {path}",
                 hint="remove one of these dependsOn entries so the objects can be ordered",
@@ -164,16 +212,25 @@ def build_graph(items: Iterable[Item], *, strict: bool = True) -> nx.DiGraph:
     return graph
 
 
-def _sort_key(graph: nx.DiGraph, node: str) -> tuple[int, str]:
-    item: Item = graph.nodes[node]["item"]
-    return (kind_rank(item.kind), node)
+def _sort_key(graph: Graph, node: str) -> tuple[int, str]:
+    return (kind_rank(graph.items[node].kind), node)
 
 
-def levels(graph: nx.DiGraph) -> list[list[str]]:
-    """Topological generations, each sorted by kind order then id."""
-    return [
-        sorted(gen, key=lambda n: _sort_key(graph, n)) for gen in nx.topological_generations(graph)
-    ]
+def levels(graph: Graph) -> list[list[str]]:
+    """Topological generations, each sorted by kind order then id (the graph is acyclic:
+    build_graph checked it)."""
+    sorter: TopologicalSorter[str] = TopologicalSorter()
+    for node, dependents in graph.edges.items():
+        sorter.add(node)
+        for dependent in dependents:
+            sorter.add(dependent, node)
+    sorter.prepare()
+    out: list[list[str]] = []
+    while sorter.is_active():
+        ready = sorter.get_ready()
+        out.append(sorted(ready, key=lambda n: _sort_key(graph, n)))
+        sorter.done(*ready)
+    return out
 
 
 def levels_of(items: Iterable[Item]) -> list[list[str]]:
@@ -184,7 +241,7 @@ def levels_of(items: Iterable[Item]) -> list[list[str]]:
 def reverse_levels(items: Iterable[Item]) -> list[list[str]]:
     """Dependents first: for prune and destroy (lenient: prior objects may be incomplete)."""
     graph = build_graph(items, strict=False)
-    if not nx.is_directed_acyclic_graph(graph):
+    if graph.find_cycle() is not None:
         # A prior inventory cannot be re-ordered reliably: fall back to reverse kind order.
         ordered = sorted(graph.nodes, key=lambda n: _sort_key(graph, n), reverse=True)
         return [[n] for n in ordered]
@@ -193,6 +250,14 @@ def reverse_levels(items: Iterable[Item]) -> list[list[str]]:
     return [sorted(level, key=lambda n: _sort_key(graph, n), reverse=True) for level in out]
 
 
-def dependents(graph: nx.DiGraph, node: str) -> set[str]:
+def dependents(graph: Graph, node: str) -> set[str]:
     """Everything that (transitively) depends on ``node``."""
-    return set(nx.descendants(graph, node))
+    found: set[str] = set()
+    todo = list(graph.edges.get(node, {}))
+    while todo:
+        current = todo.pop()
+        if current not in found:
+            found.add(current)
+            todo.extend(graph.edges.get(current, {}))
+    found.discard(node)
+    return found
