@@ -51,7 +51,7 @@ def normalize(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A deep copy of ``obj`` without server-set noise, with dry-run quirks evened out."""
     if obj is None:
         return None
-    out = copy.deepcopy(dict(obj))
+    out: dict[str, Any] = _tree_copy(dict(obj))
     out.pop("status", None)
     meta = out.get("metadata")
     if isinstance(meta, dict):
@@ -64,6 +64,18 @@ def normalize(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
         _fold_string_data(out)
     _default_protocols(out)
     return out
+
+
+def _tree_copy(node: Any) -> Any:
+    """A deep copy of a JSON-like tree (maps, lists, scalars), several times faster than
+    ``copy.deepcopy``, which stays the copy for anything else."""
+    if isinstance(node, dict):
+        return {key: _tree_copy(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_tree_copy(value) for value in node]
+    if node is None or isinstance(node, (str, int, float)):
+        return node
+    return copy.deepcopy(node)
 
 
 def _fold_string_data(secret: dict[str, Any]) -> None:
@@ -185,5 +197,7 @@ def compare(
 ) -> Comparison:
     """Normalise, mask, then diff ``live`` (before) against ``planned`` (after)."""
     before, after = mask_pair(normalize(live), normalize(planned))
+    if before == after:  # most objects of a plan: no leaf can differ
+        return Comparison((), "")
     fields = field_changes(before, after)
     return Comparison(fields, unified_diff(before, after, name=name) if fields else "")
