@@ -8,7 +8,6 @@ this module loads them on demand and maps exceptions to exit codes (0 ok, 1 find
 from __future__ import annotations
 
 import importlib
-import logging
 import sys
 from pathlib import Path
 
@@ -46,6 +45,12 @@ COMMANDS = {
 }
 
 
+# Commands that load no library that logs (urllib3, the kubernetes client, GitPython):
+# they do not even import the logging module (`konfig list` should start as fast as
+# Python and click allow, issue 13).
+NO_LIBRARY_LOGS = frozenset({"list"})
+
+
 class LazyGroup(Group):
     """A click group that imports each subcommand's module on first use."""
 
@@ -56,6 +61,8 @@ class LazyGroup(Group):
         module = COMMANDS.get(cmd_name)
         if module is None:
             return super().get_command(ctx, cmd_name)
+        if cmd_name not in NO_LIBRARY_LOGS:
+            _quiet_libraries()
         command = importlib.import_module(module).command
         assert isinstance(command, click.Command)
         return command
@@ -90,7 +97,9 @@ def _quiet_libraries() -> None:
     """Libraries log to the root logger (urllib3 retries, the kubernetes client); with no
     handler there, Python prints those records raw on stderr (``ERROR:root:...`` once
     something called ``logging.basicConfig``). konfig reports failures itself, so the
-    records go nowhere."""
+    records go nowhere. Done before a command's module is imported."""
+    import logging
+
     root = logging.getLogger()
     if not root.handlers:
         root.addHandler(logging.NullHandler())
@@ -107,7 +116,6 @@ def _exit_code(ctx: click.Context, /, code: object, **_params: object) -> object
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (tests call this directly)."""
-    _quiet_libraries()
     with terminate_as_interrupt():
         return _run(argv)
 

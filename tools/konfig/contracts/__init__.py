@@ -32,13 +32,11 @@ A schema node may carry ``x-message``: the message to give instead of the generi
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -102,8 +100,11 @@ class ContractError(ConfigError):
 # -- the schemas -------------------------------------------------------------------
 
 
-def _folder() -> Any:
-    return resources.files("konfig.contracts")
+def _folder() -> Path:
+    """The schemas' folder: this package's own directory (konfig is installed as plain
+    files; importlib.resources, which gives the same for such a package, costs every
+    command a tenth of its start-up to import)."""
+    return Path(__file__).parent
 
 
 @cache
@@ -249,13 +250,15 @@ _valid: set[str] = set()  # memo keys of the documents found valid in this proce
 
 
 def _memo_key(name: str, text: str, ignore_unknown: bool) -> str:
+    import hashlib  # only when a document is validated (not for `konfig list`)
+
     seed = f"{name}\0{ignore_unknown}\0{_schemas_digest()}\0{text}"
     return hashlib.sha256(seed.encode()).hexdigest()
 
 
 @cache
 def _schemas_digest() -> str:
-    return files_digest(Path(str(_folder())))
+    return files_digest(_folder())
 
 
 # -- messages ------------------------------------------------------------------------

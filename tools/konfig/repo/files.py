@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +124,8 @@ def atomic_write_text(path: Path, text: str, *, scope: WriteScope, mode: int | N
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         scope.check(path)  # the folders just made are real; a race would show here
+        import tempfile  # only when writing (not for `konfig list`)
+
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as exc:
         raise _failure(scope, path, exc) from None
@@ -180,6 +181,8 @@ def usable_cache(root: Path, cache: Path) -> tuple[Path | None, str | None]:
     try:
         cache.mkdir(parents=True, exist_ok=True)
         # a real write: a read-only mount or a full disk shows only then
+        import tempfile  # only when a command uses the cache
+
         with tempfile.NamedTemporaryFile(dir=cache, prefix=".probe."):
             pass
     except OSError as exc:
