@@ -10,7 +10,10 @@ objects, each run as a fresh process:
     konfig preview <stack> --format json --kubeconfig K
     kubectl diff --server-side --field-manager=konfig --force-conflicts -f <manifests>
 
-and prints the median of --runs runs each and the ratio (goal: ≤ 1.0).
+and prints the median of --runs runs each, wall and CPU, and the ratios (goal: ≤ 1.0).
+konfig runs twice in each round: with the kubeconfig read by konfig itself (the
+default) and with ``KONFIG_KUBE_CLIENT=kubernetes`` (read by the kubernetes client's
+loader, which konfig then imports): the cost of that import, measured in the same run.
 
     .venv/bin/python hack/bench_preview.py [--kubeconfig K] [--objects 100] [--runs 5]
 
@@ -222,10 +225,14 @@ def main() -> int:
             raise SystemExit(f"konfig preview failed:\n{check.stdout}{check.stderr}")
         counts = json.loads(check.stdout)["counts"]
         konfig_runs: list[tuple[float, float]] = []
+        loader_runs: list[tuple[float, float]] = []
         kubectl_runs: list[tuple[float, float]] = []
-        for _ in range(args.runs):  # interleaved, so drift in machine load hits both
+        loader_env = {**env, "KONFIG_KUBE_CLIENT": "kubernetes"}
+        load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
+        for _ in range(args.runs):  # interleaved, so drift in machine load hits all
             konfig_runs.append(timed(konfig_cmd, env, (0,)))
             kubectl_runs.append(timed(kubectl_cmd, env, (0, 1)))
+            loader_runs.append(timed(konfig_cmd, loader_env, (0,)))
         engine = [
             engine_once(root, kubeconfig, args.context, args.workers) for _ in range(args.runs)
         ]
@@ -233,21 +240,30 @@ def main() -> int:
         c = statistics.median(t for t, _ in kubectl_runs)
         k_cpu = statistics.median(u for _, u in konfig_runs)
         c_cpu = statistics.median(u for _, u in kubectl_runs)
+        lo = statistics.median(t for t, _ in loader_runs)
+        lo_cpu = statistics.median(u for _, u in loader_runs)
         print(f"objects: {len(objs)} (preview counts: {counts})")
         print(f"konfig:  {' '.join(konfig_cmd)}")
         print(f"kubectl: {' '.join(kubectl_cmd)}")
         load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-        print(f"load average (1, 5, 15 min) after the runs: {load}")
+        print(f"load average (1, 5, 15 min) before the runs: {load_before}, after: {load}")
         print(f"konfig preview wall (s): {', '.join(f'{t:.2f}' for t, _ in konfig_runs)}")
         print(f"kubectl diff wall (s):   {', '.join(f'{t:.2f}' for t, _ in kubectl_runs)}")
+        print(f"konfig preview CPU (s):  {', '.join(f'{u:.2f}' for _, u in konfig_runs)}")
+        print(f"kubectl diff CPU (s):    {', '.join(f'{u:.2f}' for _, u in kubectl_runs)}")
         print(f"median wall: konfig preview {k:.2f}s, kubectl diff --server-side {c:.2f}s")
         print(f"median client CPU: konfig preview {k_cpu:.2f}s, kubectl diff {c_cpu:.2f}s")
+        print(
+            f"konfig preview, KONFIG_KUBE_CLIENT=kubernetes: median wall {lo:.2f}s, "
+            f"CPU {lo_cpu:.2f}s"
+        )
         e = statistics.median(engine)
         print(
             f"in-process engine (compile + inventory + plan + JSON) runs (s): "
             f"{', '.join(f'{t:.2f}' for t in engine)}; median {e:.2f}s"
         )
         print(f"ratio konfig/kubectl (wall): {k / c:.2f} (goal <= 1.0)")
+        print(f"ratio konfig/kubectl (CPU): {k_cpu / c_cpu:.2f}")
         print(f"ratio in-process engine/kubectl (wall): {e / c:.2f}")
         with connect(KubeTarget(kubeconfig, args.context)) as kube:
             kube.delete("v1", "Namespace", ns, None, uid=None, propagation="Background")
