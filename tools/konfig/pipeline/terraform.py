@@ -57,6 +57,7 @@ from konfig.engine.survey import ObjectStatus
 from konfig.errors import KonfigError
 from konfig.repo.files import WriteScope, remove
 from konfig.repo.layout import Stack
+from konfig.secrets.refs import key_refs
 from konfig.spec import Resource, Spec
 from konfig.tofu import plans
 from konfig.tofu.config import STATE_NAMESPACE, Backend, state_providers
@@ -173,11 +174,20 @@ def scram_verifier(password: str, *, iterations: int = 4096) -> str:
 def write_only_values(
     spec: Spec, data: Mapping[str, Mapping[str, str]]
 ) -> dict[tuple[str, str], WriteOnlyValue]:
-    """(Secret id, key) -> the value and version each write-only argument takes."""
+    """(Secret id, key) -> the value and version each write-only argument takes; a key
+    from an encrypted file is left out when ``data`` lacks it (a preview without the
+    decryption key: OpenTofu then plans without the value and ignores its version)."""
     out: dict[tuple[str, str], WriteOnlyValue] = {}
+    resources = spec.by_id()
     for item in terraform_resources(spec):
         for w in item.write_only:
             encoded = (data.get(w.secret) or {}).get(w.key)
+            holder = resources.get(w.secret)
+            from_file = holder is not None and w.key in {
+                k.key for k in key_refs(holder.id, holder.extensions)
+            }
+            if encoded is None and from_file:
+                continue
             if encoded is None:
                 raise TerraformSpecError(
                     f"{item.id}: {w.attribute} takes its value from {w.secret} key {w.key}, "

@@ -23,6 +23,7 @@ from kubeutil import unique
 from konfig.engine.kube import Kube, KubeTarget, connect
 from konfig.pipeline.terraform import state_suffix
 from konfig.tofu.config import STATE_NAMESPACE
+from konfig.tofu.state import decode_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tofu]
 
@@ -951,3 +952,127 @@ def test_apply_of_a_shown_plan_runs_opentofu_plan_once_and_a_stale_plan_is_not_a
     assert tofu.psql(limit) == "9"
     discard(shown)
     assert not list(workdir.glob("*.tfplan"))
+
+
+CANARY_DB = "canary-db-7f3a91c2e4b8d605"
+CANARY_DB_ROTATED = "canary-db-rotated-2c8e5a1f9d"
+
+
+def _forms(value: str) -> list[str]:
+    """The value and the base64 spellings a Secret or a log could carry."""
+    raw = value.encode()
+    out = [value, base64.b64encode(raw).decode()]
+    for shift in (1, 2):  # base64 of the value inside a longer text
+        out.append(base64.b64encode(b"x" * shift + raw).decode()[4:-4])
+    return out
+
+
+def test_the_role_password_from_the_stacks_encrypted_secrets_never_leaks(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    cluster: Cluster,
+    kube: Kube,
+    tofu: Tofu,
+    tofu_env: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name = unique("sopsdb")
+    db = name.replace("-", "_")
+    root = repo_builder.root
+    stack = f"appops/{name}/dev"
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    role_id = f"cyrilgdn/postgresql:postgresql_role:{db}"
+    secret_id = f"v1:Secret:{name}:{name}-db"
+    outputs: list[str] = []
+
+    def run(*args: str, key: bool = True, codes: tuple[int, ...] = (0,)) -> str:
+        if key:
+            monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(key_file))
+        else:
+            monkeypatch.delenv("SOPS_AGE_KEY_FILE", raising=False)
+        res = konfig(*args, cwd=root)
+        outputs.extend([res.out, res.err])
+        assert res.code in codes, f"konfig {' '.join(args)} -> {res.code}\n{res.out}{res.err}"
+        return res.out
+
+    key_file = tmp_path / "age.key"
+    recipient = run("secrets", "keygen", "-o", str(key_file), key=False).strip()
+    repo_builder.write(".sops.yaml", f"creation_rules:\n  - age: {recipient}\n")
+    database = '    database = {extensions = ["pgcrypto"], passwordFromFile = "secrets.enc.yaml"}\n'
+    repo_builder.stack(
+        name,
+        "dev",
+        main=MAIN.format(name=name, database=database),
+        stack_yaml=STACK_YAML.format(extra=""),
+    )
+
+    def encrypt(password: str) -> None:
+        repo_builder.write(f"{stack}/secrets.enc.yaml", f"{name}-db:\n  PGPASSWORD: {password}\n")
+        run("secrets", "encrypt", f"{stack}/secrets.enc.yaml", key=False)
+
+    encrypt(CANARY_DB)
+
+    # Compile needs no key; a preview without it plans the role without its password
+    # (write-only: nothing to compare) and says which Secret it could not compare.
+    spec_text = run("compile", stack, key=False)
+    assert f"{stack}/secrets.enc.yaml" in spec_text and "generated" not in spec_text
+    text = run("preview", stack, kc, key=False)
+    assert f"could not compare (no decryption key): {secret_id} (PGPASSWORD)" in text, text
+    assert f"create  {role_id}" in text
+    run("apply", stack, "--allow-dirty", "--yes", kc, key=False, codes=(1,))
+    assert "SOPS_AGE_KEY" in outputs[-1] and "nothing was applied" in outputs[-1]
+    assert tofu.psql(f"SELECT count(*) FROM pg_roles WHERE rolname = '{db}'") == "0"
+
+    # With the key: previews in every format, apply; the role logs in with the file's
+    # password and the Secret holds it.
+    preview = json.loads(run("preview", stack, kc, "--format", "json"))
+    (entry,) = preview["stacks"]
+    changes = {c["id"]: c for c in entry["changes"]}
+    assert {k["key"]: k["status"] for k in changes[secret_id]["secrets"]} == {"PGPASSWORD": "new"}
+    fields = {f["path"]: f["after"] for f in changes[role_id]["fields"]}
+    assert fields["password_wo"] == "(write-only)" and fields["password_wo_version"] == "***"
+    run("preview", stack, kc, "--format", "markdown")
+    run("preview", stack, kc, "--diff")
+    run("apply", stack, "--allow-dirty", "--yes", "--json", kc)
+    assert _login(tofu, db, CANARY_DB, db) == db
+    secret = kube.get("v1", "Secret", f"{name}-db", name)
+    assert secret is not None
+    assert base64.b64decode(secret["data"]["PGPASSWORD"]).decode() == CANARY_DB
+    run("preview", stack, kc, "--detailed-exitcode")
+
+    # Changed in the file: the next apply sets the role's password (its version changed).
+    encrypt(CANARY_DB_ROTATED)
+    text = run("preview", stack, kc, codes=(0,))
+    assert f"update  {role_id}" in text and "PGPASSWORD changed" in text, text
+    run("apply", stack, "--allow-dirty", "--yes", kc)
+    assert _login(tofu, db, CANARY_DB_ROTATED, db) == db
+    run("status", stack, kc, "--json")
+    run("drift", stack, kc)
+
+    # Neither password appears in any output, any file the runs wrote (the compile
+    # cache, the OpenTofu working directories and their state), nor PostgreSQL's log.
+    written = [p for p in tofu_env.rglob("*") if p.is_file() and not p.is_symlink()]
+    written += [p for p in (root / ".cache").rglob("*") if p.is_file()]
+    written += [p for p in (root / "appops").rglob("*") if p.is_file()]
+    assert any("compile" in str(p) for p in written)
+    status = subprocess.run(
+        [str(TOFU_SCRIPT), "status"],
+        env={**os.environ, "KONFIG_TOFU_DIR": str(tofu.dir)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    written.append(Path(json.loads(status.stdout.strip().splitlines()[-1])["pg_log"]))
+    state_secret = kube.get(
+        "v1", "Secret", f"tfstate-default-{state_suffix(stack)}", STATE_NAMESPACE
+    )
+    state = json.dumps(decode_state(state_secret, where=stack))
+    assert f"postgresql_role.{db}" in state
+    outputs.append(state)  # OpenTofu's state holds neither (write-only, ephemeral)
+    for canary in (CANARY_DB, CANARY_DB_ROTATED):
+        for form in _forms(canary):
+            for text_out in outputs:
+                assert form not in text_out
+            for path in written:
+                assert form.encode() not in path.read_bytes(), path
