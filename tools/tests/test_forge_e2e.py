@@ -13,13 +13,24 @@ control plane (``hack/cluster``) become repository secrets. Then, as a user woul
 - a PR that does not compile gets the file and line in the comment and fails;
 - a stack deleted in a PR is destroyed once merged;
 - a PR from a second user's fork gets compile/test/check only: no preview against the
-  cluster, no comment.
+  cluster, no comment;
+- a PR that gives webshop/prod its database (OpenTofu resources of the PostgreSQL
+  provider, against a PostgreSQL on loopback from ``hack/tofu``) and changes the stack on
+  the second cluster (http-echo/edge, context ``edge``) previews the database, the role
+  and the Secret in the one comment, and the merge creates them; the PostgreSQL password
+  (the repository secret's) and the role's generated one appear in no job log and no
+  comment.
+
+The repository holds every example stack. drift.yml is disabled in it (its schedule
+must not fire during the test); the runners get OpenTofu from the tool cache
+``hack/forge`` links to this clone's ``.cache/tofu`` (actions/setup, ``tofu: auto``).
 
 Every wait is bounded and prints the jobs' logs when it runs out.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -31,9 +42,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from fixtures.cluster import Cluster, _run_script
+from fixtures.cluster import Cluster, _cluster, _run_script, merged_kubeconfig
 from fixtures.forge import Forge
+from fixtures.tofu import Tofu
 from kubeutil import unique
 
 # Several workflow runs per test, each bounded by RUN_TIMEOUT (which prints the logs).
@@ -56,16 +67,26 @@ GIT_ENV = {
 }
 TIMINGS: dict[str, float] = {}
 DEV = "appops/guestbook/dev"
+SHOP = "appops/webshop/prod"
+EDGE = "appops/http-echo/edge"
+# The line that gives webshop/prod its database: main holds the stack without it, the
+# database PR adds it back.
+DATABASE_LINE = '    database = {name = "storefront", extensions = ["pgcrypto"]}\n'
 
 
 def konfig_cli(
-    *args: str, cwd: Path, kubeconfig: Path, age_key: Path | None = None
+    *args: str,
+    cwd: Path,
+    kubeconfig: Path,
+    age_key: Path | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, KUBECONFIG=str(kubeconfig), NO_COLOR="1")
     env.pop("SOPS_AGE_KEY", None)
     env.pop("SOPS_AGE_KEY_FILE", None)
     if age_key is not None:
         env["SOPS_AGE_KEY_FILE"] = str(age_key)
+    env.update(extra_env or {})
     return subprocess.run(
         [sys.executable, "-m", "konfig", *args],
         cwd=cwd,
@@ -91,6 +112,9 @@ class E2E:
     repo: str
     work: Path
     cluster: Cluster
+    edge: Cluster
+    tofu: Tofu
+    pg_password: str  # the superuser's: the canary of the database test
     kubectl_env: dict[str, str] = field(default_factory=dict)
 
     def git(self, *args: str, cwd: Path | None = None) -> str:
@@ -172,30 +196,12 @@ class E2E:
         return self.cluster.kubectl(*args, check=check)
 
 
-# The contexts of the e2e's one control plane (hack/cluster's `local`).
-E2E_CONTEXTS = frozenset({"admin", "restricted"})
-
-
 def template_files() -> list[str]:
-    """The template's tracked files (their working-tree content), as a user copies them,
-    without the stacks that declare Terraform resources: those need OpenTofu, its
-    providers and the servers they manage (webshop/prod's PostgreSQL, hack/tofu) on the
-    runner, which the forge's runners do not have; and without the stacks on another
-    cluster than the e2e's one (http-echo/edge names the context `edge`: every command
-    that reads it would refuse a kubeconfig without that context)."""
+    """The template's tracked files (their working-tree content), as a user copies them."""
     out = subprocess.run(
         ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
     ).stdout.decode()
-    files = [f for f in out.split("\0") if f and f not in NOT_IN_TEMPLATE and (ROOT / f).is_file()]
-    left_out: set[str] = set()
-    for f in files:
-        if not (f.startswith("appops/") and Path(f).name == "stack.yaml"):
-            continue
-        doc = yaml.safe_load((ROOT / f).read_text(encoding="utf-8")) or {}
-        context = (doc.get("kubernetes") or {}).get("context")
-        if "terraform" in doc or (context is not None and context not in E2E_CONTEXTS):
-            left_out.add(str(Path(f).parent) + "/")
-    return [f for f in files if not any(f.startswith(stack) for stack in left_out)]
+    return [f for f in out.split("\0") if f and f not in NOT_IN_TEMPLATE and (ROOT / f).is_file()]
 
 
 @pytest.fixture(scope="module")
@@ -221,9 +227,22 @@ def e2e_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="module")
+def e2e_edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The second cluster (context ``edge``) of http-echo/edge, this module's own."""
+    yield from _cluster(tmp_path_factory, "edge")
+
+
+def _superuser_password(tofu: Tofu) -> str:
+    # host:port:database:user:password
+    return tofu.pg_passfile.read_text(encoding="utf-8").strip().splitlines()[0].split(":", 4)[4]
+
+
+@pytest.fixture(scope="module")
 def e2e(
     forge: Forge,
     e2e_cluster: Cluster,
+    e2e_edge: Cluster,
+    tofu: Tofu,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[E2E]:
     scratch = tmp_path_factory.mktemp("e2e")
@@ -234,6 +253,11 @@ def e2e(
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes((ROOT / rel).read_bytes())
         dest.chmod((ROOT / rel).stat().st_mode)
+    # webshop/prod without its database on main: the database PR adds it, as an app
+    # developer would.
+    shop_main = work / SHOP / "main.k"
+    assert DATABASE_LINE in shop_main.read_text(encoding="utf-8")
+    shop_main.write_text(shop_main.read_text(encoding="utf-8").replace(DATABASE_LINE, ""))
     # The example secrets are encrypted for keys nobody holds: a test key of our own
     # (outside the repository), the example files re-created for it, their goldens
     # brought up to date, as a user adopting the template would. Never printed: the
@@ -252,19 +276,42 @@ def e2e(
     assert rekey.returncode == 0, rekey.stderr
     rekeyed = rekey.stdout.split()
     assert rekeyed, "hack/demo-secrets re-keyed no stack"
-    updated = konfig_cli("test", "--update", "--", *rekeyed, cwd=work, kubeconfig=Path(os.devnull))
+    goldens = sorted({*rekeyed, SHOP})
+    updated = konfig_cli("test", "--update", "--", *goldens, cwd=work, kubeconfig=Path(os.devnull))
     assert updated.returncode == 0, updated.stdout + updated.stderr
-    state = E2E(forge, "", work, e2e_cluster)
+    pg_password = _superuser_password(tofu)
+    state = E2E(forge, "", work, e2e_cluster, e2e_edge, tofu, pg_password)
     state.git("init", "-q", "-b", "main")
     state.git("add", "-A")
     state.git("commit", "-qm", "Konfig template")
     main = state.git("rev-parse", "HEAD")
     # Actions off while importing, or every workflow on `push` would run on the import.
     repo = state.repo = forge.import_repo(unique("config"), work, state.git)
-    kubeconfig = e2e_cluster.kubeconfig.read_text()
+    # The drift schedule (every six hours) must not fire in this repository mid-test:
+    # Gitea skips the schedules of a disabled workflow (services/actions/schedule_tasks.go).
+    forge.request("PUT", f"/repos/{repo}/actions/workflows/drift.yml/disable", expect=(204,))
+    drift = forge.get(f"/repos/{repo}/actions/workflows/drift.yml")
+    assert drift["state"] == "disabled_manually", drift
+    # Both clusters' contexts (admin, restricted; edge, edge-restricted) in one file.
+    kubeconfig = merged_kubeconfig(e2e_cluster, e2e_edge)
+    kubeconfig_file = scratch / "kubeconfig"
+    kubeconfig_file.write_text(kubeconfig, encoding="utf-8")
+    kubeconfig_file.chmod(0o600)
     forge.set_secret(repo, "KONFIG_PREVIEW_KUBECONFIG", kubeconfig)
     forge.set_secret(repo, "KONFIG_APPLY_KUBECONFIG", kubeconfig)
     forge.set_secret(repo, "SOPS_AGE_KEY", age_key.read_text(encoding="utf-8"))
+    # webshop/prod's stack.yaml names the variables; one secret per workflow holds them.
+    terraform_env = json.dumps(
+        {
+            "WEBSHOP_PROD_PGHOST": tofu.pg_host,
+            "WEBSHOP_PROD_PGPORT": tofu.pg_port,
+            "WEBSHOP_PROD_PGUSER": tofu.pg_superuser,
+            "WEBSHOP_PROD_PGPASSWORD": pg_password,
+        },
+        indent=1,
+    )
+    forge.set_secret(repo, "KONFIG_PREVIEW_TERRAFORM_ENV", terraform_env)
+    forge.set_secret(repo, "KONFIG_APPLY_TERRAFORM_ENV", terraform_env)
 
     # The cluster runs what main declares (as in a repository adopting Konfig), so a PR's
     # preview shows updates of live objects, and the first merge applies only its change.
@@ -276,8 +323,14 @@ def e2e(
         "--commit",
         main,
         cwd=work,
-        kubeconfig=e2e_cluster.kubeconfig,
+        kubeconfig=kubeconfig_file,
         age_key=age_key,
+        extra_env={
+            "KONFIG_TOFU": str(tofu.tofu),
+            "TF_CLI_CONFIG_FILE": str(tofu.cli_config),
+            "KONFIG_TOFU_WORKDIR": str(scratch / "tofu-work"),
+            "KONFIG_TERRAFORM_ENV": terraform_env,
+        },
     )
     assert res.returncode == 0, res.stdout + res.stderr
     TIMINGS["pre-apply of every example stack"] = time.monotonic() - t0
@@ -371,6 +424,112 @@ def test_one_stack_pr_gets_one_comment_placeholder_first_then_updated(e2e: E2E) 
         "-n", "guestbook-dev", "get", "deployment", "guestbook", "-o", "jsonpath={.spec.replicas}"
     ).stdout
     assert replicas == "3"
+
+
+def test_database_pr_previews_then_creates_it_and_no_password_is_shown(e2e: E2E) -> None:
+    """webshop/prod gets its database (Terraform resources) and http-echo/edge (the second
+    cluster) a second replica in one PR: one comment shows both, the merge applies both."""
+    shop_main = e2e.work / SHOP / "main.k"
+    shop = (ROOT / SHOP / "main.k").read_text(encoding="utf-8")
+    assert DATABASE_LINE in shop
+    edge_main = e2e.work / EDGE / "main.k"
+    edge = edge_main.read_text(encoding="utf-8").replace(
+        'namespace = "http-echo-edge"\n', 'namespace = "http-echo-edge"\n    replicas = 2\n'
+    )
+    assert "replicas = 2" in edge
+    head = e2e.change(
+        "database",
+        {f"{SHOP}/main.k": shop, f"{EDGE}/main.k": edge},
+        "webshop prod: a database; http-echo edge: 2",
+        goldens=(SHOP, EDGE),
+    )
+    assert shop_main.read_text(encoding="utf-8") == shop
+    t0 = time.monotonic()
+    pr = e2e.open_pr("database", "webshop prod: a PostgreSQL database", head)
+    comment = e2e.forge.wait(
+        "the database PR's preview comment",
+        lambda: next(
+            (c for c in e2e.konfig_comments(pr.number) if _preview_seen(c["body"], head)), None
+        ),
+        timeout=RUN_TIMEOUT,
+        logs=lambda: _logs_for(e2e, head),
+    )
+    TIMINGS["database PR opened -> preview comment"] = time.monotonic() - t0
+    run = e2e.wait_run("preview.yml", head, "pull_request")
+    logs = e2e.logs(run)
+    assert run["conclusion"] == "success", logs
+    [comment] = e2e.konfig_comments(pr.number)
+    body = comment["body"]
+    for expected in (
+        # both stacks, each on its own cluster
+        f"| `{SHOP}` |",
+        f"| `{EDGE}` |",
+        "| update | `Deployment http-echo-edge/http-echo` |",
+        "+  replicas: 2",
+        # the database, its owner role and the connection Secret, created
+        "| create | `postgresql_database storefront` | not in the Terraform state |",
+        "| create | `postgresql_role storefront` | not in the Terraform state |",
+        "| create | `Secret webshop-prod/storefront-db` | not in the cluster |",
+        "+name: storefront\n+owner: storefront",
+        # the role's password: write-only in the plan, masked in the Secret
+        "+password_wo: (write-only)",
+        "+  PGPASSWORD: '***'",
+        # the Deployment reads it
+        "+            - secretRef:\n+                name: storefront-db",
+    ):
+        assert expected in body, f"{expected!r} not in the comment:\n{body}"
+    assert e2e.pg_password not in body and e2e.pg_password not in logs
+    # The preview job installed OpenTofu from the runners' tool cache, built nothing.
+    assert "OpenTofu 1.12.6" in logs and "building OpenTofu" not in logs, logs
+
+    merged = e2e.merge(pr)
+    t1 = time.monotonic()
+    applied = e2e.wait_run("apply.yml", merged, "push")
+    TIMINGS["database merge -> apply run completed"] = time.monotonic() - t1
+    apply_logs = e2e.logs(applied)
+    assert applied["conclusion"] == "success", apply_logs
+    # The database, its owner role and the extension exist; the role logs in with the
+    # password kept only in the Secret the Deployment reads.
+    tofu = e2e.tofu
+    assert tofu.psql("SELECT rolname FROM pg_roles WHERE rolname = 'storefront'") == "storefront"
+    assert (
+        tofu.psql("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'storefront'")
+        == "storefront"
+    )
+    assert tofu.psql("SELECT extname FROM pg_extension", dbname="storefront").count("pgcrypto")
+    encoded = e2e.kubectl(
+        "-n", "webshop-prod", "get", "secret", "storefront-db", "-o", "jsonpath={.data.PGPASSWORD}"
+    ).stdout
+    role_password = base64.b64decode(encoded).decode()
+    assert len(role_password) >= 16
+    login = subprocess.run(
+        ["psql", "-X", "-w", "-At", "-U", "storefront", "-d", "storefront", "-c", "SELECT 1"],
+        env=tofu.env({"PGPASSWORD": role_password, "PGPASSFILE": os.devnull}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (login.returncode, login.stdout.strip()) == (0, "1"), login.stderr
+    env_from = e2e.kubectl(
+        "-n",
+        "webshop-prod",
+        "get",
+        "deployment",
+        "storefront",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].envFrom[*].secretRef.name}",
+    ).stdout
+    assert "storefront-db" in env_from.split(), env_from
+    # The second cluster follows too.
+    replicas = e2e.edge.kubectl(
+        "-n", "http-echo-edge", "get", "deployments", "-o", "jsonpath={.items[*].spec.replicas}"
+    ).stdout
+    assert replicas.split() == ["2"], replicas
+    # Neither password in any log of either run, nor in the comment.
+    every_log = logs + apply_logs + "".join(e2e.logs(r) for r in e2e.forge.runs(e2e.repo))
+    for secret in (e2e.pg_password, role_password):
+        assert secret not in every_log
+        assert all(secret not in (c.get("body") or "") for c in e2e.konfig_comments(pr.number))
 
 
 def _logs_for(e2e: E2E, head: str) -> str:

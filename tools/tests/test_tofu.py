@@ -149,3 +149,51 @@ def test_unknown_command_is_a_usage_error() -> None:
     res = _script("frobnicate")
     assert res.returncode == 2
     assert "unknown command 'frobnicate'" in res.stderr
+
+
+def test_a_cache_elsewhere_serves_the_pinned_build_without_its_source(
+    tofu: Tofu, tmp_path: Path
+) -> None:
+    """What actions/setup does on a CI runner: the tools checkout has no ../shared, the
+    cache (KONFIG_TOFU_CACHE) holds the pinned build; `key` says so and `build` lays out
+    a mirror there without the source. An empty cache asks for the source."""
+    clone = tmp_path / "tools" / "hack"
+    clone.mkdir(parents=True)
+    script = clone / "tofu"
+    script.write_bytes(TOFU_SCRIPT.read_bytes())
+    script.chmod(0o755)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "bin").symlink_to(tofu.tofu.parent.parent)
+
+    def run(*args: str, cache_dir: Path) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k != "KONFIG_TOFU_POSTGRESQL_SRC"}
+        return subprocess.run(
+            [str(script), *args],
+            env=dict(env, KONFIG_TOFU_CACHE=str(cache_dir)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    key = run("key", cache_dir=cache)
+    assert key.returncode == 0, key.stderr
+    facts = json.loads(key.stdout)
+    assert facts["built"] is True and facts["key"] == tofu.cli_config.parent.name
+    build = run("build", cache_dir=cache)
+    assert build.returncode == 0, build.stderr
+    built = json.loads(build.stdout)
+    assert built["cli_config"] == str(cache / facts["key"] / "tofurc")
+    assert Path(built["tofu"]).resolve() == tofu.tofu.resolve()
+    (provider,) = built["providers"]
+    assert provider["built_from"].startswith("sha256:") and "(pinned)" in provider["built_from"]
+    mirrored = cache / facts["key"] / "mirror" / "konfig.local" / "cyrilgdn" / "postgresql"
+    assert (mirrored / tofu.provider_version / "linux_amd64").is_dir()
+
+    empty = tmp_path / "empty"
+    assert json.loads(run("key", cache_dir=empty).stdout)["built"] is False
+    missing = run("build", cache_dir=empty)
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert "the source of the postgresql provider was not found" in missing.stderr
+    assert "KONFIG_TOFU_POSTGRESQL_SRC" in missing.stderr
+    assert not any(empty.glob("bin/*")), "nothing is built without the source"

@@ -141,6 +141,9 @@ def cache_state(root: Path, *, enabled: bool = True, git_required: bool = False)
 TOFU_ENV = "KONFIG_TOFU"
 TOFU_CLI_CONFIG_ENV = "TF_CLI_CONFIG_FILE"
 TOFU_DIR_ENV = "KONFIG_TOFU_WORKDIR"
+# Provider credentials given as one JSON object (one CI secret for all stacks; the
+# workflows pass KONFIG_{PREVIEW,APPLY,DRIFT}_TERRAFORM_ENV): docs/terraform.md.
+TERRAFORM_ENV = "KONFIG_TERRAFORM_ENV"
 
 
 def tofu_context(root: Path) -> TofuContext:
@@ -149,19 +152,29 @@ def tofu_context(root: Path) -> TofuContext:
     providers only from the filesystem mirror (``$TF_CLI_CONFIG_FILE``, as ``hack/tofu
     env`` sets it), the stacks' working directories (``$KONFIG_TOFU_WORKDIR``, else
     ``.cache/konfig/tofu``) and the environment the provider credentials come from
-    (each stack's stack.yaml names the variables)."""
+    (each stack's stack.yaml names the variables): the process environment, then the
+    JSON object in ``$KONFIG_TERRAFORM_ENV`` for names the environment does not set.
+    Only the names a stack declares are ever read from either; tofu and its provider
+    never see the bundle."""
     from konfig.pipeline.terraform import TofuContext
     from konfig.repo.files import WriteScope
+    from konfig.tofu.model import credentials_bundle
     from konfig.tofu.runner import TofuSettings
 
     workroot = Path(os.environ.get(TOFU_DIR_ENV) or cache_dir(root) / "tofu")
+    environ = {k: v for k, v in os.environ.items() if k != TERRAFORM_ENV}
+    bundle = os.environ.get(TERRAFORM_ENV, "")
+    credentials = dict(environ)
+    if bundle.strip():
+        for name, value in credentials_bundle(bundle, f"${TERRAFORM_ENV}").items():
+            credentials[name] = credentials.get(name) or value
     return TofuContext(
         settings=TofuSettings(
             binary=os.environ.get(TOFU_ENV) or "tofu",
             cli_config=os.environ.get(TOFU_CLI_CONFIG_ENV) or None,
-            environ=dict(os.environ),
+            environ=environ,
         ),
         workroot=workroot,
-        environment=dict(os.environ),
+        environment=credentials,
         scope=WriteScope.named(workroot, "the OpenTofu working directories", folder=True),
     )

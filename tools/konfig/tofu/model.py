@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from konfig.errors import ConfigError, KonfigError
+from konfig.errors import ConfigError, KonfigError, UsageError
 from konfig.ids import TerraformAddress
 from konfig.spec import Resource, Spec
 
@@ -368,3 +368,39 @@ def environment_names(terraform: StackTerraform, configs: Sequence[str]) -> list
         for var in terraform.providers[name].environment.values()
     }
     return sorted(names)
+
+
+def credentials_bundle(text: str, where: str) -> dict[str, str]:
+    """Provider credentials given together, as one CI secret holds them: a JSON object of
+    environment variable names (those stack.yaml's ``environment`` sections name) to
+    their values, strings or numbers. An error names ``where`` and the line, never a
+    value (the whole text is a secret)."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"{where}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})",
+            hint='give a JSON object of variable names to values, e.g. {"APP_PGHOST": "db"}',
+        ) from None
+    if not isinstance(data, Mapping):
+        raise UsageError(
+            f"{where}: a JSON object of variable names to values was expected, "
+            f"not a {type(data).__name__}",
+            hint='e.g. {"APP_PGHOST": "db", "APP_PGPASSWORD": "..."}',
+        )
+    out: dict[str, str] = {}
+    for name, value in data.items():
+        if not _ENV.match(name):
+            raise UsageError(
+                f"{where}: {name!r} is not an environment variable name "
+                "(letters, digits and _, not starting with a digit)"
+            )
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise UsageError(
+                f"{where}: the value of {name} must be a string or a number, "
+                f"not {'a boolean' if isinstance(value, bool) else type(value).__name__}"
+            )
+        out[name] = value if isinstance(value, str) else json.dumps(value)
+    return out
