@@ -34,6 +34,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,8 @@ from konfig.tofu.model import (
 )
 from konfig.tofu.refresh import ResourceDrift, refresh_stack
 from konfig.tofu.runner import Cluster, TofuSettings
-from konfig.tofu.stackrun import PlannedStack, StackTofu, WriteOnlyValue
+from konfig.tofu.stackrun import Outcome as TofuOutcome
+from konfig.tofu.stackrun import PlannedStack, StackTofu, WriteOnlyValue, show_plan
 from konfig.tofu.stackrun import apply_stack as tofu_apply
 from konfig.tofu.stackrun import plan_stack as tofu_plan
 from konfig.tofu.state import addresses as state_addresses
@@ -545,18 +547,87 @@ def reuse_plan(
         return None
     if read_intent(kube, ctx.backend):
         return None
+    return _with_kubernetes(kube, stack, spec, prior, saved, workers=workers)
+
+
+def _with_kubernetes(
+    kube: Kube,
+    stack: Stack,
+    spec: Spec,
+    prior: Inventory | None,
+    hybrid: HybridPlan,
+    *,
+    workers: int = DEFAULT_WORKERS,
+) -> HybridPlan:
+    """``hybrid`` with its Kubernetes part planned (with the OpenTofu plan's values) next
+    to the Terraform changes (unallowed destroys marked)."""
+    ctx = hybrid.context
+    tofu = hybrid.tofu
+    values = tofu.plan.values if tofu is not None else {}
     lookup = lookup_of(
-        ctx.terraform, ctx.environment, tofu.plan.values, known={r.id for r in spec.terraform()}
+        ctx.terraform, ctx.environment, values, known={r.id for r in spec.terraform()}
     )
     kspec = kubernetes_spec(spec, lookup)
-    kplan = plan_stack(kube, stack, kspec, prior, workers=workers, secret_data=saved.data or None)
-    tchanges = refuse_destroys(tofu.plan.changes, ctx.terraform)
+    kplan = plan_stack(kube, stack, kspec, prior, workers=workers, secret_data=hybrid.data or None)
+    tchanges = refuse_destroys(tofu.plan.changes, ctx.terraform) if tofu is not None else ()
     plan = replace(
         kplan,
         spec_digest=spec.digest(),
         changes=tuple(sorted((*kplan.changes, *tchanges), key=lambda c: c.id)),
     )
-    return replace(saved, plan=plan, kube_spec=kspec)
+    return replace(hybrid, plan=plan, kube_spec=kspec)
+
+
+def plan_terraform_first(
+    kube: Kube,
+    stack: Stack,
+    spec: Spec,
+    tctx: TofuContext,
+    target: KubeTarget,
+    *,
+    secret_data: SecretData | None = None,
+) -> HybridPlan | None:
+    """For ``konfig apply --yes`` (nothing shown to compare with): ``tofu plan`` under
+    OpenTofu's lock, not read back yet: ``tofu.actions`` says what it does, the changes
+    are not known yet (:func:`finish_plan` reads them). None for a stack without
+    Terraform resources in its Spec: the caller plans as usual."""
+    if not spec.terraform():
+        return None
+    ctx = stack_tofu(tctx, stack, target)
+    data = merged_data(secret_data, generated_data(kube, spec))
+    state = read_state(kube, ctx.backend, where=stack.path)
+    planned = tofu_plan(
+        ctx,
+        spec,
+        values=write_only_values(spec, data),
+        state=state,
+        lock=True,
+        members=read_intent(kube, ctx.backend),
+        show=False,
+    )
+    empty = StackPlan(stack.path, None, False, None, None, None, ())
+    return HybridPlan(empty, planned, Spec(()), data, ctx, state_serial(state))
+
+
+def applies_unread(quick: HybridPlan) -> bool:
+    """Whether OpenTofu may apply the plan of :func:`plan_terraform_first` before konfig
+    read it back: it creates or updates something and destroys, replaces, forgets and
+    moves nothing (no destroy apply would refuse; nothing to compare)."""
+    actions = quick.tofu.actions if quick.tofu is not None else None
+    return (
+        actions is not None
+        and actions.additive
+        and any(a in ("create", "update") for a in actions.actions.values())
+    )
+
+
+def finish_plan(
+    kube: Kube, stack: Stack, spec: Spec, prior: Inventory | None, quick: HybridPlan
+) -> HybridPlan:
+    """A plan of :func:`plan_terraform_first` read back and translated, its Kubernetes
+    part planned: what apply shows (it may run while OpenTofu applies it)."""
+    assert quick.tofu is not None
+    return _with_kubernetes(kube, stack, spec, prior, replace(quick, tofu=show_plan(quick.tofu)))
 
 
 def discard(hybrid: HybridPlan) -> None:
@@ -639,9 +710,30 @@ def apply_hybrid(
     path = stack.path
     ensure_state_namespace(kube)
     hybrid = None if saved is None else reuse_plan(kube, stack, spec, prior, saved)
+    applying: Future[TofuOutcome] | None = None  # tofu apply, started before the plan is read
+    if hybrid is None and saved is not None:
+        discard(saved)
+    elif hybrid is None and shown_entry is None:
+        quick = plan_terraform_first(kube, stack, spec, tctx, target, secret_data=secret_data)
+        stopping = stop is not None and stop.is_set()
+        if quick is not None and quick.tofu is not None and applies_unread(quick) and not stopping:
+            # Nothing to compare with and nothing apply could refuse: OpenTofu applies
+            # its plan while konfig reads it back and plans the Kubernetes part.
+            assert quick.tofu.actions is not None
+            creating = [quick.tofu.ids.get(a, a) for a in quick.tofu.actions.creating()]
+            if creating:
+                write_intent(kube, quick.context.backend, creating)
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tofu-apply")
+            applying = pool.submit(tofu_apply, quick.tofu, keep_plan=True)
+            pool.shutdown(wait=False)
+            try:
+                hybrid = finish_plan(kube, stack, spec, prior, quick)
+            except BaseException:
+                _settle(applying, quick)  # OpenTofu finishes and writes its state first
+                raise
+        elif quick is not None:
+            hybrid = finish_plan(kube, stack, spec, prior, quick)
     if hybrid is None:
-        if saved is not None:
-            discard(saved)
         hybrid = plan_hybrid(
             kube, stack, spec, prior, tctx, target, lock=True, secret_data=secret_data
         )
@@ -650,6 +742,12 @@ def apply_hybrid(
         show_plan(plan)
     refused = plan.refusals()
     problems = [] if shown_entry is None else plan_differences(shown_entry, plan)
+    if applying is not None and (refused or problems):  # pragma: no cover - additive plans
+        _settle(applying, hybrid)
+        raise KonfigError(
+            f"{path}: OpenTofu applied a plan apply refuses: "
+            + "; ".join([c.refused for c in refused] + problems)
+        )
     if refused or problems:
         discard(hybrid)
         if refused:
@@ -670,7 +768,8 @@ def apply_hybrid(
     results: list[ObjectResult] = []
     tofu = hybrid.tofu
     terraform_changes = list(tofu.plan.changes) if tofu is not None else []
-    if tofu is not None and tofu.plan.has_changes and stop is not None and stop.is_set():
+    stopped = stop is not None and stop.is_set()
+    if applying is None and tofu is not None and tofu.plan.has_changes and stopped:
         discard(hybrid)
         return StackResult(
             path,
@@ -680,13 +779,17 @@ def apply_hybrid(
             prior,
             time.monotonic() - started,
         )
-    if tofu is not None and tofu.plan.has_changes:
+    if tofu is not None and (tofu.plan.has_changes or applying is not None):
         emit(Event(path, "level", f"OpenTofu: {len(terraform_changes)} resources"))
         backend = hybrid.context.backend
         creating = [c.id for c in terraform_changes if c.action in ("create", "replace")]
-        if creating:
-            write_intent(kube, backend, creating)
-        outcome = tofu_apply(tofu)
+        if applying is not None:
+            outcome = applying.result()
+            discard(hybrid)
+        else:
+            if creating:
+                write_intent(kube, backend, creating)
+            outcome = tofu_apply(tofu)
         if creating or read_intent(kube, backend):
             write_intent(kube, backend, [])
         by_id = tofu.addresses
@@ -754,6 +857,14 @@ def apply_hybrid(
         objects=tuple(results) + result.objects,
         seconds=time.monotonic() - started,
     )
+
+
+def _settle(applying: Future[TofuOutcome], hybrid: HybridPlan) -> None:
+    """Wait for a ``tofu apply`` started early (it is never killed) and remove its plan."""
+    try:
+        applying.result()
+    finally:
+        discard(hybrid)
 
 
 # --- destroying ----------------------------------------------------------------------

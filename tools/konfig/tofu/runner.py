@@ -337,9 +337,13 @@ class Workdir:
         lock: bool,
         destroy: bool = False,
         refresh_only: bool = False,
+        json_into: str | None = None,
     ) -> int:
-        """``tofu plan -out``: exit 0 (no changes) or 2 (changes); TofuError otherwise."""
+        """``tofu plan -out``: exit 0 (no changes) or 2 (changes); TofuError otherwise.
+        ``json_into``: a file for OpenTofu's machine-readable messages too."""
         args = ["plan", "-input=false", "-no-color", "-detailed-exitcode", f"-out={out}"]
+        if json_into:
+            args.append(f"-json-into={json_into}")
         args.append("-lock=true" if lock else "-lock=false")
         if lock and self.settings.lock_timeout:
             args.append(f"-lock-timeout={int(self.settings.lock_timeout)}s")

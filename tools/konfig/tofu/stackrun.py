@@ -18,10 +18,11 @@ Nothing here prints or reads the environment: the caller passes the variables' v
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,17 +60,45 @@ class StackTofu:
     scope: WriteScope | None = None
 
 
+# The planned actions (OpenTofu's machine-readable ``planned_change`` messages) that
+# neither destroy nor replace anything: nothing apply could refuse.
+ADDITIVE = frozenset({"create", "update", "noop", "read"})
+
+
+@dataclass(frozen=True)
+class PlannedActions:
+    """What ``tofu plan -json-into`` said it plans: address -> action, and its summary."""
+
+    actions: dict[str, str]
+    summary: dict[str, int] | None  # add, change, remove, import, forget (None: not seen)
+
+    @property
+    def additive(self) -> bool:
+        """Nothing is destroyed, replaced, forgotten or moved (judged by the summary and
+        each action; a message konfig does not know makes it False)."""
+        if self.summary is None:
+            return False
+        if self.summary.get("remove", 1) or self.summary.get("forget", 1):
+            return False
+        return all(a in ADDITIVE for a in self.actions.values())
+
+    def creating(self) -> list[str]:
+        return [addr for addr, a in self.actions.items() if a == "create"]
+
+
 @dataclass
 class PlannedStack:
     """A saved plan and what applying it needs (kept in memory, never written)."""
 
     resources: list[TerraformResource]
-    plan: plans.TerraformPlan
+    plan: plans.TerraformPlan  # empty until shown when planned with ``show=False``
     plan_file: str
     workdir: Workdir
     variables: dict[str, str] = field(repr=False)
     ids: dict[str, str]  # address -> resource id
     imports: dict[str, str]
+    actions: PlannedActions | None = None  # with ``show=False``: what the plan does
+    destroy: bool = False
 
     @property
     def addresses(self) -> dict[str, str]:
@@ -117,8 +146,12 @@ def plan_stack(
     lock: bool,
     destroy: bool = False,
     secrets: set[str] | None = None,
+    show: bool = True,
 ) -> PlannedStack:
     """Plan the stack's Terraform resources (``destroy``: all of them destroyed).
+
+    ``show=False``: the plan is not read back (``tofu show -json``, which starts the
+    provider again) but its actions are kept (``actions``); :func:`show_plan` reads it.
 
     ``values``: (Secret id, key) -> a write-only argument's value; ``state``: the
     current state (decoded from the backend's Secret; None: none yet); ``members``:
@@ -174,8 +207,9 @@ def plan_stack(
         }
         workdir.write_config(config.document, CONFIG_FILE)
         workdir.init(config.document["terraform"])
+        stream = None if show else f"{plan_file}.jsonl"
         try:
-            workdir.plan(plan_file, variables, lock=lock, destroy=destroy)
+            code = workdir.plan(plan_file, variables, lock=lock, destroy=destroy, json_into=stream)
         except ImportMissing as exc:
             gone = set(exc.addresses)
             dropped = {rid for rid in imports if _address(rid) in gone} or set(imports)
@@ -184,20 +218,67 @@ def plan_stack(
         break
     else:  # pragma: no cover - the second plan has no imports left to fail
         raise TofuError(f"{ctx.stack_path}: tofu plan failed twice on imports")
-    shown = workdir.show(plan_file)
     ids = {r.address.address: r.id for r in resources}
-    write_only = {r.id: tuple(w.attribute for w in r.write_only) for r in resources_in_config}
-    versioned = {
-        r.id: tuple(w.version for w in r.write_only if w.version) for r in resources_in_config
-    }
+    planned = PlannedStack(
+        resources,
+        plans.TerraformPlan((), {}, code == 2),
+        plan_file,
+        workdir,
+        variables,
+        ids,
+        imports,
+        destroy=destroy,
+    )
+    if stream is not None:
+        planned.actions = _read_actions(workdir, stream)
+        return planned
+    return show_plan(planned)
+
+
+def show_plan(planned: PlannedStack) -> PlannedStack:
+    """The saved plan read back (``tofu show -json``) and translated into changes."""
+    workdir = planned.workdir
+    shown = workdir.show(planned.plan_file)
+    in_config = [] if planned.destroy else planned.resources
+    write_only = {r.id: tuple(w.attribute for w in r.write_only) for r in in_config}
+    versioned = {r.id: tuple(w.version for w in r.write_only if w.version) for r in in_config}
     translated = plans.translate(
         shown,
-        ids,
+        planned.ids,
         write_only=write_only,
         versions=versioned,
         secrets=workdir.secrets,
     )
-    return PlannedStack(resources, translated, plan_file, workdir, variables, ids, imports)
+    return replace(planned, plan=translated)
+
+
+def _read_actions(workdir: Workdir, stream: str) -> PlannedActions:
+    """The ``planned_change`` actions and the ``change_summary`` of a plan's messages
+    (the file is removed once read)."""
+    path = workdir.path / stream
+    actions: dict[str, str] = {}
+    summary: dict[str, int] | None = None
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    finally:
+        remove([path], scope=workdir.scope)
+    for line in lines:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(message, dict):
+            continue
+        if message.get("type") == "planned_change":
+            change = message.get("change") or {}
+            address = str((change.get("resource") or {}).get("addr", ""))
+            actions[address] = str(change.get("action", ""))
+        elif message.get("type") == "change_summary":
+            counts = message.get("changes") or {}
+            summary = {str(k): int(v) for k, v in counts.items() if isinstance(v, int)}
+    return PlannedActions(actions, summary)
 
 
 def _orphaned_plans(path: Path) -> list[Path]:
@@ -231,13 +312,15 @@ class Outcome:
     error: str = ""  # the whole run's error ("" when ok)
 
 
-def apply_stack(planned: PlannedStack) -> Outcome:
-    """``tofu apply`` of the saved plan; the plan file is removed afterwards."""
+def apply_stack(planned: PlannedStack, *, keep_plan: bool = False) -> Outcome:
+    """``tofu apply`` of the saved plan; the plan file is removed afterwards (unless
+    ``keep_plan``: the caller still reads it and removes it)."""
     workdir = planned.workdir
     try:
         run = workdir.apply(planned.plan_file, planned.variables)
     finally:
-        remove([workdir.path / planned.plan_file], scope=workdir.scope)
+        if not keep_plan:
+            remove([workdir.path / planned.plan_file], scope=workdir.scope)
     if run.code == 0:
         return Outcome(True, run.output, {})
     failure = workdir.failure(run, "apply")

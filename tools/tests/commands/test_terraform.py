@@ -875,7 +875,7 @@ def _limited(repo: RepoBuilder, name: str, limit: int) -> None:
     )
 
 
-def test_apply_of_a_shown_plan_runs_opentofu_plan_once_and_a_stale_plan_is_not_applied(
+def test_apply_runs_each_opentofu_step_once_and_a_stale_shown_plan_is_not_applied(
     repo_builder: RepoBuilder,
     konfig: KonfigRunner,
     cluster: Cluster,
@@ -925,6 +925,22 @@ def test_apply_of_a_shown_plan_runs_opentofu_plan_once_and_a_stale_plan_is_not_a
     assert tofu.psql(limit) == "6"
     workdir = tofu_env / state_suffix(f"appops/{address}")
     assert not list(workdir.glob("*.tfplan")), "the applied plan file is removed"
+
+    # apply --yes of an update: OpenTofu applies while konfig reads the plan back (show)
+    # and plans the Kubernetes part; without a Terraform change it only plans and shows.
+    _limited(repo_builder, name, 8)
+    runs.unlink()
+    res = konfig("apply", address, "--allow-dirty", "--yes", "--json", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    assert sorted(runs.read_text().split()) == ["apply", "plan", "show"]
+    applied = {o["id"]: o["outcome"] for o in json.loads(res.out)["stacks"][0]["objects"]}
+    assert applied[f"cyrilgdn/postgresql:postgresql_role:{db}"] == "updated", applied
+    assert tofu.psql(limit) == "8"
+    runs.unlink()
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    assert runs.read_text().split() == ["plan", "show"]
+    assert not list(workdir.glob("*.tfplan")) and not list(workdir.glob("*.jsonl"))
 
     # A plan shown before the state changed is planned again under the lock, and
     # OpenTofu itself refuses to apply it (a stale plan).
