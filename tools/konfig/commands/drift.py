@@ -14,7 +14,7 @@ from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.selection import select_stacks
-from konfig.pipeline.status import collect_status, planned_values
+from konfig.pipeline.status import collect_status, declares_terraform, planned_values
 from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.repo.layout import cache_dir
 from konfig.report.drift import DriftReport, render_json, render_markdown, render_text
@@ -105,9 +105,8 @@ def command(
         timeouts=timeouts_of(ctx),
         client=kube_client(),
     ) as conns:
-        status = collect_status(
-            repo.root, selected, repo.stacks, conns, orphans=False, tofu=tofu_context(repo.root)
-        )
+        tofu = tofu_context(repo.root) if any(declares_terraform(s) for s in selected) else None
+        status = collect_status(repo.root, selected, repo.stacks, conns, orphans=False, tofu=tofu)
     report = DriftReport(status)
     drifted = [s for s in selected if s.path in {d.path for d in report.drifted}]
     if drifted and not no_compile:

@@ -12,7 +12,7 @@ from konfig.commands._options import kube_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.selection import select_stacks, stacks_gone_in_history
-from konfig.pipeline.status import collect_status
+from konfig.pipeline.status import collect_status, declares_terraform
 from konfig.report.status import render_json, tables
 
 
@@ -68,7 +68,8 @@ def command(
             orphans=not stacks,
             gone=[] if stacks else stacks_gone_in_history(repo),
             head=head,
-            tofu=tofu_context(repo.root),
+            # OpenTofu (and its part of Konfig) only for stacks with a `terraform` section
+            tofu=tofu_context(repo.root) if any(declares_terraform(s) for s in selected) else None,
         )
     if as_json:
         click.echo(render_json(report), nl=False)

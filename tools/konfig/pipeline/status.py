@@ -299,6 +299,12 @@ def collect_status(
     return StatusReport(head_sha, tuple(clusters), tuple(result))
 
 
+def declares_terraform(stack: Stack) -> bool:
+    """Whether the stack's stack.yaml has a ``terraform`` section (its state may hold
+    Terraform resources): only then does status need OpenTofu."""
+    return STACK_KEY in (stack.raw or {})
+
+
 def _with_terraform(
     result: list[StackStatus], stacks: Sequence[Stack], conns: Connections, tofu: TofuContext
 ) -> list[StackStatus]:
@@ -310,7 +316,7 @@ def _with_terraform(
     chosen = [
         i
         for i, st in enumerate(result)
-        if st.status is not None and STACK_KEY in (by_path[st.path].raw or {})
+        if st.status is not None and declares_terraform(by_path[st.path])
     ]
 
     def read(index: int) -> tuple[ObjectStatus, ...] | KonfigError:
