@@ -16,11 +16,19 @@ each round:
     apply:    konfig apply bench/dev --yes                  (connection limit toggled)
               tofu plan -out=p  +  tofu apply p             (the same toggle)
 
+With --drift, each round also times what `konfig drift` / `konfig status` add for
+the stack's Terraform resources against the refresh OpenTofu itself would run:
+
+    drift:    konfig drift bench/dev --json               (Kubernetes drift + tofu plan
+                                                           -refresh-only of the state)
+              konfig drift bench/nodb --json              (the same Server, no database)
+              tofu plan -refresh-only -lock=false -out=p  +  tofu show -json p
+
 Each command is a fresh process; wall time, and CPU as user+sys of the process and its
 children (tofu, the provider plugin). It prints medians, min-max and the ratios
 konfig/tofu (issue 20's goal: <= 1.2).
 
-    .venv/bin/python hack/bench_tofu.py [--rounds 5]
+    .venv/bin/python hack/bench_tofu.py [--rounds 5] [--drift]
 """
 
 from __future__ import annotations
@@ -110,6 +118,7 @@ def summary(label: str, samples: list[tuple[float, float]]) -> tuple[float, floa
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--drift", action="store_true", help="also time konfig drift")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="konfig-bench-tofu-"))
     env = dict(
@@ -183,7 +192,7 @@ def main() -> int:
         run([tofu, "apply", "-auto-approve", "-input=false", "-no-color"], cwd=plain, env=tf_env)
 
         samples: dict[str, list[tuple[float, float]]] = {
-            k: [] for k in ("kp", "tp", "ka", "ta", "np")
+            k: [] for k in ("kp", "tp", "ka", "ta", "np", "kd", "nd", "td")
         }
         konfig_limit = 10
         for _ in range(args.rounds):
@@ -199,6 +208,20 @@ def main() -> int:
             )
             w2, c2, _ = run([tofu, "show", "-json", "p"], cwd=plain, env=tf_env)
             samples["tp"].append((w1 + w2, c1 + c2))
+
+            if args.drift:
+                w, c, _ = run([*konfig, "drift", "bench/dev", "--json", *kc], env=env)
+                samples["kd"].append((w, c))
+                w, c, _ = run([*konfig, "drift", "bench/nodb", "--json", *kc], env=env)
+                samples["nd"].append((w, c))
+                w1, c1, _ = run(
+                    [tofu, "plan", "-refresh-only", "-lock=false", "-input=false", "-out=p"],
+                    ok=(0, 2),
+                    cwd=plain,
+                    env=tf_env,
+                )
+                w2, c2, _ = run([tofu, "show", "-json", "p"], cwd=plain, env=tf_env)
+                samples["td"].append((w1 + w2, c1 + c2))
 
             konfig_limit = 30 - konfig_limit
             (stack / "main.k").write_text(MAIN.format(limit=konfig_limit))
@@ -230,6 +253,14 @@ def main() -> int:
             "  the database's share of konfig preview (with minus without) / tofu plan+show: "
             f"wall {(kp[0] - npv[0]) / tp[0]:.2f} CPU {(kp[1] - npv[1]) / tp[1]:.2f}"
         )
+        if args.drift:
+            kd = summary("konfig drift (both runtimes)", samples["kd"])
+            nd = summary("konfig drift, no database", samples["nd"])
+            td = summary("tofu plan -refresh-only + show", samples["td"])
+            print(
+                "  the database's share of konfig drift (with minus without) / tofu refresh: "
+                f"wall {(kd[0] - nd[0]) / td[0]:.2f} CPU {(kd[1] - nd[1]) / td[1]:.2f}"
+            )
     finally:
         script_env = dict(env)
         subprocess.run(
