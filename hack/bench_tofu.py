@@ -7,14 +7,23 @@ Starts the local control plane (`hack/cluster up`) and OpenTofu with PostgreSQL
 stack: a Server with a database (role, database, pgcrypto; a ConfigMap and a Secret).
 Konfig applies it once; the configuration Konfig generated (`main.tf.json`) is copied to a
 second working directory with its own state (another `secret_suffix` in the same
-cluster, another role and database) and applied once with plain tofu. Then, interleaved,
-each round:
+cluster, another role and database: `plainbench`) and applied once with plain tofu,
+with the same provider mirror (`TF_CLI_CONFIG_FILE`), the same `kubernetes` backend and
+the same PostgreSQL. The stack's Kubernetes objects as Konfig applied them (references
+resolved), renamed `plainbench`, are applied once with `kubectl apply --server-side`.
+Then, interleaved, each round (the role's connection limit changes each time: one
+Terraform change, the Kubernetes objects unchanged):
 
-    preview:  konfig preview bench/dev --format json       (compile cached, tofu initialised)
-              konfig preview bench/nodb --format json      (the same Server, no database)
-              tofu plan -lock=false -out=p  +  tofu show -json p      (the same work in tofu)
-    apply:    konfig apply bench/dev --yes                  (connection limit toggled)
-              tofu plan -out=p  +  tofu apply p             (the same toggle)
+    preview:  konfig preview bench/dev --format json --out P   (compile cached, tofu initialised)
+              konfig preview bench/nodb --format json          (the same Server, no database)
+              tofu plan -lock=false -out=p  +  tofu show -json p     (the same work in tofu)
+              kubectl diff --server-side -f objects.json       (the same for the objects)
+    apply:    konfig apply bench/dev --yes --plan P             (as on merge: what was previewed)
+              tofu plan -out=p  +  tofu apply p                 (the same change)
+              kubectl apply --server-side + rollout status      (the objects, health)
+              konfig apply bench/dev --yes                      (another change)
+              konfig apply bench/nodb --yes                     (no database, nothing to change)
+              tofu plan -out=p  +  tofu apply p,  kubectl apply + rollout status
 
 With --drift, each round also times what `konfig drift` / `konfig status` add for
 the stack's Terraform resources against the refresh OpenTofu itself would run:
@@ -24,11 +33,14 @@ the stack's Terraform resources against the refresh OpenTofu itself would run:
               konfig drift bench/nodb --json              (the same Server, no database)
               tofu plan -refresh-only -lock=false -out=p  +  tofu show -json p
 
-Each command is a fresh process; wall time, and CPU as user+sys of the process and its
-children (tofu, the provider plugin). It prints medians, min-max and the ratios
-konfig/tofu (issue 20's goal: <= 1.2).
+A first round, not counted, warms the compile cache. Each command is a fresh process;
+wall time, and CPU as user+sys of the process and its children (tofu, the provider
+plugin). It prints medians, min-max and the ratios
+(issue 20's goal: <= 1.2): konfig against tofu alone (the issue's peer), against tofu
+plus kubectl (the same work: the stack also has Kubernetes objects), and the database's
+share (konfig with the database minus without, against tofu).
 
-    .venv/bin/python hack/bench_tofu.py [--rounds 5] [--drift]
+    .venv/bin/python hack/bench_tofu.py [--rounds 5] [--drift] [--keep]
 """
 
 from __future__ import annotations
@@ -119,6 +131,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--drift", action="store_true", help="also time konfig drift")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="set up, apply once, then print the environment and commands to profile with "
+        "and leave everything running (stop with hack/tofu down, hack/cluster down)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="konfig-bench-tofu-"))
     env = dict(
@@ -190,46 +208,32 @@ def main() -> int:
         write_plain()
         run([tofu, "init", "-input=false", "-no-color"], cwd=plain, env=tf_env)
         run([tofu, "apply", "-auto-approve", "-input=false", "-no-color"], cwd=plain, env=tf_env)
+        if args.keep:
+            keep(work, env, tf_env, konfig, kc, plain)
+            return 0
+
+        # The Kubernetes part for the peer: the stack's objects as konfig applied them
+        # (references resolved), renamed like the tofu configuration, applied by kubectl.
+        kubectl = ["kubectl", f"--kubeconfig={kubeconfig}", "--context=admin"]
+        manifests = plain / "objects.json"
+        manifests.write_text(peer_objects(kubectl))
+        run([*kubectl, "apply", "--server-side", "-f", str(manifests)])
 
         samples: dict[str, list[tuple[float, float]]] = {
-            k: [] for k in ("kp", "tp", "ka", "ta", "np", "kd", "nd", "td")
+            k: [] for k in ("kp", "np", "tp", "kd", "kap", "ka", "na", "ta", "kk", "dk", "dn", "dt")
         }
+        following = {10: 20, 20: 30, 30: 10}  # three values: each compiled once, then cached
         konfig_limit = 10
-        for _ in range(args.rounds):
-            w, c, _ = run([*konfig, "preview", "bench/dev", "--format", "json", *kc], env=env)
-            samples["kp"].append((w, c))
-            w, c, _ = run([*konfig, "preview", "bench/nodb", "--format", "json", *kc], env=env)
-            samples["np"].append((w, c))
-            w1, c1, _ = run(
-                [tofu, "plan", "-lock=false", "-input=false", "-no-color", "-out=p"],
-                ok=(0, 2),
-                cwd=plain,
-                env=tf_env,
-            )
-            w2, c2, _ = run([tofu, "show", "-json", "p"], cwd=plain, env=tf_env)
-            samples["tp"].append((w1 + w2, c1 + c2))
 
-            if args.drift:
-                w, c, _ = run([*konfig, "drift", "bench/dev", "--json", *kc], env=env)
-                samples["kd"].append((w, c))
-                w, c, _ = run([*konfig, "drift", "bench/nodb", "--json", *kc], env=env)
-                samples["nd"].append((w, c))
-                w1, c1, _ = run(
-                    [tofu, "plan", "-refresh-only", "-lock=false", "-input=false", "-out=p"],
-                    ok=(0, 2),
-                    cwd=plain,
-                    env=tf_env,
-                )
-                w2, c2, _ = run([tofu, "show", "-json", "p"], cwd=plain, env=tf_env)
-                samples["td"].append((w1 + w2, c1 + c2))
-
-            konfig_limit = 30 - konfig_limit
+        def konfig_toggle() -> None:
+            nonlocal konfig_limit
+            konfig_limit = following[konfig_limit]
             (stack / "main.k").write_text(MAIN.format(limit=konfig_limit))
             # what konfig applies is a commit (not timed)
             subprocess.run([*git, "commit", "-q", "-am", "toggle"], cwd=root, check=True)
-            w, c, _ = run([*konfig, "apply", "bench/dev", "--yes", *kc], env=env)
-            samples["ka"].append((w, c))
-            limits["plain"] = 30 - limits["plain"]
+
+        def tofu_plan_apply() -> None:
+            limits["plain"] = following[limits["plain"]]
             write_plain()
             w1, c1, _ = run(
                 [tofu, "plan", "-input=false", "-no-color", "-out=p"], cwd=plain, env=tf_env
@@ -238,42 +242,171 @@ def main() -> int:
                 [tofu, "apply", "-input=false", "-no-color", "p"], cwd=plain, env=tf_env
             )
             samples["ta"].append((w1 + w2, c1 + c2))
+            w1, c1, _ = run([*kubectl, "apply", "--server-side", "-f", str(manifests)])
+            w2, c2, _ = run(
+                [*kubectl, "-n", "plainbench", "rollout", "status", "deployment/plainbench"]
+            )
+            samples["kk"].append((w1 + w2, c1 + c2))
 
-        print(f"bench_tofu: {args.rounds} interleaved rounds, load {os.getloadavg()[0]:.1f}")
+        saved = work / "preview.json"
+        for index in range(args.rounds + 1):
+            if index == 1:  # the first round compiles each connection limit once: not counted
+                for kept in samples.values():
+                    kept.clear()
+            # preview: one change (the role's connection limit), as in a pull request
+            konfig_toggle()
+            w, c, _ = run(
+                [*konfig, "preview", "bench/dev", "--format", "json", "--out", str(saved), *kc],
+                env=env,
+            )
+            samples["kp"].append((w, c))
+            w, c, _ = run([*konfig, "preview", "bench/nodb", "--format", "json", *kc], env=env)
+            samples["np"].append((w, c))
+            limits["plain"] = following[limits["plain"]]
+            write_plain()
+            w1, c1, _ = run(
+                [tofu, "plan", "-lock=false", "-input=false", "-no-color", "-out=p"],
+                ok=(0, 2),
+                cwd=plain,
+                env=tf_env,
+            )
+            w2, c2, _ = run([tofu, "show", "-json", "p"], cwd=plain, env=tf_env)
+            samples["tp"].append((w1 + w2, c1 + c2))
+            w, c, _ = run([*kubectl, "diff", "--server-side", "-f", str(manifests)], ok=(0, 1))
+            samples["kd"].append((w, c))
+            limits["plain"] = following[following[limits["plain"]]]  # back: the same change
+
+            if args.drift:
+                w, c, _ = run([*konfig, "drift", "bench/dev", "--json", *kc], env=env)
+                samples["dk"].append((w, c))
+                w, c, _ = run([*konfig, "drift", "bench/nodb", "--json", *kc], env=env)
+                samples["dn"].append((w, c))
+                w1, c1, _ = run(
+                    [tofu, "plan", "-refresh-only", "-lock=false", "-input=false", "-out=p"],
+                    ok=(0, 2),
+                    cwd=plain,
+                    env=tf_env,
+                )
+                w2, c2, _ = run([tofu, "show", "-json", "p"], cwd=plain, env=tf_env)
+                samples["dt"].append((w1 + w2, c1 + c2))
+
+            # apply what was previewed (--plan, as on merge), then a plain apply --yes
+            w, c, _ = run(
+                [*konfig, "apply", "bench/dev", "--yes", "--plan", str(saved), *kc], env=env
+            )
+            samples["kap"].append((w, c))
+            tofu_plan_apply()
+            konfig_toggle()
+            w, c, _ = run([*konfig, "apply", "bench/dev", "--yes", *kc], env=env)
+            samples["ka"].append((w, c))
+            w, c, _ = run([*konfig, "apply", "bench/nodb", "--yes", *kc], env=env)
+            samples["na"].append((w, c))
+            tofu_plan_apply()
+
+        load = os.getloadavg()
+        print(
+            f"bench_tofu: {args.rounds} interleaved rounds, load {load[0]:.1f} "
+            f"(1 min) {load[2]:.1f} (15 min)"
+        )
         kp = summary("konfig preview (both runtimes)", samples["kp"])
         npv = summary("konfig preview, no database", samples["np"])
         tp = summary("tofu plan + show -json", samples["tp"])
-        ka = summary("konfig apply (both runtimes)", samples["ka"])
+        kd = summary("kubectl diff --server-side", samples["kd"])
+        kap = summary("konfig apply --plan (as on merge)", samples["kap"])
+        ka = summary("konfig apply --yes", samples["ka"])
+        na = summary("konfig apply --yes, no database", samples["na"])
         ta = summary("tofu plan + apply", samples["ta"])
-        print(
-            f"  ratio konfig/tofu: preview wall {kp[0] / tp[0]:.2f} CPU {kp[1] / tp[1]:.2f}; "
-            f"apply wall {ka[0] / ta[0]:.2f} CPU {ka[1] / ta[1]:.2f}"
-        )
-        print(
-            "  the database's share of konfig preview (with minus without) / tofu plan+show: "
-            f"wall {(kp[0] - npv[0]) / tp[0]:.2f} CPU {(kp[1] - npv[1]) / tp[1]:.2f}"
-        )
+        kk = summary("kubectl apply + rollout status", samples["kk"])
+
+        def ratio(label: str, a: tuple[float, float], b: tuple[float, float]) -> None:
+            print(f"  {label:<58} wall {a[0] / b[0]:5.2f}   CPU {a[1] / b[1]:5.2f}")
+
+        def plus(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+            return (a[0] + b[0], a[1] + b[1])
+
+        def minus(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+            return (a[0] - b[0], a[1] - b[1])
+
+        print("  ratios (issue 20's goal: <= 1.2)")
+        ratio("konfig preview / tofu plan+show", kp, tp)
+        ratio("konfig preview / (tofu plan+show + kubectl diff)", kp, plus(tp, kd))
+        ratio("the database's share of konfig preview / tofu plan+show", minus(kp, npv), tp)
+        ratio("konfig apply --yes / tofu plan+apply", ka, ta)
+        ratio("konfig apply --plan / tofu plan+apply", kap, ta)
+        ratio("konfig apply --yes / (tofu plan+apply + kubectl apply+rollout)", ka, plus(ta, kk))
+        ratio("the database's share of konfig apply --yes / tofu plan+apply", minus(ka, na), ta)
         if args.drift:
-            kd = summary("konfig drift (both runtimes)", samples["kd"])
-            nd = summary("konfig drift, no database", samples["nd"])
-            td = summary("tofu plan -refresh-only + show", samples["td"])
-            print(
-                "  the database's share of konfig drift (with minus without) / tofu refresh: "
-                f"wall {(kd[0] - nd[0]) / td[0]:.2f} CPU {(kd[1] - nd[1]) / td[1]:.2f}"
-            )
+            dk = summary("konfig drift (both runtimes)", samples["dk"])
+            dn = summary("konfig drift, no database", samples["dn"])
+            dt = summary("tofu plan -refresh-only + show", samples["dt"])
+            ratio("the database's share of konfig drift / tofu refresh", minus(dk, dn), dt)
     finally:
-        script_env = dict(env)
-        subprocess.run(
-            [str(REPO / "hack" / "tofu"), "down"], env=script_env, capture_output=True, check=False
-        )
-        subprocess.run(
-            [str(REPO / "hack" / "cluster"), "down"],
-            env=script_env,
-            capture_output=True,
-            check=False,
-        )
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.keep:
+            teardown(work, env)
     return 0
+
+
+def peer_objects(kubectl: list[str]) -> str:
+    """The bench stack's Kubernetes objects as konfig applied them, renamed ``plainbench``
+    and without konfig's labels: what kubectl applies for the peer (a JSON List)."""
+    names = "namespace/bench configmap/bench-db secret/bench-db service/bench deployment/bench"
+    res = subprocess.run(
+        [*kubectl, "-n", "bench", "get", *names.split(), "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    items = []
+    for item in json.loads(res.stdout)["items"]:
+        meta = item["metadata"]
+        labels = {
+            k: v
+            for k, v in (meta.get("labels") or {}).items()
+            if not k.startswith("applyset.") and k != "app.kubernetes.io/managed-by"
+        }
+        item["metadata"] = {"name": meta["name"], "labels": labels}
+        if meta.get("namespace"):
+            item["metadata"]["namespace"] = meta["namespace"]
+        item.pop("status", None)
+        if item["kind"] == "Service":
+            for key in ("clusterIP", "clusterIPs"):
+                item["spec"].pop(key, None)
+        items.append(item)
+    text = re.sub(
+        r"\bbench\b", "plainbench", json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    )
+    return text
+
+
+def keep(
+    work: Path,
+    env: dict[str, str],
+    tf_env: dict[str, str],
+    konfig: list[str],
+    kc: list[str],
+    plain: Path,
+) -> None:
+    """Print how to run each measured command by hand (secrets stay in files under work)."""
+    (work / "konfig.env").write_text(_exports(env))
+    (work / "tofu.env").write_text(_exports(tf_env))
+    print(f"kept in {work} (stop: KONFIG_CLUSTER_DIR={work}/cluster KONFIG_TOFU_DIR={work}/tofu")
+    print("  hack/tofu down; hack/cluster down; then remove the directory)")
+    print(f"konfig:  (. {work}/konfig.env; {' '.join(konfig)} preview bench/dev {' '.join(kc)})")
+    print(f"tofu:    (. {work}/tofu.env; cd {plain}; $KONFIG_TOFU plan -out=p)")
+
+
+def _exports(env: dict[str, str]) -> str:
+    import shlex
+
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
+
+
+def teardown(work: Path, env: dict[str, str]) -> None:
+    for script_name in ("tofu", "cluster"):
+        subprocess.run(
+            [str(REPO / "hack" / script_name), "down"], env=env, capture_output=True, check=False
+        )
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
