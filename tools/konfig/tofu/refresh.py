@@ -17,6 +17,7 @@ caller passes the credentials' values (``StackTofu.environment``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -29,7 +30,7 @@ from konfig.tofu.runner import Workdir
 from konfig.tofu.stackrun import StackTofu
 from konfig.tofu.state import ids as state_ids
 
-PLAN_FILE = "konfig-refresh.tfplan"
+PLAN_PREFIX = "konfig-refresh-"  # + the process id: two status runs never share one
 SUFFIX = ".refresh"
 
 RefreshState = Literal["in_sync", "drifted", "deleted"]
@@ -65,11 +66,12 @@ def refresh_stack(
     )
     workdir.write_config(config.document, CONFIG_FILE)
     workdir.init(config.document["terraform"])
+    plan_file = f"{PLAN_PREFIX}{os.getpid()}.tfplan"
     try:
-        workdir.plan(PLAN_FILE, variables, lock=False, refresh_only=True)
-        shown = workdir.show(PLAN_FILE)
+        workdir.plan(plan_file, variables, lock=False, refresh_only=True)
+        shown = workdir.show(plan_file)
     finally:
-        remove([path / PLAN_FILE], scope=workdir.scope)
+        remove([path / plan_file], scope=workdir.scope)
     return drift_of(shown, ids, secrets=workdir.secrets)
 
 

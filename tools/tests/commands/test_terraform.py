@@ -740,6 +740,9 @@ def test_status_and_drift_cover_terraform_resources(
         assert found[ext_id]["health"]["state"] == "not_found"  # type: ignore[index]
         assert stack["terraform"] == {"resources": 3, "drifted": 2, "unknown": 0}
         assert stack["drift"]["state"] == "drifted"  # type: ignore[index]
+        # a working directory of its own, no plan file left behind
+        assert list(tofu_env.glob("*.refresh/main.tf.json"))
+        assert not list(tofu_env.glob("*.refresh/*.tfplan"))
         # the lock was neither taken nor released by the read-only refresh
         lease = kube.get("coordination.k8s.io/v1", "Lease", lease_name, STATE_NAMESPACE)
         assert lease is not None and lease["spec"]["holderIdentity"] == "5678-held"
