@@ -7,5 +7,6 @@ the ``tofu`` process; :mod:`~konfig.tofu.plans` turns OpenTofu's JSON plan into 
 changes of the common preview model; :mod:`~konfig.tofu.schema` checks resources against
 the provider's schema; :mod:`~konfig.tofu.model` reads the Spec's Terraform resources and
 the stack's ``terraform`` settings; :mod:`~konfig.tofu.stackrun` plans and applies one
-stack. The design and the reasons are in docs/terraform.md.
+stack; :mod:`~konfig.tofu.refresh` reads its drift (``plan -refresh-only``) for status
+and drift. The design and the reasons are in docs/terraform.md.
 """
