@@ -184,6 +184,25 @@ def spec_from_items(items: Iterable[Any]) -> Spec:
     return Spec(tuple(resources))
 
 
+def spec_from_dict(data: Mapping[str, Any]) -> Spec:
+    """A Spec back from its own :meth:`Spec.to_dict` (what the compile cache stores):
+    that form was checked when the Spec was made, and its ``dependsOn`` already holds
+    the references, so nothing is validated or searched again. KeyError or TypeError
+    when ``data`` is not such a form."""
+    return Spec(
+        tuple(
+            Resource(
+                id=item["id"],
+                type=item["type"],
+                attributes=item["attributes"],
+                depends_on=tuple(item["dependsOn"]),
+                extensions=item["extensions"],
+            )
+            for item in data["resources"]
+        )
+    )
+
+
 def load_spec(data: Any) -> Spec:
     """Read a Spec back from its dict form (a parsed spec.yaml or golden file)."""
     return spec_from_output(data)

@@ -34,21 +34,22 @@ from konfig.detect.importgraph import KCL_SUFFIX, ImportCache, ImportGraph, modu
 from konfig.detect.snapshot import Snapshot, find_layout, worktree_snapshot
 from konfig.fingerprint import package_digest
 from konfig.repo.files import WriteError, WriteScope, atomic_write_text, remove
-from konfig.spec import Spec, SpecError, load_spec
+from konfig.spec import Spec, spec_from_dict
 
 COMPILE_DIR = "compile"
 ALWAYS = ("kcl.mod", "kcl.mod.lock")
 
 
 @cache
-def tool_fingerprint() -> str:
-    """konfig's version and a digest of every file of the installed konfig package.
+def tool_fingerprint(state: Path | None = None) -> str:
+    """konfig's version and a digest of every file of the installed konfig package
+    (``state``: the cache folder, where each file's digest is remembered by its stat).
 
     Any module can change what a Spec looks like or how it is stored (the compiler, the
     batch, the YAML writer, the cache itself, ...), so the digest covers the whole
     package; kcl-lib's version goes into each key next to it.
     """
-    return package_digest(__version__)
+    return package_digest(__version__, state)
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,9 @@ class StackDeps:
 class DependencyIndex:
     """The work tree's files, import graph and layout, to compute cache keys quickly."""
 
-    def __init__(self, snapshot: Snapshot, graph: ImportGraph) -> None:
+    def __init__(self, snapshot: Snapshot, graph: ImportGraph, state: Path | None = None) -> None:
         self.snapshot = snapshot
+        self.state = state
         self.graph = graph
         self.by_dir: dict[str, list[str]] = defaultdict(list)
         self.by_stack: dict[str, list[str]] = defaultdict(list)
@@ -99,7 +101,7 @@ class DependencyIndex:
         import_cache = ImportCache.load(state / "imports.json" if state else None)
         imports = scan_files(snapshot.files, snapshot.read, import_cache)
         import_cache.save(keep=snapshot.files.values())
-        return cls(snapshot, ImportGraph.build(snapshot.files, imports))
+        return cls(snapshot, ImportGraph.build(snapshot.files, imports), state)
 
     def _relative(self, file: str) -> str | None:
         for prefix in self._prefixes:
@@ -151,7 +153,7 @@ class DependencyIndex:
         files.update(ALWAYS)
         h = hashlib.sha256()
         header = {
-            "tool": tool_fingerprint(),
+            "tool": tool_fingerprint(self.state),
             "kcl": kcl_version,
             "stack": stack_path,
             "entries": entries + outside,
@@ -190,8 +192,8 @@ class CompileCache:
             text = data["yaml"]
             if not isinstance(text, str):
                 return None
-            return load_spec(data["spec"]), text
-        except (OSError, ValueError, KeyError, TypeError, SpecError):
+            return spec_from_dict(data["spec"]), text
+        except (OSError, ValueError, KeyError, TypeError):
             return None  # missing or corrupt: compile again, the put() rewrites it
 
     def prune(self, keep: Iterable[str], limit: int) -> int:

@@ -27,10 +27,9 @@ if TYPE_CHECKING:
 from konfig.errors import ConfigError
 from konfig.repo.layout import KCL_MOD_VAR, KCL_YAML, MAIN, Repository, Stack
 from konfig.repo.settings import contracts_memo
+from konfig.repo.statmemo import StatMemo
 from konfig.repo.yamlio import load_yaml_text, read_text
 from konfig.repo.yamlpos import key_lines, line_of
-from konfig.secrets.errors import SecretsError
-from konfig.secrets.refs import bind_spec
 from konfig.spec import Spec, SpecError, spec_from_output
 
 SETTINGS = "ci-test/settings.yaml"
@@ -97,9 +96,29 @@ def _substitute(value: str, root: Path) -> str:
     return value.replace(KCL_MOD_VAR, str(root))
 
 
-def _read_contract(path: Path, root: Path, contract: str) -> dict[str, Any]:
-    """A stack's YAML file, checked against its contract (file and line on errors)."""
+def _read_contract(
+    path: Path, root: Path, contract: str, memo: StatMemo | None = None
+) -> dict[str, Any]:
+    """A stack's YAML file, checked against its contract (file and line on errors);
+    ``memo`` remembers it found right, by the file's stat."""
     rel = path.relative_to(root).as_posix()
+    st = None
+    if memo is not None:
+        try:
+            st = path.stat()
+        except OSError:
+            st = None  # read below, which reports it
+        else:
+            known = memo.get(rel, st)
+            if isinstance(known, dict):
+                return known
+    data = _check_contract(path, rel, root, contract)
+    if memo is not None and st is not None:
+        memo.put(rel, st, data)
+    return data
+
+
+def _check_contract(path: Path, rel: str, root: Path, contract: str) -> dict[str, Any]:
     text = read_text(path, root=root)
     data = load_yaml_text(text, file=rel)
     if data is None:
@@ -123,12 +142,16 @@ def _options_from(data: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 
 def compile_input(
-    repo: Repository, stack: Stack, *, shared: dict[str, list[str]] | None = None
+    repo: Repository,
+    stack: Stack,
+    *,
+    shared: dict[str, list[str]] | None = None,
+    memo: StatMemo | None = None,
 ) -> CompileInput:
     """Work out a stack's entry files and options. Raises ConfigError for bad settings.
 
     ``shared`` remembers each project's ``base/*.k`` files across the stacks of one call
-    (:func:`stacks_inputs`).
+    (:func:`stacks_inputs`); ``memo`` the settings files found right in earlier runs.
     """
     root = repo.root
     base = str(root)
@@ -138,7 +161,7 @@ def compile_input(
     kcl_yaml = f"{stack_dir}/{KCL_YAML}"
     # string paths: building Path objects for thousands of stacks cost more than the stats
     if os.path.isfile(kcl_yaml):  # noqa: PTH113
-        data = _read_contract(Path(kcl_yaml), root, "kcl-yaml")
+        data = _read_contract(Path(kcl_yaml), root, "kcl-yaml", memo)
         listed = data["kcl_cli_configs"]["file"]
         files = [str((Path(stack_dir) / _substitute(str(f), root)).resolve()) for f in listed]
         _inside_repository(Path(kcl_yaml), root, listed, files)
@@ -153,7 +176,8 @@ def compile_input(
         files = [*found, f"{stack_dir}/{MAIN}", f"{base}/{repo.config.render_entry}"]
     settings = f"{stack_dir}/{SETTINGS}"
     if os.path.isfile(settings):  # noqa: PTH113
-        options.extend(_options_from(_read_contract(Path(settings), root, "ci-test-settings")))
+        found_settings = _read_contract(Path(settings), root, "ci-test-settings", memo)
+        options.extend(_options_from(found_settings))
     merged = dict(options)  # later wins, first position kept
     return CompileInput(
         stack_path=stack.path,
@@ -199,6 +223,9 @@ def _project_base_files(project_base: str) -> list[str]:
 
 def compile_one(inputs: CompileInput) -> CompileResult:
     """Compile one stack. Never raises for a broken stack: the error is in the result."""
+    from konfig.secrets.errors import SecretsError
+    from konfig.secrets.refs import bind_spec  # compiling only: a warm run needs neither
+
     started = time.perf_counter()
     root = Path(inputs.root)
     missing = [f for f in inputs.files if not Path(f).is_file()]
@@ -316,6 +343,8 @@ def _tasks(inputs: Sequence[CompileInput], jobs: int, batch: bool) -> list[list[
 def _run_task(items: Sequence[CompileInput]) -> list[CompileResult]:
     """In a worker: compile one stack alone, or several in as few KCL runs as possible."""
     from konfig.build import batch  # only worker processes compile
+    from konfig.secrets.errors import SecretsError
+    from konfig.secrets.refs import bind_spec
 
     if len(items) == 1:
         return [_rendered(compile_one(items[0]))]
@@ -535,13 +564,17 @@ def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 
 
-def stacks_inputs(repo: Repository, stacks: Iterable[Stack]) -> list[CompileInput | CompileResult]:
-    """Compile inputs per stack; a stack with bad settings yields a failed result instead."""
+def stacks_inputs(
+    repo: Repository, stacks: Iterable[Stack], *, memo: StatMemo | None = None
+) -> list[CompileInput | CompileResult]:
+    """Compile inputs per stack; a stack with bad settings yields a failed result instead.
+
+    ``memo`` remembers settings files found right (by their stat) between runs."""
     out: list[CompileInput | CompileResult] = []
     shared: dict[str, list[str]] = {}
     for stack in stacks:
         try:
-            out.append(compile_input(repo, stack, shared=shared))
+            out.append(compile_input(repo, stack, shared=shared, memo=memo))
         except ConfigError as exc:
             out.append(
                 CompileResult(
@@ -551,4 +584,6 @@ def stacks_inputs(repo: Repository, stacks: Iterable[Stack]) -> list[CompileInpu
                     0.0,
                 )
             )
+    if memo is not None:
+        memo.save()
     return out

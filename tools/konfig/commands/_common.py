@@ -36,10 +36,18 @@ def repository_root(ctx: click.Context) -> Path:
     return find_root(Path(root) if root else None)
 
 
-def load_repository(ctx: click.Context, *, report: bool = True) -> Repository:
+def load_repository(
+    ctx: click.Context, *, report: bool = True, state: Path | None = None
+) -> Repository:
     """The repository, its layout errors already reported (see :func:`report_problems`);
-    ``report=False`` for `konfig check`, which reports them as findings."""
-    repo = discover(repository_root(ctx))
+    ``report=False`` for `konfig check`, which reports them as findings. ``state``, the
+    cache folder (:func:`cache_state`), remembers the stacks' settings between runs."""
+    memo = None
+    if state is not None:
+        from konfig.repo.statmemo import settings_memo
+
+        memo = settings_memo(state)
+    repo = discover(repository_root(ctx), memo)
     if report:
         report_problems(ctx, repo.problems)
     return repo

@@ -9,12 +9,17 @@ import click
 from konfig.build.compiler import (
     CompileResult,
 )
-from konfig.commands._common import cache_state, compile_settings, load_repository
+from konfig.commands._common import (
+    cache_state,
+    compile_settings,
+    load_repository,
+    repository_root,
+)
 from konfig.commands._console import compile_progress, echo_json, error, info
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.selection import select_stacks, stacks_affected_since
-from konfig.repo.files import WriteScope, atomic_write_text
+from konfig.repo.files import WriteScope, update_text
 
 
 @click.command("compile")
@@ -69,8 +74,9 @@ def command(
       konfig compile --all --out out/ -j 4 --json
       konfig compile --changed-from origin/main
     """
-    repo = load_repository(ctx)
-    state = cache_state(repo.root, enabled=not no_cache, git_required=changed_from is not None)
+    root = repository_root(ctx)
+    state = cache_state(root, enabled=not no_cache, git_required=changed_from is not None)
+    repo = load_repository(ctx, state=state)
     if changed_from is not None:
         if stacks or all_stacks:
             raise UsageError("give stacks, --all or --changed-from, not several")
@@ -98,7 +104,7 @@ def command(
         if result.spec is None:
             continue
         if out is not None and written is not None:
-            atomic_write_text(out / result.stack_path / "spec.yaml", result.yaml(), scope=written)
+            update_text(out / result.stack_path / "spec.yaml", result.yaml(), scope=written)
         elif not as_json:
             if len(results) > 1:
                 click.echo(f"---\n# {result.stack_path}")

@@ -252,9 +252,10 @@ def affected_stacks(
     This is the function ``compile``/``test``/``check``/``preview`` call with
     ``--changed-from``.
     """
-    base_sha = gitrepo.rev_parse(root, base)
-    head_sha = gitrepo.rev_parse(root, head) if head is not None else None
-    merge = gitrepo.merge_base(root, base_sha, head_sha or gitrepo.rev_parse(root, "HEAD"))
+    # both names resolved by one git process (the work tree: compared from HEAD's history)
+    base_sha, tip = gitrepo.rev_parse_all(root, [base, head if head is not None else "HEAD"])
+    head_sha = tip if head is not None else None
+    merge = gitrepo.merge_base(root, base_sha, tip)
     # Commits never change, so the answer for two commits is remembered: compile, test,
     # check and preview in one workflow each ask the same question.
     memo = _Memo(cache, base_sha, head_sha, merge) if head_sha is not None and cache else None
@@ -282,7 +283,7 @@ class _Memo:
     def __init__(self, cache: Path, base: str, head: str, merge: str) -> None:
         seed = f"{__version__}\0{base}\0{head}\0{merge}"
         self.dir = cache / "changed"
-        self.key = package_digest(seed)  # every module of konfig, not a chosen few
+        self.key = package_digest(seed, cache)  # every module of konfig, not a chosen few
         self.path = self.dir / f"{self.key}.json"
 
     def load(self) -> ChangeSet | None:

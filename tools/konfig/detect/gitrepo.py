@@ -1,22 +1,26 @@
-"""The one module that talks to git (through gitpython).
+"""The one module that talks to git: plain ``git`` processes, one per question.
 
 Everything is returned as plain data with POSIX paths relative to the Konfig root (the
 directory holding ``kcl.mod``), which may be a subdirectory of the git work tree. Every
 listing uses NUL-separated output (``-z``) so paths with spaces, quotes or newlines
 survive; renames and copies are reported as a deletion plus an addition (``--no-renames``)
 so both the old and the new path take part in change detection.
+
+konfig only asks git questions (it never writes to the repository), so it runs the
+``git`` command line itself: a library that wraps git costs every command that asks
+one question a tenth of a second of imports. :func:`runs` counts the processes started,
+so a test can hold the number a command needs.
 """
 
 from __future__ import annotations
 
 import hashlib
-import tempfile
+import os
+import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-
-import git
 
 from konfig.errors import KonfigError, UsageError
 
@@ -24,16 +28,27 @@ ADDED = "A"
 MODIFIED = "M"
 DELETED = "D"
 
+# git's messages in English (the causes below are recognised by them), as GitPython did
+_ENV = {"LC_ALL": "C", "LANGUAGE": "C", "GIT_TERMINAL_PROMPT": "0"}
+_started = 0
+
 
 class GitError(KonfigError):
     """git failed or the repository is not what konfig needs."""
 
 
-def _said(exc: git.GitCommandError) -> str:
-    """What git wrote on stderr, without gitpython's wrapping."""
-    text = str(exc.stderr or "").strip()
-    text = text.removeprefix("stderr:").strip().strip("'").strip()
-    return text
+class _Failed(Exception):
+    """A git process exited non-zero: its exit code and what it wrote on stderr."""
+
+    def __init__(self, status: int, stderr: str) -> None:
+        super().__init__(stderr)
+        self.status = status
+        self.stderr = stderr
+
+
+def runs() -> int:
+    """How many git processes this process started so far."""
+    return _started
 
 
 def _first_line(text: str) -> str:
@@ -44,10 +59,11 @@ def _first_line(text: str) -> str:
     return "no message"
 
 
-def failure(top: Path, what: str, exc: git.GitCommandError) -> GitError:
+def failure(top: Path, what: str, said: str) -> GitError:
     """A failed git command as a GitError that names the real cause when git's message
-    shows it (a repository git refuses, a lock, a permission), else git's first line."""
-    said = _said(exc)
+    (``said``, its stderr) shows it (a repository git refuses, a lock, a permission),
+    else git's first line."""
+    said = said.strip()
     if "dubious ownership" in said:
         return GitError(
             f"git refuses to work in {top}: the repository belongs to another user "
@@ -86,27 +102,59 @@ class FileChange:
 class GitRepo:
     """A git repository seen from a Konfig root inside it."""
 
-    repo: git.Repo
+    top: Path  # the git work tree's top level (git runs there)
     root: Path  # the Konfig root (absolute)
     prefix: str  # the Konfig root relative to the git top level, "" or "a/b/"
 
-    @property
-    def cmd(self) -> git.Git:
-        return self.repo.git
+
+def _git(g: GitRepo, *args: str, stdin: bytes | None = None) -> bytes:
+    """What ``git <args>`` (run at the top of the work tree) wrote on stdout; _Failed
+    when it exits non-zero."""
+    global _started
+    _started += 1
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=g.top,
+            input=stdin,
+            capture_output=True,
+            env={**os.environ, **_ENV},
+            check=False,
+        )
+    except OSError as exc:  # no git on PATH, or the top folder vanished
+        raise GitError(
+            f"cannot run git in {g.top}: {exc.strerror or exc}",
+            hint="install git (konfig runs the git command line)",
+        ) from None
+    if done.returncode != 0:
+        raise _Failed(done.returncode, done.stderr.decode("utf-8", errors="replace"))
+    return done.stdout
+
+
+def _text(g: GitRepo, *args: str) -> str:
+    return _git(g, *args).decode("utf-8", errors="surrogateescape")
+
+
+def _top_of(start: Path) -> Path | None:
+    """The nearest folder at or above ``start`` holding ``.git`` (a folder, or the file
+    a linked work tree or a submodule has), as git finds it."""
+    for candidate in (start, *start.parents):
+        marker = candidate / ".git"
+        if marker.is_file() or (marker / "HEAD").is_file():
+            return candidate
+    return None
 
 
 @cache
 def _open(root: Path) -> GitRepo:
-    try:
-        repo = git.Repo(root, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+    top = _top_of(root)
+    if top is None:
         raise UsageError(
             f"{root} is not inside a git repository",
             hint="change detection compares git commits; run `git init` and commit first",
-        ) from exc
-    top = Path(repo.working_tree_dir or root).resolve()
-    rel = root.resolve().relative_to(top).as_posix()
-    return GitRepo(repo, root.resolve(), "" if rel == "." else rel + "/")
+        )
+    rel = root.relative_to(top).as_posix()
+    return GitRepo(top, root, "" if rel == "." else rel + "/")
 
 
 def open_repo(root: Path) -> GitRepo:
@@ -126,46 +174,60 @@ def rev_parse(root: Path, ref: str) -> str:
     """The commit id ``ref`` names. When it names none, the error says why: git refuses
     the repository (GitError), the repository has no commit yet, or the ref is unknown
     here (UsageError, with how to fetch it)."""
+    return rev_parse_all(root, [ref])[0]
+
+
+def rev_parse_all(root: Path, refs: Sequence[str]) -> list[str]:
+    """The commit id each of ``refs`` names, asked of one git process; errors as
+    :func:`rev_parse`'s, for the first ref that names no commit."""
     g = open_repo(root)
+    if any("\n" in ref for ref in refs):
+        bad = next(ref for ref in refs if "\n" in ref)
+        raise _unknown_revision(g, bad)
+    request = "".join(f"{ref}^{{commit}}\n" for ref in refs).encode()
     try:
-        return str(g.repo.commit(ref).hexsha)
-    # BrokenPipeError: gitpython's `git cat-file --batch` exited before it was asked (git
-    # refusing the repository), which races with the error it would otherwise read
-    except (git.BadName, git.BadObject, ValueError, git.GitCommandError, BrokenPipeError) as exc:
-        raise _unknown_revision(g, ref) from exc
-
-
-def _top(g: GitRepo) -> Path:
-    return Path(g.repo.working_tree_dir or g.root)
+        out = _git(g, "cat-file", "--batch-check=%(objectname) %(objecttype)", stdin=request)
+    except _Failed:
+        raise _unknown_revision(g, refs[0]) from None
+    lines = out.decode("utf-8", errors="replace").splitlines()
+    found: list[str] = []
+    for ref, line in zip(refs, lines, strict=False):
+        sha, _, kind = line.partition(" ")
+        # "<ref> missing" or "<ref> ambiguous" for what names no single commit
+        if kind != "commit" or len(sha) not in (40, 64):
+            raise _unknown_revision(g, ref)
+        found.append(sha)
+    if len(found) != len(refs):
+        raise _unknown_revision(g, refs[len(found)])
+    return found
 
 
 def check_usable(root: Path) -> None:
     """GitError when git refuses to work in the repository (e.g. dubious ownership)."""
     g = open_repo(root)
     try:
-        g.cmd.rev_parse("--git-dir")
-    except git.GitCommandError as exc:
-        raise failure(_top(g), "rev-parse", exc) from None
+        _git(g, "rev-parse", "--git-dir")
+    except _Failed as exc:
+        raise failure(g.top, "rev-parse", exc.stderr) from None
 
 
 def is_shallow(root: Path) -> bool:
     g = open_repo(root)
     try:
-        return str(g.cmd.rev_parse("--is-shallow-repository")).strip() == "true"
-    except git.GitCommandError:
+        return _text(g, "rev-parse", "--is-shallow-repository").strip() == "true"
+    except _Failed:
         return False
 
 
 def _unknown_revision(g: GitRepo, ref: str) -> KonfigError:
-    top = _top(g)
     try:
-        g.cmd.rev_parse("--git-dir")
-        any_commit = str(g.cmd.rev_list("-n1", "--all")).strip()
-    except git.GitCommandError as exc:
-        return failure(top, "rev-parse", exc)
+        _git(g, "rev-parse", "--git-dir")
+        any_commit = _text(g, "rev-list", "-n1", "--all").strip()
+    except _Failed as exc:
+        return failure(g.top, "rev-parse", exc.stderr)
     if not any_commit:
         return UsageError(
-            f"the git repository {top} has no commits yet, so {ref!r} names nothing",
+            f"the git repository {g.top} has no commits yet, so {ref!r} names nothing",
             hint="commit first (`git add -A && git commit -m 'first commit'`); change "
             "detection compares commits",
         )
@@ -183,11 +245,11 @@ def count_commits(root: Path, base: str, head: str) -> int:
     """The number of commits in ``head`` that ``base`` lacks (``git rev-list --count``)."""
     g = open_repo(root)
     try:
-        return int(g.cmd.rev_list("--count", f"{base}..{head}"))
-    except git.GitCommandError as exc:
+        return int(_text(g, "rev-list", "--count", f"{base}..{head}", "--"))
+    except _Failed as exc:
         raise GitError(
             f"git rev-list --count {base[:12]}..{head[:12]} failed: {exc.stderr.strip()}"
-        ) from exc
+        ) from None
 
 
 def deleted_files(root: Path, name: str, under: str = "appops") -> list[tuple[str, str]]:
@@ -195,7 +257,9 @@ def deleted_files(root: Path, name: str, under: str = "appops") -> list[tuple[st
     HEAD's history deleted, newest first; paths relative to the Konfig root."""
     g = open_repo(root)
     try:
-        out = g.cmd.log(
+        out = _text(
+            g,
+            "log",
             "--diff-filter=D",
             "--name-only",
             "--no-renames",
@@ -204,8 +268,8 @@ def deleted_files(root: Path, name: str, under: str = "appops") -> list[tuple[st
             "--",
             f":(glob){g.prefix}{under}/**/{name}",
         )
-    except git.GitCommandError as exc:
-        raise GitError(f"git log of deleted {name} files failed: {exc.stderr.strip()}") from exc
+    except _Failed as exc:
+        raise GitError(f"git log of deleted {name} files failed: {exc.stderr.strip()}") from None
     found: list[tuple[str, str]] = []
     for record in out.split("\0"):
         lines = [line for line in record.splitlines() if line.strip()]
@@ -223,20 +287,22 @@ def file_before(root: Path, commit: str, path: str) -> bytes | None:
     """The content ``path`` had just before ``commit`` (in its first parent), if any."""
     g = open_repo(root)
     try:
-        data: bytes = g.repo.git.show(f"{commit}^:{g.prefix}{path}", stdout_as_string=False)
-    except git.GitCommandError:
+        return _git(g, "show", f"{commit}^:{g.prefix}{path}")
+    except _Failed:
         return None
-    return data
 
 
 def merge_base(root: Path, base: str, head: str) -> str:
     """The best common ancestor of two commits, as ``git diff base...head`` uses."""
     g = open_repo(root)
     try:
-        bases = g.repo.merge_base(base, head)
-    except git.GitCommandError as exc:
-        raise failure(_top(g), f"merge-base {base[:12]} {head[:12]}", exc) from exc
-    if not bases:
+        found = _text(g, "merge-base", base, head).split()
+    except _Failed as exc:
+        # exit 1 without a word: the commits share no history
+        if exc.status != 1 or exc.stderr.strip():
+            raise failure(g.top, f"merge-base {base[:12]} {head[:12]}", exc.stderr) from None
+        found = []
+    if not found:
         if is_shallow(root):
             raise GitError(
                 f"{base[:12]} and {head[:12]} have no common ancestor in this shallow clone: "
@@ -248,7 +314,7 @@ def merge_base(root: Path, base: str, head: str) -> str:
             f"{base[:12]} and {head[:12]} have no common ancestor: their histories are unrelated",
             hint="compare against a branch that shares history with the head (--base)",
         )
-    return str(bases[0].hexsha)
+    return found[0]
 
 
 def _split_z(out: str) -> list[str]:
@@ -289,17 +355,79 @@ def diff(root: Path, base: str, head: str | None) -> list[FileChange]:
     if head is not None:
         args.append(head)
     try:
-        out = g.cmd.diff(*args, "--", g.prefix or ".")
+        out = _text(g, "diff", *args, "--", g.prefix or ".")
         changes = _diff_records(g, out)
         if head is None:
-            untracked = g.cmd.ls_files("-z", "--others", "--exclude-standard", "--full-name")
+            untracked = _text(g, "ls-files", "-z", "--others", "--exclude-standard", "--full-name")
             for path in _split_z(untracked):
                 rel = _strip(g, path)
                 if rel is not None:
                     changes.append(FileChange(ADDED, rel))
-    except git.GitCommandError as exc:
-        raise failure(_top(g), "diff", exc) from exc
+    except _Failed as exc:
+        raise failure(g.top, "diff", exc.stderr) from None
     return sorted(set(changes), key=lambda c: (c.path, c.status))
+
+
+@dataclass(frozen=True)
+class TreeChange:
+    """One file that differs between two trees, with its blob id on each side (None
+    where it is absent, or not a file KCL can read: a submodule, a symbolic link)."""
+
+    path: str
+    old: str | None
+    new: str | None
+
+
+def diff_trees(root: Path, old: str, new: str) -> list[TreeChange]:
+    """The files under the Konfig root that differ between two commits (or trees), with
+    their blob ids: what turns :func:`list_tree` of ``old`` into that of ``new``."""
+    g = open_repo(root)
+    try:
+        out = _text(
+            g,
+            "diff-tree",
+            "-r",
+            "-z",
+            "--no-renames",
+            "--full-tree",
+            old,
+            new,
+            "--",
+            g.prefix or ".",
+        )
+    except _Failed as exc:
+        raise failure(g.top, f"diff-tree {old[:12]} {new[:12]}", exc.stderr) from None
+    parts = out.split("\0")
+    found: list[TreeChange] = []
+    i = 0
+    while i + 1 < len(parts):
+        meta, path = parts[i], parts[i + 1]
+        i += 2
+        if not meta.startswith(":"):
+            break
+        old_mode, new_mode, old_sha, new_sha, _status = meta[1:].split(" ")
+        rel = _strip(g, path)
+        if rel is None:
+            continue
+        found.append(TreeChange(rel, _blob(old_mode, old_sha), _blob(new_mode, new_sha)))
+    return found
+
+
+def _blob(mode: str, sha: str) -> str | None:
+    """The blob id of a regular file's entry (what :func:`list_tree` lists)."""
+    if mode in ("100644", "100755"):
+        return sha
+    return None
+
+
+def tree_id(root: Path, commit: str) -> str:
+    """The id of the tree ``commit`` has at the Konfig root."""
+    g = open_repo(root)
+    spec = f"{commit}^{{tree}}" + (f":{g.prefix.rstrip('/')}" if g.prefix else "")
+    try:
+        return _text(g, "rev-parse", "--verify", "--quiet", spec).strip()
+    except _Failed as exc:
+        raise failure(g.top, f"rev-parse {commit[:12]}", exc.stderr) from None
 
 
 def list_tree(root: Path, commit: str, paths: Sequence[str] = ()) -> dict[str, str]:
@@ -311,9 +439,9 @@ def list_tree(root: Path, commit: str, paths: Sequence[str] = ()) -> dict[str, s
     g = open_repo(root)
     spec = [g.prefix + p for p in paths] if paths else [g.prefix or "."]
     try:
-        out = g.cmd.ls_tree("-r", "-z", "--full-tree", commit, "--", *spec)
-    except git.GitCommandError as exc:
-        raise failure(_top(g), f"ls-tree {commit[:12]}", exc) from exc
+        out = _text(g, "ls-tree", "-r", "-z", "--full-tree", commit, "--", *spec)
+    except _Failed as exc:
+        raise failure(g.top, f"ls-tree {commit[:12]}", exc.stderr) from None
     files: dict[str, str] = {}
     for record in _split_z(out):
         meta, _, path = record.partition("\t")
@@ -330,11 +458,19 @@ def list_worktree(root: Path) -> list[str]:
     """Paths in the work tree git would see: tracked and untracked, not ignored, existing."""
     g = open_repo(root)
     try:
-        out = g.cmd.ls_files(
-            "-z", "--cached", "--others", "--exclude-standard", "--full-name", "--", g.prefix or "."
+        out = _text(
+            g,
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+            "--full-name",
+            "--",
+            g.prefix or ".",
         )
-    except git.GitCommandError as exc:
-        raise failure(_top(g), "ls-files", exc) from exc
+    except _Failed as exc:
+        raise failure(g.top, "ls-files", exc.stderr) from None
     seen: set[str] = set()
     for path in _split_z(out):
         rel = _strip(g, path)
@@ -349,14 +485,10 @@ def read_blobs(root: Path, blob_ids: Iterable[str]) -> dict[str, bytes]:
     if not wanted:
         return {}
     g = open_repo(root)
-    with tempfile.TemporaryFile() as request:
-        request.write("".join(f"{sha}\n" for sha in wanted).encode())
-        request.seek(0)
-        try:
-            raw = g.cmd.cat_file("--batch", istream=request, stdout_as_string=False)
-        except git.GitCommandError as exc:
-            raise failure(_top(g), "cat-file", exc) from exc
-    assert isinstance(raw, bytes)
+    try:
+        raw = _git(g, "cat-file", "--batch", stdin="".join(f"{sha}\n" for sha in wanted).encode())
+    except _Failed as exc:
+        raise failure(g.top, "cat-file", exc.stderr) from None
     out: dict[str, bytes] = {}
     pos = 0
     for sha in wanted:
@@ -389,24 +521,35 @@ def default_base(root: Path) -> DefaultBase:
     the current branch tracks (``origin`` when it tracks none), as ``git clone`` records
     it (``<remote>/HEAD``), else ``<remote>/main`` or ``<remote>/master``, else the
     current branch's upstream. UsageError saying what to pass when there is none."""
-    repo = open_repo(root).repo
+    g = open_repo(root)
     remote, upstream = "origin", None
     try:
-        tracking = repo.active_branch.tracking_branch()
-    except TypeError:  # a detached HEAD (a CI checkout) tracks nothing
-        tracking = None
-    if tracking is not None:
-        remote, upstream = tracking.remote_name, tracking.name
+        # every local branch: `*` marks the current one (none on a detached HEAD, as in
+        # a CI checkout, which tracks nothing)
+        listing = _text(
+            g,
+            "for-each-ref",
+            "--format=%(HEAD)%00%(upstream:remotename)%00%(upstream:short)",
+            "refs/heads",
+        )
+    except _Failed:
+        listing = ""
+    for line in listing.splitlines():
+        mark, _, tracked = line.partition("\0")
+        name, _, short = tracked.partition("\0")
+        if mark == "*" and name and short:
+            remote, upstream = name, short
+            break
     try:
-        target = str(repo.git.symbolic_ref("--quiet", "--short", f"refs/remotes/{remote}/HEAD"))
-        return DefaultBase(target, f"the default branch of {remote}")
-    except git.GitCommandError:
+        target = _text(g, "symbolic-ref", "--quiet", "--short", f"refs/remotes/{remote}/HEAD")
+        return DefaultBase(target.strip(), f"the default branch of {remote}")
+    except _Failed:
         pass
     for name in ("main", "master"):
         try:
-            repo.git.rev_parse("--verify", "--quiet", f"refs/remotes/{remote}/{name}")
+            _git(g, "rev-parse", "--verify", "--quiet", f"refs/remotes/{remote}/{name}")
             return DefaultBase(f"{remote}/{name}", f"{remote}'s {name} branch")
-        except git.GitCommandError:
+        except _Failed:
             continue
     if upstream is not None:
         return DefaultBase(upstream, "the upstream of the current branch")
@@ -423,7 +566,9 @@ def uncommitted(root: Path) -> list[str]:
     into it: on 5,000 stacks that walk cost more than the rest of ``konfig changed``)."""
     g = open_repo(root)
     try:
-        out = g.cmd.status(
+        out = _text(
+            g,
+            "status",
             "--porcelain=v1",
             "-z",
             "--untracked-files=normal",
@@ -431,8 +576,8 @@ def uncommitted(root: Path) -> list[str]:
             "--",
             g.prefix or ".",
         )
-    except git.GitCommandError as exc:
-        raise GitError(f"git status failed: {exc.stderr.strip()}") from exc
+    except _Failed as exc:
+        raise GitError(f"git status failed: {exc.stderr.strip()}") from None
     paths: set[str] = set()
     for record in _split_z(out):
         rel = _strip(g, record[3:])

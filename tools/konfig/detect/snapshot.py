@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,9 +19,11 @@ from typing import Any
 
 from konfig.detect import gitrepo
 from konfig.detect.importgraph import module_of
+from konfig.repo import statmemo
 from konfig.repo.files import WriteError, WriteScope, atomic_write_text
 from konfig.repo.layout import APPOPS, PROJECT_FILE, STACK_FILE
 from konfig.repo.settings import CACHE_DIR
+from konfig.repo.statmemo import settled, stat_key
 
 
 @dataclass
@@ -75,8 +76,9 @@ def _walk(root: Path) -> list[str]:
 def worktree_snapshot(root: Path, state: Path | None = None) -> Snapshot:
     """The files on disk (what git sees, or every file outside a git repository).
 
-    Blob ids are computed like git does, remembered by (size, mtime, inode) in
-    ``state/worktree.json`` so a warm run hashes only files that changed.
+    Blob ids are computed like git does, remembered by the file's stat (size, times,
+    inode: :func:`konfig.repo.statmemo.stat_key`) in ``state/worktree.json`` so a warm
+    run hashes only files that changed.
     """
     paths = gitrepo.list_worktree(root) if gitrepo.is_repo(root) else _walk(root)
     known: dict[str, list[Any]] = {}
@@ -91,9 +93,9 @@ def worktree_snapshot(root: Path, state: Path | None = None) -> Snapshot:
     files: dict[str, str] = {}
     fresh: dict[str, list[Any]] = {}
     changed = False
-    # Like git's "racily clean" rule: a file modified in the last seconds may change
-    # again within the same mtime tick, so its hash is not remembered.
-    recent = time.time_ns() - 2_000_000_000
+    # Like git's "racily clean" rule, a file modified in the last seconds may change
+    # again within the same clock tick, so its hash is not remembered.
+    before = statmemo.settled_before()
     base = str(root)
     for path in paths:
         if path.startswith((CACHE_DIR + "/", ".git/")):
@@ -103,10 +105,10 @@ def worktree_snapshot(root: Path, state: Path | None = None) -> Snapshot:
             st = os.stat(f"{base}/{path}")  # noqa: PTH116
         except OSError:
             continue  # tracked but deleted in the work tree
-        key = [st.st_size, st.st_mtime_ns, st.st_ino]
+        key = stat_key(st)
         entry = known.get(path)
-        if entry is not None and entry[:3] == key:
-            blob = str(entry[3])
+        if entry is not None and len(entry) == 5 and entry[:4] == key:
+            blob = str(entry[4])
         else:
             try:
                 blob = gitrepo.blob_id((root / path).read_bytes())
@@ -114,7 +116,7 @@ def worktree_snapshot(root: Path, state: Path | None = None) -> Snapshot:
                 continue
             changed = True
         files[path] = blob
-        if st.st_mtime_ns < recent:
+        if settled(st, before):
             fresh[path] = [*key, blob]
         else:
             changed = True

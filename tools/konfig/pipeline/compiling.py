@@ -16,6 +16,7 @@ from konfig.build.compiler import (
     stacks_inputs,
 )
 from konfig.repo.layout import Repository, Stack
+from konfig.repo.statmemo import settings_memo
 
 
 class Meter(Protocol):
@@ -54,7 +55,7 @@ def compile_stacks(
     stacks that actually compile; ``settings`` bound each KCL run (defaults: see
     :class:`~konfig.build.compiler.CompileSettings`).
     """
-    prepared = stacks_inputs(repo, stacks)
+    prepared = stacks_inputs(repo, stacks, memo=settings_memo(state) if state else None)
     inputs = [p for p in prepared if isinstance(p, CompileInput)]
     early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}
     with (meter or _silent)(len(inputs)) as bar:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,6 +142,24 @@ def atomic_write_text(path: Path, text: str, *, scope: WriteScope, mode: int | N
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def update_text(path: Path, text: str, *, scope: WriteScope) -> bool:
+    """:func:`atomic_write_text`, except that a regular file already holding exactly
+    ``text`` is left as it is (a warm ``konfig compile --out`` rewrote hundreds of
+    unchanged Specs). Whether it wrote; the scope is checked either way."""
+    scope.check(path)
+    data = text.encode("utf-8")
+    try:
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_size == len(data):
+            with open(path, "rb") as handle:
+                if handle.read() == data:
+                    return False
+    except OSError:
+        pass  # not there or unreadable: written below, which names any failure
+    atomic_write_text(path, text, scope=scope)
+    return True
 
 
 def append_text(path: Path, text: str, *, scope: WriteScope) -> None:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from konfig.errors import ConfigError, KonfigError, UsageError
 from konfig.repo.settings import CACHE_DIR, RepoConfig, load_repo_config
+from konfig.repo.statmemo import MISSING, StatMemo
 from konfig.repo.yamlio import load_yaml_file
 
 APPOPS = "appops"
@@ -134,8 +135,28 @@ def find_root(start: Path | None = None) -> Path:
     )
 
 
-def _read_named(path: Path, root: Path, kind: str) -> tuple[dict[str, Any] | None, Problem | None]:
-    rel = path.relative_to(root).as_posix()
+def _read_named(
+    root: Path, rel: str, kind: str, memo: StatMemo | None = None
+) -> tuple[dict[str, Any] | None, Problem | None]:
+    st = None
+    if memo is not None:
+        try:
+            st = os.stat(f"{root}/{rel}")  # noqa: PTH116 (a string: runs per stack)
+        except OSError:
+            st = None  # read below, which reports it
+        else:
+            known = memo.get(rel, st)
+            if known is not MISSING:
+                return known, None  # read and found right before, unchanged since
+    data, problem = _parse_named(root / rel, rel, root, kind)
+    if memo is not None and st is not None and problem is None:
+        memo.put(rel, st, data)
+    return data, problem
+
+
+def _parse_named(
+    path: Path, rel: str, root: Path, kind: str
+) -> tuple[dict[str, Any] | None, Problem | None]:
     try:
         data = load_yaml_file(path, root=root)
     except ConfigError as exc:
@@ -190,9 +211,13 @@ def _line_of_key(path: Path, key: str) -> int | None:
     return None
 
 
-def discover(root: Path) -> Repository:
-    """Find every project and stack under ``root/appops``."""
-    config = load_repo_config(root)
+def discover(root: Path, memo: StatMemo | None = None) -> Repository:
+    """Find every project and stack under ``root/appops``.
+
+    ``memo`` (:func:`konfig.repo.statmemo.settings_memo`) remembers each ``stack.yaml``
+    and ``project.yaml`` found right, by its stat: a warm run reads only changed files.
+    """
+    config = load_repo_config(root, memo)
     appops = root / APPOPS
     projects: dict[str, Project] = {}
     stacks: dict[str, Stack] = {}
@@ -200,11 +225,14 @@ def discover(root: Path) -> Repository:
     if not appops.is_dir():
         return Repository(root, config, (), (), ())
 
-    for dirpath, dirnames, filenames in os.walk(appops):
+    top = str(appops)
+    for dirpath, dirnames, filenames in os.walk(top):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        here = Path(dirpath)
-        rel = here.relative_to(root).as_posix()
         files = set(filenames)
+        if PROJECT_FILE not in files and STACK_FILE not in files:
+            continue  # nothing to find here (paths are built only where there is)
+        rel = APPOPS + dirpath[len(top) :]
+        name = rel.rpartition("/")[2]
         enclosing = _enclosing(rel, projects)
         if PROJECT_FILE in files:
             if enclosing is not None:
@@ -214,30 +242,30 @@ def discover(root: Path) -> Repository:
                         f"project inside project {enclosing.path!r}: projects must sit directly "
                         f"under {APPOPS}/",
                         f"{rel}/{PROJECT_FILE}",
-                        hint=f"move {rel} to {APPOPS}/{here.name}, or delete this {PROJECT_FILE}",
+                        hint=f"move {rel} to {APPOPS}/{name}, or delete this {PROJECT_FILE}",
                     )
                 )
-            elif here.parent != appops:
+            elif rel.count("/") != 1:  # not directly in appops/
                 problems.append(
                     Problem(
                         "project-location",
                         f"projects must be directories directly under {APPOPS}/",
                         f"{rel}/{PROJECT_FILE}",
-                        hint=f"move {rel} to {APPOPS}/{here.name}",
+                        hint=f"move {rel} to {APPOPS}/{name}",
                     )
                 )
             else:
-                data, problem = _read_named(here / PROJECT_FILE, root, "project")
+                data, problem = _read_named(root, f"{rel}/{PROJECT_FILE}", "project", memo)
                 if problem:
                     problems.append(problem)
                     # still treat the directory as a project so its stacks are not
                     # reported as "outside a project" as well
-                    projects[rel] = Project(name=here.name, path=rel, raw={"_invalid": True})
+                    projects[rel] = Project(name=name, path=rel, raw={"_invalid": True})
                 else:
                     assert data is not None
                     owners = data.get("owners") or ()
                     projects[rel] = Project(
-                        name=here.name,
+                        name=name,
                         path=rel,
                         description=str(data.get("description") or ""),
                         owners=tuple(str(o) for o in owners) if isinstance(owners, list) else (),
@@ -277,7 +305,7 @@ def discover(root: Path) -> Repository:
                     )
                 )
                 continue
-            data, problem = _read_named(here / STACK_FILE, root, "stack")
+            data, problem = _read_named(root, f"{rel}/{STACK_FILE}", "stack", memo)
             if problem:
                 problems.append(problem)
                 continue
@@ -286,11 +314,13 @@ def discover(root: Path) -> Repository:
             assert data is not None
             stacks[rel] = Stack(
                 project=project.name,
-                name=here.name,
+                name=name,
                 path=rel,
                 project_path=project.path,
                 raw=data,
             )
+    if memo is not None:
+        memo.save()
     valid_projects = tuple(p for p in projects.values() if not p.raw.get("_invalid"))
     return Repository(
         root=root,
@@ -318,10 +348,12 @@ def is_within(path: str, parent: str) -> bool:
 
 def _enclosing(rel: str, by_path: dict[str, _T]) -> _T | None:
     """The entry of ``by_path`` at a proper ancestor directory of ``rel``, if any."""
-    for parent in PurePosixPath(rel).parents:
-        hit = by_path.get(parent.as_posix())
+    cut = rel.rfind("/")
+    while cut > 0:  # each parent, without building path objects (runs per directory)
+        hit = by_path.get(rel[:cut])
         if hit is not None:
             return hit
+        cut = rel.rfind("/", 0, cut)
     return None
 
 

@@ -9,13 +9,14 @@ stacks are production-like (listed first in the pull-request comment). Path patt
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from konfig import contracts
 from konfig.repo.files import WriteScope
+from konfig.repo.statmemo import StatMemo
 from konfig.repo.yamlio import load_yaml_text, read_text
 
 CONFIG_FILE = "konfig.yaml"
@@ -38,13 +39,37 @@ class RepoConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def load_repo_config(root: Path) -> RepoConfig:
+def load_repo_config(root: Path, memo: StatMemo | None = None) -> RepoConfig:
+    """``konfig.yaml`` of the repository at ``root`` (defaults without one); ``memo``
+    remembers the settings of a file found right, by its stat."""
     path = root / CONFIG_FILE
-    if not path.exists():
-        return RepoConfig()
+    try:
+        st = path.stat()
+    except OSError:
+        return RepoConfig()  # no konfig.yaml (an unreadable one fails below)
+    if memo is not None:
+        known = memo.get(CONFIG_FILE, st)
+        if isinstance(known, dict):
+            try:
+                return _from_fields(known)
+            except (TypeError, ValueError):
+                pass  # not what this code remembers: read again
     text = read_text(path, root=root)
     data = load_yaml_text(text, file=CONFIG_FILE)
-    return repo_config_from_data(data, text=text, memo=contracts_memo(root))
+    config = repo_config_from_data(data, text=text, memo=contracts_memo(root))
+    if memo is not None:
+        memo.put(CONFIG_FILE, st, _fields(config))
+    return config
+
+
+def _fields(config: RepoConfig) -> dict[str, Any]:
+    return {f.name: getattr(config, f.name) for f in fields(config)}
+
+
+def _from_fields(known: dict[str, Any]) -> RepoConfig:
+    return RepoConfig(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in known.items()}  # type: ignore[arg-type]
+    )
 
 
 @lru_cache(maxsize=8)  # once per repository: compiling asks for every stack

@@ -1,6 +1,7 @@
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from konfig.build import kcl
 from konfig.build.cache import CompileCache, DependencyIndex
 from konfig.build.compiler import compile_cached, compile_input
 from konfig.fingerprint import files_digest, package_digest
+from konfig.repo import statmemo
 from konfig.repo.layout import discover
 from konfig.spec import load_spec
 
@@ -179,7 +181,112 @@ def test_key_changes_with_the_tool_and_kcl_lib(
     root = _repo(repo_builder).root
     assert not any(c for c, _ in _compile(root).values())
     assert all(c for c, _ in _compile(root).values())
-    monkeypatch.setattr(cache_module, "tool_fingerprint", lambda: "another konfig")
+    monkeypatch.setattr(cache_module, "tool_fingerprint", lambda state=None: "another konfig")
     assert not any(c for c, _ in _compile(root).values())
     monkeypatch.setattr(kcl, "library_version", lambda: "9.9.9")
     assert not any(c for c, _ in _compile(root).values())
+
+
+# --- shortcuts of a warm run: files remembered by their stat must never serve stale data ---
+
+
+def _later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As if the run came seconds later: files written by the test count as settled, so
+    their stat is remembered (outside the racy window that protects fresh files)."""
+    later = time.time_ns() + 10 * 10**9
+    monkeypatch.setattr(statmemo, "settled_before", lambda: later)
+
+
+def _rewrite_keeping_size_and_mtime(path: Path, text: str) -> None:
+    """Edit ``path`` so that its size and modification time stay what they were."""
+    before = path.stat()
+    assert len(text.encode()) == before.st_size and path.read_text() != text
+    time.sleep(0.02)  # a later clock tick than the first write
+    path.write_text(text)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def _cached(konfig: KonfigRunner, root: Path) -> dict[str, bool]:
+    result = konfig("compile", "--all", "--json", "-j", "1", cwd=root)
+    assert result.code == 0, result.err
+    return {r["path"]: r["cached"] for r in json.loads(result.out)}
+
+
+@pytest.mark.parametrize("settled", [False, True], ids=["within-the-second", "seconds-later"])
+def test_an_edit_keeping_size_and_mtime_is_seen(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    monkeypatch: pytest.MonkeyPatch,
+    settled: bool,
+) -> None:
+    root = _repo(repo_builder).root
+    if settled:
+        _later(monkeypatch)
+    assert _cached(konfig, root) == {"appops/other/dev": False, "appops/shop/dev": False}
+    assert _cached(konfig, root) == {"appops/other/dev": True, "appops/shop/dev": True}
+    if settled:  # the stat of every file was remembered
+        assert (
+            "appops/shop/dev/ci-test/settings.yaml"
+            in json.loads((root / ".cache/konfig/settings.json").read_text())["files"]
+        )
+
+    # a stack's options (ci-test/settings.yaml, read through the settings memo)
+    settings = root / "appops/shop/dev/ci-test/settings.yaml"
+    _rewrite_keeping_size_and_mtime(settings, settings.read_text().replace("dev", "qa!"))
+    assert _cached(konfig, root) == {"appops/other/dev": True, "appops/shop/dev": False}
+    # a data file the stack reads (its blob id, remembered by stat in worktree.json)
+    _rewrite_keeping_size_and_mtime(root / "appops/shop/dev/data.txt", "two\n")
+    result = konfig("compile", "shop/dev", cwd=root)
+    assert result.code == 0, result.err
+    assert "data: two" in result.out
+    # a stack.yaml (read through the settings memo by discovery): its new name is wrong
+    stack_yaml = root / "appops/other/dev/stack.yaml"
+    _rewrite_keeping_size_and_mtime(stack_yaml, "name: xyz\n")
+    result = konfig("compile", "--all", cwd=root)
+    assert result.code == 1
+    assert "appops/other/dev/stack.yaml" in result.err and "'xyz'" in result.err
+
+
+def test_a_touched_file_with_the_same_content_still_hits(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _repo(repo_builder).root
+    _later(monkeypatch)
+    cold = konfig("compile", "shop/dev", cwd=root)
+    assert cold.code == 0, cold.err
+    for rel in ("appops/shop/dev/data.txt", "appops/shop/dev/ci-test/settings.yaml"):
+        path = root / rel
+        path.write_text(path.read_text())  # new times, same bytes
+        os.utime(path, ns=(time.time_ns(), time.time_ns() + 5 * 10**9))
+    assert _cached(konfig, root)["appops/shop/dev"] is True
+    warm = konfig("compile", "shop/dev", cwd=root)
+    assert warm.out == cold.out
+
+
+def test_the_package_digest_sees_an_edit_keeping_size_and_mtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    import konfig
+
+    package = tmp_path / "konfig"
+    shutil.copytree(
+        Path(konfig.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    _later(monkeypatch)
+    memo_file = tmp_path / "package.json"
+    plain = files_digest(package)
+    memo = statmemo.StatMemo(memo_file, "seed")
+    assert files_digest(package, memo) == plain
+    memo.save()
+    assert memo_file.is_file()
+    module = package / "repo" / "yamlio.py"
+    text = module.read_text()
+    _rewrite_keeping_size_and_mtime(module, text.replace("import", "imp0rt", 1))
+    assert files_digest(package, statmemo.StatMemo(memo_file, "seed")) != plain
+    # a touched module with the same content: the same digest, read again
+    module.write_text(text)
+    assert files_digest(package, statmemo.StatMemo(memo_file, "seed")) == plain
