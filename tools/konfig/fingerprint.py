@@ -43,11 +43,14 @@ def files_digest(package: Path, memo: StatMemo | None = None) -> str:
     """sha256 of every file under ``package``: path and content, in a fixed order,
     ``__pycache__`` aside. ``memo`` remembers each file's content digest by its stat."""
     h = hashlib.sha256()
-    for directory, subdirs, files in os.walk(package):
+    top = str(package)
+    for directory, subdirs, files in os.walk(top):
         subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+        # strings, not path objects: this runs for every file of konfig in every command
+        prefix = directory[len(top) + 1 :] + "/" if directory != top else ""
         for name in sorted(files):
-            path = os.path.join(directory, name)  # noqa: PTH118
-            rel = Path(path).relative_to(package).as_posix()
+            path = f"{directory}/{name}"
+            rel = prefix + name
             h.update(b"\0" + rel.encode() + b"\0")
             h.update(_file_digest(path, rel, memo).encode())
     return h.hexdigest()

@@ -135,7 +135,9 @@ def cache_state(root: Path, *, enabled: bool = True, git_required: bool = False)
     # costs the cache, not the command
     from konfig.detect import gitrepo
 
-    if gitrepo.is_repo(root):
+    # a command that compares commits asks git itself first thing, and the same error
+    # (git refusing the repository) comes from there: no process spent asking twice
+    if not git_required and gitrepo.is_repo(root):
         try:
             gitrepo.check_usable(root)
         except gitrepo.GitError as exc:

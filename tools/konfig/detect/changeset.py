@@ -36,7 +36,7 @@ import json
 import posixpath
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -53,7 +53,14 @@ from konfig.detect.importgraph import (
     modules_of_change,
     scan_files,
 )
-from konfig.detect.snapshot import Layout, Snapshot, find_layout, tree_snapshot, worktree_snapshot
+from konfig.detect.snapshot import (
+    Layout,
+    Snapshot,
+    find_layout,
+    tree_snapshot,
+    worktree_snapshot,
+)
+from konfig.detect.treeindex import TreeIndex, index_commit
 from konfig.errors import ConfigError
 from konfig.fingerprint import package_digest
 from konfig.repo.files import WriteError, WriteScope, atomic_write_text, remove
@@ -264,10 +271,29 @@ def affected_stacks(
         if known is not None:
             return known
     changes = gitrepo.diff(root, merge, head_sha)
-    snapshot = (
-        tree_snapshot(root, head_sha) if head_sha is not None else worktree_snapshot(root, cache)
-    )
-    result = changes_from(root, base_sha, head_sha, merge, changes, snapshot, cache=cache)
+    if head_sha is not None and not changes:
+        result = changes_from(
+            root, base_sha, head_sha, merge, changes, tree_snapshot(root, head_sha), cache=cache
+        )
+    elif head_sha is None:
+        result = changes_from(
+            root, base_sha, None, merge, changes, worktree_snapshot(root, cache), cache=cache
+        )
+    else:
+        # the head commit's layout and import graph: kept between runs, patched for a push
+        loaded: list[ImportCache] = []
+
+        def imports() -> ImportCache:
+            if not loaded:
+                loaded.append(ImportCache.load(cache / "imports.json" if cache else None))
+            return loaded[0]
+
+        index = index_commit(root, head_sha, cache=cache, imports=imports)
+        for import_cache in loaded:
+            import_cache.save(keep=index.snapshot.files.values())
+        result = changes_from(
+            root, base_sha, head_sha, merge, changes, index.snapshot, cache=cache, index=index
+        )
     if memo is not None:
         memo.save(result)
     return result
@@ -340,18 +366,24 @@ def changes_from(
     snapshot: Snapshot,
     *,
     cache: Path | None = None,
+    index: TreeIndex | None = None,
 ) -> ChangeSet:
-    layout = find_layout(snapshot.files)
-    config = read_config(snapshot, root if cache is not None else None)
+    """The change set of ``changes`` in ``snapshot`` (``index``: the snapshot's layout,
+    settings and import graph, when already known)."""
     reasons = _Reasons()
     paths = sorted({c.path for c in changes})
-
-    if paths:
-        import_cache = ImportCache.load(cache / "imports.json" if cache else None)
-        graph, entries = build_graph(snapshot, layout, config, import_cache)
-        import_cache.save(keep=snapshot.files.values())
+    if index is not None:
+        layout, config = index.layout, index.config
+        graph, entries = index.graph, index.entries
     else:
-        graph, entries = ImportGraph.build((), {}), {}
+        layout = find_layout(snapshot.files)
+        config = read_config(snapshot, root if cache is not None else None)
+        if paths:
+            import_cache = ImportCache.load(cache / "imports.json" if cache else None)
+            graph, entries = build_graph(snapshot, layout, config, import_cache)
+            import_cache.save(keep=snapshot.files.values())
+        else:
+            graph, entries = ImportGraph.build((), {}), {}
 
     # rule 4: repo-wide triggers
     for path in paths:
@@ -363,10 +395,12 @@ def changes_from(
     by_project: dict[str, list[str]] = defaultdict(list)
     for stack, project in layout.stacks.items():
         by_project[project].append(stack)
+    # the stacks listing a changed file among their entry files (outside the stack)
+    changed = set(paths)
     entry_index: dict[str, list[str]] = defaultdict(list)
     for stack, files in entries.items():
         for f in files:
-            if not within(f, stack):
+            if f in changed and not within(f, stack):
                 entry_index[f].append(stack)
 
     changed_modules: dict[str, list[str]] = defaultdict(list)
@@ -400,12 +434,14 @@ def changes_from(
         if s in reasons.by_stack:
             reasons.by_stack[s].insert(0, f"new stack (not present at {merge[:12]})")
 
-    problems = layout_problems(snapshot, layout, sorted(reasons.by_stack), paths)
+    readings = _Readings(cache)
+    problems = layout_problems(snapshot, layout, sorted(reasons.by_stack), paths, readings)
     broken = {p.directory for p in problems}
     affected = [
         s for s in sorted(reasons.by_stack) if s not in broken and layout.stacks[s] not in broken
     ]
-    production = _production(snapshot, affected, config)
+    production = _production(snapshot, affected, config, readings)
+    readings.save()
     stacks = tuple(
         AffectedStack(s, layout.stacks[s], tuple(reasons.by_stack[s]), s in production)
         for s in affected
@@ -423,30 +459,89 @@ def changes_from(
     )
 
 
-def _production(snapshot: Snapshot, stacks: list[str], config: RepoConfig) -> set[str]:
+class _Readings:
+    """What change detection read from ``stack.yaml`` and ``project.yaml`` files, by path
+    and blob id (a pure function of both), kept in ``<cache>/changed/readings.json``:
+    a push re-reads the settings of every affected stack otherwise."""
+
+    def __init__(self, cache: Path | None) -> None:
+        self.path = cache / "changed" / "readings.json" if cache is not None else None
+        self.seed = package_digest("readings 1", cache) if cache is not None else ""
+        self.entries: dict[str, Any] = {}
+        self.dirty = False
+        if self.path is None:
+            return
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and data.get("seed") == self.seed:
+                self.entries = dict(data["entries"])
+        except (OSError, ValueError, KeyError, TypeError):
+            self.entries = {}
+
+    def get(self, what: str, rel: str, blob: str) -> Any:
+        return self.entries.get(f"{what}\0{rel}\0{blob}", _UNKNOWN)
+
+    def put(self, what: str, rel: str, blob: str, value: Any) -> None:
+        if self.path is not None:
+            self.entries[f"{what}\0{rel}\0{blob}"] = value
+            self.dirty = True
+
+    def save(self, keep: int = 50_000) -> None:
+        if self.path is None or not self.dirty:
+            return
+        entries = self.entries
+        if len(entries) > keep:  # grown past any repository: start again
+            entries = {}
+        payload = json.dumps({"seed": self.seed, "entries": entries}, separators=(",", ":"))
+        try:
+            atomic_write_text(self.path, payload, scope=WriteScope.cache(self.path.parent.parent))
+        except WriteError:
+            pass  # a cache that cannot be written only costs the next run the reading
+
+
+_UNKNOWN: Any = object()
+
+
+def _production(
+    snapshot: Snapshot, stacks: list[str], config: RepoConfig, readings: _Readings | None = None
+) -> set[str]:
     """The production-like ones among ``stacks`` (one batch read of their stack.yaml)."""
+    readings = readings or _Readings(None)
     files = [f"{s}/{STACK_FILE}" for s in stacks if f"{s}/{STACK_FILE}" in snapshot.files]
-    texts = snapshot.read(files) if files else {}
+    known = {f: readings.get("production", f, snapshot.files[f]) for f in files}
+    texts = snapshot.read([f for f in files if known[f] is _UNKNOWN])
     found = set()
     for stack in stacks:
-        raw = texts.get(f"{stack}/{STACK_FILE}", b"")
-        declared = None
-        if b"production" in raw:  # parse only the few stack.yaml files that say so
-            try:
-                data = yaml.load(raw, Loader=_Loader)
-            except yaml.YAMLError:
-                data = None  # reported by `konfig check`; here the patterns decide
-            declared = data.get("production") if isinstance(data, dict) else None
+        rel = f"{stack}/{STACK_FILE}"
+        declared = known.get(rel)
+        if declared is _UNKNOWN:
+            raw = texts.get(rel, b"")
+            declared = None
+            if b"production" in raw:  # parse only the few stack.yaml files that say so
+                try:
+                    data = yaml.load(raw, Loader=_Loader)
+                except yaml.YAMLError:
+                    data = None  # reported by `konfig check`; here the patterns decide
+                declared = data.get("production") if isinstance(data, dict) else None
+            if not isinstance(declared, bool):
+                declared = None  # only a boolean decides (is_production)
+            readings.put("production", rel, snapshot.files[rel], declared)
         if is_production(stack, declared, config.production_stacks):
             found.add(stack)
     return found
 
 
 def layout_problems(
-    snapshot: Snapshot, layout: Layout, stacks: Sequence[str], paths: Sequence[str]
+    snapshot: Snapshot,
+    layout: Layout,
+    stacks: Sequence[str],
+    paths: Sequence[str],
+    readings: _Readings | None = None,
 ) -> list[Problem]:
     """The layout errors of the ``stacks`` (and their projects) a change affects, and of
-    the changed stack directories whose project has no ``project.yaml``."""
+    the changed stack directories whose project has no ``project.yaml`` (``readings``:
+    what earlier runs found in the same files)."""
+    readings = readings or _Readings(None)
     problems: list[Problem] = []
     for orphan in sorted(layout.orphans):
         lost = "/".join(orphan.split("/")[:2]) + "/" + PROJECT_FILE  # its project's file
@@ -463,20 +558,29 @@ def layout_problems(
             )
     named = {f"{s}/{STACK_FILE}": "stack" for s in stacks}
     named |= {f"{layout.stacks[s]}/{PROJECT_FILE}": "project" for s in stacks}
-    texts = snapshot.read(sorted(p for p in named if p in snapshot.files))
-    for rel, raw in sorted(texts.items()):
-        kind = named[rel]
-        text = raw.decode("utf-8", errors="replace")
-        try:
-            data = load_yaml_text(text, file=rel)
-        except ConfigError as exc:
-            problems.append(Problem(f"{kind}-yaml", exc.message.split(": ", 1)[-1], rel, exc.line))
-            continue
-        expected = PurePosixPath(rel).parent.name
-        _, problem = check_named(data, rel, expected, kind, partial(_name_line, text))
-        if problem is not None:
-            problems.append(problem)
+    present = sorted(p for p in named if p in snapshot.files)
+    known = {rel: readings.get("named", rel, snapshot.files[rel]) for rel in present}
+    texts = snapshot.read([rel for rel in present if known[rel] is _UNKNOWN])
+    for rel in present:
+        found = known[rel]
+        if found is _UNKNOWN:
+            problem = _named_problem(rel, named[rel], texts[rel])
+            found = None if problem is None else list(astuple(problem))
+            readings.put("named", rel, snapshot.files[rel], found)
+        if found is not None:
+            problems.append(Problem(*found))
     return problems
+
+
+def _named_problem(rel: str, kind: str, raw: bytes) -> Problem | None:
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        data = load_yaml_text(text, file=rel)
+    except ConfigError as exc:
+        return Problem(f"{kind}-yaml", exc.message.split(": ", 1)[-1], rel, exc.line)
+    expected = PurePosixPath(rel).parent.name
+    _, problem = check_named(data, rel, expected, kind, partial(_name_line, text))
+    return problem
 
 
 def _name_line(text: str) -> int | None:

@@ -389,7 +389,6 @@ def diff_trees(root: Path, old: str, new: str) -> list[TreeChange]:
             "-r",
             "-z",
             "--no-renames",
-            "--full-tree",
             old,
             new,
             "--",

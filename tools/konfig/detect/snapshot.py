@@ -34,6 +34,7 @@ class Snapshot:
     commit: str | None
     files: dict[str, str]  # path relative to the root -> git blob id
     _by_dir: dict[str, list[str]] | None = field(default=None, repr=False, compare=False)
+    _blobs: dict[str, bytes] | None = field(default=None, repr=False, compare=False)
 
     def files_in(self, directory: str) -> list[str]:
         """The files directly inside ``directory`` (relative, no trailing slash)."""
@@ -44,11 +45,18 @@ class Snapshot:
         return self._by_dir.get(directory, [])
 
     def read(self, paths: Iterable[str]) -> dict[str, bytes]:
+        """The content of each of ``paths``; a commit's blobs are read by one git process
+        per call and remembered, so a blob asked for again costs none."""
         wanted = list(paths)
         if self.commit is None:
             return {p: (self.root / p).read_bytes() for p in wanted}
-        blobs = gitrepo.read_blobs(self.root, (self.files[p] for p in wanted))
-        return {p: blobs[self.files[p]] for p in wanted}
+        if self._blobs is None:
+            self._blobs = {}
+        known = self._blobs
+        missing = [self.files[p] for p in wanted if self.files[p] not in known]
+        if missing:
+            known.update(gitrepo.read_blobs(self.root, missing))
+        return {p: known[self.files[p]] for p in wanted}
 
     def text(self, path: str) -> str | None:
         if path not in self.files:

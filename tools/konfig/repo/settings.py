@@ -51,22 +51,24 @@ def load_repo_config(root: Path, memo: StatMemo | None = None) -> RepoConfig:
         known = memo.get(CONFIG_FILE, st)
         if isinstance(known, dict):
             try:
-                return _from_fields(known)
+                return config_from_fields(known)
             except (TypeError, ValueError):
                 pass  # not what this code remembers: read again
     text = read_text(path, root=root)
     data = load_yaml_text(text, file=CONFIG_FILE)
     config = repo_config_from_data(data, text=text, memo=contracts_memo(root))
     if memo is not None:
-        memo.put(CONFIG_FILE, st, _fields(config))
+        memo.put(CONFIG_FILE, st, config_fields(config))
     return config
 
 
-def _fields(config: RepoConfig) -> dict[str, Any]:
+def config_fields(config: RepoConfig) -> dict[str, Any]:
+    """The settings as plain JSON data (:func:`config_from_fields` reads them back)."""
     return {f.name: getattr(config, f.name) for f in fields(config)}
 
 
-def _from_fields(known: dict[str, Any]) -> RepoConfig:
+def config_from_fields(known: dict[str, Any]) -> RepoConfig:
+    """Settings from :func:`config_fields`' data; TypeError when they are not such."""
     return RepoConfig(
         **{k: tuple(v) if isinstance(v, list) else v for k, v in known.items()}  # type: ignore[arg-type]
     )

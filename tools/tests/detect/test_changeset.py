@@ -1,3 +1,4 @@
+import json
 import random
 import shutil
 from collections.abc import Callable
@@ -401,3 +402,61 @@ def test_renamed_project_deletes_old_stacks_and_adds_new(two_projects: RepoBuild
         "appops/ab2/base/base.k changed",
     )
     assert changes.projects == ("appops/ab", "appops/ab2")
+
+
+def test_a_kept_index_patched_push_after_push_equals_one_built_from_scratch(
+    monorepo: Path,
+) -> None:
+    """Every scenario is pushed on top of the previous ones; after each push the change
+    set from the kept tree index (patched with the diff, or built again for a change it
+    does not patch) equals the change set built from scratch, without any cache."""
+    from konfig.detect import gitrepo
+    from konfig.detect.treeindex import INDEX_FILE
+
+    base = git.Repo(monorepo).head.commit.hexsha
+    cache = monorepo / ".cache/konfig"
+    kept = cache / INDEX_FILE
+    git.Repo(monorepo).git.checkout("-q", "-b", "pushes", base)
+    # a stack none of the scenarios deletes or renames
+    steady = sorted(p.relative_to(monorepo).as_posix() for p in monorepo.glob("appops/*/*/main.k"))[
+        -1
+    ]
+    _edit(monorepo, steady, "import", "# first push\nimport")
+    git_commit(monorepo, "first push")
+    affected_stacks(monorepo, base, "HEAD", cache=cache)
+    patched = []
+    # chained, "rename a stack" would rename the stack "delete a stack" deleted
+    scenarios = {k: v for k, v in _scenarios(monorepo).items() if k != "rename a stack"}
+    more = {  # what the scenarios above leave out: a library added, then deleted
+        "add a library and import it": lambda: (
+            (monorepo / "base/pkg/extra").mkdir(),
+            (monorepo / "base/pkg/extra/extra.k").write_text("x = 1\n"),
+            _edit(monorepo, "base/pkg/lib3/lib.k", '"""Shared', 'import base.pkg.extra\n"""Shared'),
+        ),
+        "delete the library": lambda: shutil.rmtree(monorepo / "base/pkg/extra"),
+        "edit a stack again": lambda: _edit(monorepo, steady, "# first push", "# again"),
+    }
+    for name, change in [*scenarios.items(), *more.items()]:
+        before = json.loads(kept.read_text())["commit"]
+        change()
+        head = git_commit(monorepo, name)
+        warm = affected_stacks(monorepo, base, "HEAD", cache=cache)
+        cold = affected_stacks(monorepo, base, "HEAD", cache=None)
+        assert warm.to_json() == cold.to_json(), name
+        assert warm.files == cold.files, name
+        if json.loads(kept.read_text())["commit"] == before:
+            patched.append(name)  # answered from the kept index, patched with the diff
+        else:
+            assert json.loads(kept.read_text())["commit"] == head, name
+    # the edits of KCL and data files were patched in; layout changes were built again
+    assert "edit a shared library (subset of projects)" in patched
+    assert "add a library and import it" in patched and "delete the library" in patched
+    assert "add a stack" not in patched and "edit kcl.mod" not in patched
+    # and a warm push asks git little: the refs, the merge base, the diff, the diff of the
+    # trees, a read of the changed KCL file, a read of the affected stacks' settings, the
+    # stacks at the merge base (the pull request added and deleted stacks)
+    _edit(monorepo, steady, "# again", "# last")
+    git_commit(monorepo, "last push")
+    started = gitrepo.runs()
+    affected_stacks(monorepo, base, "HEAD", cache=cache)
+    assert gitrepo.runs() - started <= 7
