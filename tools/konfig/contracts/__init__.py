@@ -43,11 +43,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from konfig.errors import ConfigError
 from konfig.fingerprint import files_digest
 from konfig.repo.files import WriteError, WriteScope, atomic_write_text
-from konfig.repo.yamlpos import KeyPath, key_lines, line_of
 
 if TYPE_CHECKING:  # jsonschema takes a tenth of a second to import: only when validating
     from jsonschema import ValidationError
     from jsonschema.protocols import Validator
+
+    # YAML positions (and PyYAML): only when a violation needs its line
+    from konfig.repo.yamlpos import KeyPath
 
 SUFFIX = ".schema.json"
 COMMON = "common"  # shared definitions ($defs) the others refer to
@@ -196,6 +198,8 @@ def violations(
     errors = list(_validator(name).iter_errors(data))
     if not errors:
         return []
+    from konfig.repo.yamlpos import key_lines, line_of  # PyYAML: only for a line
+
     lines = key_lines(text) if text is not None else {}
     # a missing key comes after what is wrong with the keys present (which often says
     # why: a different kind of document, another version), duplicates once

@@ -41,8 +41,6 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from konfig import __version__
 from konfig.detect import gitrepo
 from konfig.detect.importgraph import (
@@ -83,7 +81,6 @@ from konfig.repo.settings import (
     path_matches,
     repo_config_from_data,
 )
-from konfig.repo.yamlio import load_yaml_text
 
 
 def within(path: str, parent: str) -> bool:
@@ -95,7 +92,16 @@ def within(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent + "/")
 
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+def _yaml() -> Any:
+    """PyYAML, imported when a file is parsed (a warm push parses none)."""
+    import yaml
+
+    return yaml
+
+
+def _load_yaml(text: str | bytes) -> Any:
+    yaml = _yaml()
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def read_config(snapshot: Snapshot, root: Path | None = None) -> RepoConfig:
@@ -109,8 +115,8 @@ def read_config(snapshot: Snapshot, root: Path | None = None) -> RepoConfig:
         return RepoConfig()
     memo = contracts_memo(root) if root is not None else None
     try:
-        return repo_config_from_data(yaml.load(text, Loader=_Loader), text=text, memo=memo)
-    except (yaml.YAMLError, ConfigError):
+        return repo_config_from_data(_load_yaml(text), text=text, memo=memo)
+    except (_yaml().YAMLError, ConfigError):
         # an invalid konfig.yaml is reported by every other command; for change
         # detection the defaults still give the right answer, since konfig.yaml is
         # itself a trigger by default.
@@ -135,10 +141,10 @@ def entry_files(
     if text is not None:
         listed: Any = None
         try:
-            data = yaml.safe_load(text)
+            data = _yaml().safe_load(text)
             cli = data.get("kcl_cli_configs") if isinstance(data, dict) else None
             listed = cli.get("file") if isinstance(cli, dict) else None
-        except yaml.YAMLError:
+        except _yaml().YAMLError:
             listed = None
         if isinstance(listed, list) and listed:
             out: list[str] = []
@@ -508,7 +514,8 @@ def _production(
     """The production-like ones among ``stacks`` (one batch read of their stack.yaml)."""
     readings = readings or _Readings(None)
     files = [f"{s}/{STACK_FILE}" for s in stacks if f"{s}/{STACK_FILE}" in snapshot.files]
-    known = {f: readings.get("production", f, snapshot.files[f]) for f in files}
+    # what a stack.yaml declares depends on its content alone
+    known = {f: readings.get("production", "", snapshot.files[f]) for f in files}
     texts = snapshot.read([f for f in files if known[f] is _UNKNOWN])
     found = set()
     for stack in stacks:
@@ -519,13 +526,13 @@ def _production(
             declared = None
             if b"production" in raw:  # parse only the few stack.yaml files that say so
                 try:
-                    data = yaml.load(raw, Loader=_Loader)
-                except yaml.YAMLError:
+                    data = _load_yaml(raw)
+                except _yaml().YAMLError:
                     data = None  # reported by `konfig check`; here the patterns decide
                 declared = data.get("production") if isinstance(data, dict) else None
             if not isinstance(declared, bool):
                 declared = None  # only a boolean decides (is_production)
-            readings.put("production", rel, snapshot.files[rel], declared)
+            readings.put("production", "", snapshot.files[rel], declared)
         if is_production(stack, declared, config.production_stacks):
             found.add(stack)
     return found
@@ -559,20 +566,40 @@ def layout_problems(
     named = {f"{s}/{STACK_FILE}": "stack" for s in stacks}
     named |= {f"{layout.stacks[s]}/{PROJECT_FILE}": "project" for s in stacks}
     present = sorted(p for p in named if p in snapshot.files)
-    known = {rel: readings.get("named", rel, snapshot.files[rel]) for rel in present}
+    known = {rel: _known_problem(readings, rel, named[rel], snapshot.files[rel]) for rel in present}
     texts = snapshot.read([rel for rel in present if known[rel] is _UNKNOWN])
     for rel in present:
         found = known[rel]
         if found is _UNKNOWN:
+            blob = snapshot.files[rel]
             problem = _named_problem(rel, named[rel], texts[rel])
-            found = None if problem is None else list(astuple(problem))
-            readings.put("named", rel, snapshot.files[rel], found)
+            if problem is None:  # right wherever the directory has this name
+                readings.put("right", _named_as(rel, named[rel]), blob, True)
+                found = None
+            else:
+                found = list(astuple(problem))
+                readings.put("named", rel, blob, found)
         if found is not None:
             problems.append(Problem(*found))
     return problems
 
 
+def _named_as(rel: str, kind: str) -> str:
+    """What a ``stack.yaml``/``project.yaml`` is checked against: its kind and the name
+    of its directory (the ``stack.yaml`` of every ``dev`` stack is often the same blob)."""
+    return f"{kind}\0{PurePosixPath(rel).parent.name}"
+
+
+def _known_problem(readings: _Readings, rel: str, kind: str, blob: str) -> Any:
+    """The problem (fields) or None found before for this file, else _UNKNOWN."""
+    if readings.get("right", _named_as(rel, kind), blob) is True:
+        return None
+    return readings.get("named", rel, blob)
+
+
 def _named_problem(rel: str, kind: str, raw: bytes) -> Problem | None:
+    from konfig.repo.yamlio import load_yaml_text  # PyYAML: only when a file is read
+
     text = raw.decode("utf-8", errors="replace")
     try:
         data = load_yaml_text(text, file=rel)

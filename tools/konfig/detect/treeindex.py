@@ -65,6 +65,16 @@ class TreeIndex:
     config: RepoConfig
     graph: ImportGraph
     entries: dict[str, list[str]]  # stack -> its entry files
+    # directory -> the KCL source files directly in it (where a module's edges start)
+    kdirs: dict[str, list[str]] | None = None
+
+    def sources_in(self) -> dict[str, list[str]]:
+        if self.kdirs is None:
+            self.kdirs = defaultdict(list)
+            for path in self.snapshot.files:
+                if is_kcl_source(path):
+                    self.kdirs[module_of(path)].append(path)
+        return self.kdirs
 
 
 def index_commit(
@@ -128,11 +138,20 @@ def _patch(
     if len(diff) > PATCH_LIMIT or any(_structural(c) for c in diff):
         return False
     files = index.snapshot.files
+    kdirs = index.sources_in()
     for change in diff:
+        path = change.path
         if change.new is None:
-            files.pop(change.path, None)
+            files.pop(path, None)
         else:
-            files[change.path] = change.new
+            files[path] = change.new
+        if is_kcl_source(path) and (change.old is None) != (change.new is None):
+            listed = kdirs.setdefault(module_of(path), [])
+            if change.new is None:
+                if path in listed:
+                    listed.remove(path)
+            elif path not in listed:
+                listed.append(path)
     index.commit = commit
     index.snapshot = Snapshot(index.snapshot.root, commit, files)
     kcl = [c.path for c in diff if c.path.endswith(KCL_SUFFIX)]
@@ -141,7 +160,8 @@ def _patch(
     graph = index.graph
     sources = [p for p in kcl if is_kcl_source(p)]
     nodes = {m for p in sources for m in (module_of(p), p[: -len(KCL_SUFFIX)])}
-    members = _members(files, nodes) if nodes else {}
+    # the files whose imports are a module's edges: those in its directory, and <node>.k
+    members = {node: [*kdirs.get(node, ()), *_single(node, files)] for node in nodes}
     changed = set(kcl)
     stacks = {s: listed for s, listed in index.entries.items() if not changed.isdisjoint(listed)}
     # the import statements of every file whose targets are asked for below
@@ -166,19 +186,9 @@ def _patch(
     return True
 
 
-def _members(files: dict[str, str], nodes: set[str]) -> dict[str, list[str]]:
-    """For each module node, the KCL source files whose import edges start there: the
-    files directly in its directory and the file ``<node>.k``."""
-    out: dict[str, list[str]] = defaultdict(list)
-    # a cheap first sieve (this runs over every file of the commit), then the rule
-    near = tuple(n + "/" if n else "" for n in nodes) + tuple(n + KCL_SUFFIX for n in nodes)
-    for path in files:
-        if not path.startswith(near) or not is_kcl_source(path):
-            continue
-        for node in (module_of(path), path[: -len(KCL_SUFFIX)]):
-            if node in nodes:
-                out[node].append(path)
-    return out
+def _single(node: str, files: dict[str, str]) -> list[str]:
+    single = node + KCL_SUFFIX
+    return [single] if single in files and is_kcl_source(single) else []
 
 
 def _set_edges(graph: ImportGraph, node: Node, targets: AbstractSet[Node]) -> None:
@@ -302,6 +312,7 @@ def _save(cache: Path, index: TreeIndex) -> None:
         "orphans": sorted(index.layout.orphans),
         "config": config_fields(index.config),
         "entries": index.entries,
+        "kdirs": index.sources_in(),
         "kcl_mod_dirs": sorted(graph.kcl_mod_dirs),
         "succ": _edges(graph._succ),
         "pred": _edges(graph._pred),
@@ -338,6 +349,7 @@ def _load(root: Path, cache: Path) -> TreeIndex | None:
             config=config_from_fields(data["config"]),
             graph=graph,
             entries=data["entries"],
+            kdirs=data["kdirs"],
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing or corrupt: built again and rewritten

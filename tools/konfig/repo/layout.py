@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from konfig.errors import ConfigError, KonfigError, UsageError
 from konfig.repo.settings import CACHE_DIR, RepoConfig, load_repo_config
 from konfig.repo.statmemo import MISSING, StatMemo
-from konfig.repo.yamlio import load_yaml_file
 
 APPOPS = "appops"
 PROJECT_FILE = "project.yaml"
@@ -157,6 +156,8 @@ def _read_named(
 def _parse_named(
     path: Path, rel: str, root: Path, kind: str
 ) -> tuple[dict[str, Any] | None, Problem | None]:
+    from konfig.repo.yamlio import load_yaml_file  # PyYAML: only when a file is read
+
     try:
         data = load_yaml_file(path, root=root)
     except ConfigError as exc:

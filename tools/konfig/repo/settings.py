@@ -17,7 +17,6 @@ from typing import Any
 from konfig import contracts
 from konfig.repo.files import WriteScope
 from konfig.repo.statmemo import StatMemo
-from konfig.repo.yamlio import load_yaml_text, read_text
 
 CONFIG_FILE = "konfig.yaml"
 CACHE_DIR = ".cache/konfig"  # konfig's caches, in the repository root (gitignored)
@@ -54,6 +53,8 @@ def load_repo_config(root: Path, memo: StatMemo | None = None) -> RepoConfig:
                 return config_from_fields(known)
             except (TypeError, ValueError):
                 pass  # not what this code remembers: read again
+    from konfig.repo.yamlio import load_yaml_text, read_text  # PyYAML: only when read
+
     text = read_text(path, root=root)
     data = load_yaml_text(text, file=CONFIG_FILE)
     config = repo_config_from_data(data, text=text, memo=contracts_memo(root))
