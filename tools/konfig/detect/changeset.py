@@ -467,11 +467,11 @@ def changes_from(
 
 class _Readings:
     """What change detection read from ``stack.yaml`` and ``project.yaml`` files, by path
-    and blob id (a pure function of both), kept in ``<cache>/changed/readings.json``:
+    and blob id (a pure function of both), kept in ``<cache>/readings.json``:
     a push re-reads the settings of every affected stack otherwise."""
 
     def __init__(self, cache: Path | None) -> None:
-        self.path = cache / "changed" / "readings.json" if cache is not None else None
+        self.path = cache / "readings.json" if cache is not None else None
         self.seed = package_digest("readings 1", cache) if cache is not None else ""
         self.entries: dict[str, Any] = {}
         self.dirty = False
@@ -500,7 +500,7 @@ class _Readings:
             entries = {}
         payload = json.dumps({"seed": self.seed, "entries": entries}, separators=(",", ":"))
         try:
-            atomic_write_text(self.path, payload, scope=WriteScope.cache(self.path.parent.parent))
+            atomic_write_text(self.path, payload, scope=WriteScope.cache(self.path.parent))
         except WriteError:
             pass  # a cache that cannot be written only costs the next run the reading
 

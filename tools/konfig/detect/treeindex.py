@@ -4,7 +4,7 @@ Finding the stacks a change affects needs the whole head commit: its files, its 
 and stacks, every stack's entry files and the import graph of every KCL file. Building
 that for 5,000 stacks is two thirds of ``konfig changed``; a new push to a pull request
 changes a few files of it. So the index of a commit is kept in the cache
-(``<cache>/changed/tree-index.json``, with the commit it describes), and for another
+(``<cache>/tree-index.json``, with the commit it describes), and for another
 commit it is updated from ``git diff-tree`` between the two: a changed, added or deleted
 KCL file replaces the import edges of the modules it belongs to and of the stacks that
 list it as an entry file.
@@ -47,7 +47,7 @@ from konfig.repo.files import WriteError, WriteScope, atomic_write_text
 from konfig.repo.layout import APPOPS, KCL_YAML, PROJECT_FILE, STACK_FILE
 from konfig.repo.settings import CONFIG_FILE, RepoConfig, config_fields, config_from_fields
 
-INDEX_FILE = "changed/tree-index.json"
+INDEX_FILE = "tree-index.json"
 # a diff of more files than this is not patched in: the index is built again
 PATCH_LIMIT = 400
 # a patch scans up to this many KCL files itself rather than load the import-scan cache
