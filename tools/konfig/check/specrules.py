@@ -24,8 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Collection, Sequence
 from pathlib import Path
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from konfig.check.findings import Finding
 from konfig.check.kinds import KindCatalog
@@ -33,6 +32,9 @@ from konfig.check.locate import locate
 from konfig.ids import resource_id
 from konfig.repo.layout import Stack
 from konfig.spec import Resource, Spec
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 # Kubernetes' name formats (k8s.io/apimachinery/pkg/util/validation)
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -209,6 +211,8 @@ def system_namespace_refusal(findings: Sequence[Finding]) -> str:
 
 
 def _cycles(root: Path, stack: Stack, spec: Spec) -> list[Finding]:
+    import networkx as nx  # only for `konfig check` (preview and apply use other rules here)
+
     graph: nx.DiGraph = nx.DiGraph()
     by_id = {r.id: r for r in spec.resources}
     for r in spec.resources:

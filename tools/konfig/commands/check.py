@@ -6,9 +6,10 @@ import os
 
 import click
 
-from konfig.check import Severity, check
+from konfig.check import Severity
 from konfig.check.formats import FORMATS, render
 from konfig.check.policy import POLICY_ENTRY
+from konfig.check.run import check
 from konfig.commands._common import cache_state, compile_settings, load_repository
 from konfig.commands._console import compile_progress, info
 from konfig.commands._keys import take_keyring_from_env

@@ -1,0 +1,90 @@
+"""`konfig check`: every rule over the selected stacks (:func:`check`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from konfig.build.compiler import CompileError, CompileResult
+from konfig.check.findings import Finding, sorted_findings
+from konfig.check.kinds import scan_repository
+from konfig.check.locate import clear_cache
+from konfig.check.ownership import Declared, check_ownership
+from konfig.check.policy import PolicyJob, check_policies_many
+from konfig.check.schema import check_schema
+from konfig.check.secretrules import check_secret_files, check_secret_specs
+from konfig.check.specrules import check_spec
+from konfig.check.structure import check_structure, layout_findings, within_selection
+from konfig.check.terraform import check_terraform
+from konfig.repo.layout import STACK_FILE, Repository
+from konfig.secrets.keys import Keyring
+
+
+def check(
+    repo: Repository,
+    compiled: Sequence[CompileResult],
+    *,
+    scope: Sequence[str] | None = None,
+    policies: bool = True,
+    keyring: Keyring | None = None,
+    declared: Sequence[Declared] = (),
+) -> list[Finding]:
+    """Every finding for the compiled stacks; structure and encrypted-file findings
+    limited to ``scope`` (directories; None: the whole repository). With a ``keyring``,
+    encrypted files it can open are decrypted and their MAC checked (in memory).
+    ``declared``: what every stack declares, for the ownership rule (objects the
+    compiled stacks share with any stack)."""
+    clear_cache()
+    layout = set(layout_findings(repo))
+    findings = [
+        f
+        for f in check_structure(repo)
+        if scope is None or f in layout or within_selection(f, scope)
+    ]
+    findings.extend(check_secret_files(repo.root, scope, keyring))
+    by_path = {s.path: s for s in repo.stacks}
+    kinds = scan_repository(repo.root)
+    for result in compiled:
+        if result.spec is not None:
+            kinds.add_resources(result.spec.resources, result.stack_path)
+    jobs: list[PolicyJob] = []
+    for result in compiled:
+        stack = by_path[result.stack_path]
+        if result.spec is None:
+            error = result.error
+            findings.append(
+                Finding(
+                    "compile/error",
+                    _compile_message(stack.path, error),
+                    (error.file if error and error.file else f"{stack.path}/{STACK_FILE}"),
+                    error.line if error else None,
+                    stack=stack.path,
+                )
+            )
+            continue
+        spec = result.spec
+        findings.extend(
+            check_spec(
+                repo.root,
+                stack,
+                spec,
+                kinds,
+                allowed_system_namespaces=repo.config.allow_system_namespaces,
+            )
+        )
+        findings.extend(check_secret_specs(repo.root, stack, spec))
+        findings.extend(check_schema(repo.root, stack, spec, kinds, repo.config.kubernetes_version))
+        findings.extend(check_terraform(repo.root, stack, spec))
+        if policies:
+            options = dict(result.inputs.options) if result.inputs else {}
+            jobs.append(PolicyJob(stack, spec, options))
+    for outcome in check_policies_many(repo.root, jobs).values():
+        findings.extend(outcome.findings)
+    findings.extend(check_ownership(declared, [r.stack_path for r in compiled]))
+    return sorted_findings(findings)
+
+
+def _compile_message(stack_path: str, error: CompileError | None) -> str:
+    if error is None:
+        return f"{stack_path} does not compile"
+    lines = [f"{stack_path} does not compile: {error.message}", *error.details]
+    return "\n  ".join(lines)
