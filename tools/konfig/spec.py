@@ -32,7 +32,6 @@ from konfig.ids import (
     parse_terraform_id,
     resource_id,
 )
-from konfig.repo.yamlio import canonical, dump_yaml
 
 RESOURCE_TYPE = "Kubernetes"
 TERRAFORM = "Terraform"
@@ -91,6 +90,8 @@ class Resource:
         return self.api_version.rpartition("/")[0]
 
     def to_dict(self) -> dict[str, Any]:
+        from konfig.repo.yamlio import canonical  # (its module loads PyYAML: not at start)
+
         return {
             "id": self.id,
             "type": self.type,
@@ -108,6 +109,8 @@ class Spec:
         return {"resources": [r.to_dict() for r in self.resources]}
 
     def to_yaml(self) -> str:
+        from konfig.repo.yamlio import dump_yaml
+
         return dump_yaml(self.to_dict())
 
     def digest(self) -> str:

@@ -28,8 +28,6 @@ from konfig.errors import ConfigError
 from konfig.repo.layout import KCL_MOD_VAR, KCL_YAML, MAIN, Repository, Stack
 from konfig.repo.settings import contracts_memo
 from konfig.repo.statmemo import StatMemo
-from konfig.repo.yamlio import load_yaml_text, read_text
-from konfig.repo.yamlpos import key_lines, line_of
 from konfig.spec import Spec, SpecError, spec_from_output
 
 SETTINGS = "ci-test/settings.yaml"
@@ -119,6 +117,8 @@ def _read_contract(
 
 
 def _check_contract(path: Path, rel: str, root: Path, contract: str) -> dict[str, Any]:
+    from konfig.repo.yamlio import load_yaml_text, read_text  # PyYAML: only when read
+
     text = read_text(path, root=root)
     data = load_yaml_text(text, file=rel)
     if data is None:
@@ -197,6 +197,9 @@ def _inside_repository(
         if Path(file).is_relative_to(real_root):
             continue
         rel = kcl_yaml.relative_to(root).as_posix()
+        from konfig.repo.yamlio import read_text
+        from konfig.repo.yamlpos import key_lines, line_of
+
         lines = key_lines(read_text(kcl_yaml, root=root))
         raise ConfigError(
             f"entry file {entry!r} is outside the repository ({file}): list files inside "

@@ -38,7 +38,6 @@ from konfig.repo.layout import (
     resolve_stacks,
     unusable_error,
 )
-from konfig.repo.yamlio import load_yaml_text
 
 
 @dataclass(frozen=True)
@@ -267,6 +266,8 @@ def stacks_gone_in_history(repo: Repository) -> list[Stack]:
             continue
         data = gitrepo.file_before(repo.root, commit, path)
         try:
+            from konfig.repo.yamlio import load_yaml_text  # PyYAML: only for a deleted stack
+
             raw = load_yaml_text(data.decode("utf-8"), file=path) if data else None
         except (KonfigError, UnicodeDecodeError):
             raw = None

@@ -65,7 +65,11 @@ def load_repo_config(root: Path, memo: StatMemo | None = None) -> RepoConfig:
 
 def config_fields(config: RepoConfig) -> dict[str, Any]:
     """The settings as plain JSON data (:func:`config_from_fields` reads them back)."""
-    return {f.name: getattr(config, f.name) for f in fields(config)}
+    out: dict[str, Any] = {}
+    for f in fields(config):
+        value = getattr(config, f.name)
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 def config_from_fields(known: dict[str, Any]) -> RepoConfig:
