@@ -590,7 +590,9 @@ def plan_terraform_first(
     """For ``konfig apply --yes`` (nothing shown to compare with): ``tofu plan`` under
     OpenTofu's lock, not read back yet: ``tofu.actions`` says what it does, the changes
     are not known yet (:func:`finish_plan` reads them). None for a stack without
-    Terraform resources in its Spec: the caller plans as usual."""
+    Terraform resources in its Spec: the caller plans as usual. What it plans with is
+    what :func:`plan_hybrid` plans with under the lock: a change to one is a change to
+    both."""
     if not spec.terraform():
         return None
     ctx = stack_tofu(tctx, stack, target)
