@@ -435,12 +435,12 @@ def changes_from(
         for s in sorted(graph.importing_stacks(module)):
             reasons.add(s, f"imports {module} which changed: {listed}")
 
-    deleted, added = _stack_diff(root, merge, changes, layout)
+    readings = _Readings(cache)
+    deleted, added = _stack_diff(root, merge, changes, layout, readings)
     for s in added:
         if s in reasons.by_stack:
             reasons.by_stack[s].insert(0, f"new stack (not present at {merge[:12]})")
 
-    readings = _Readings(cache)
     problems = layout_problems(snapshot, layout, sorted(reasons.by_stack), paths, readings)
     broken = {p.directory for p in problems}
     affected = [
@@ -618,12 +618,17 @@ def _name_line(text: str) -> int | None:
 
 
 def _stack_diff(
-    root: Path, merge: str, changes: list[gitrepo.FileChange], head: Layout
+    root: Path,
+    merge: str,
+    changes: list[gitrepo.FileChange],
+    head: Layout,
+    readings: _Readings | None = None,
 ) -> tuple[list[str], list[str]]:
     """Stacks present at ``merge`` but not at head (deleted), and the reverse (added).
 
     Only projects where a ``stack.yaml`` or ``project.yaml`` was added or deleted can
-    gain or lose stacks, so only those are listed from the base commit's tree.
+    gain or lose stacks, so only those are listed from the base commit's tree (and kept
+    in ``readings``: every push to a pull request has the same merge base).
     """
     touched: set[str] = set()
     for change in changes:
@@ -632,9 +637,15 @@ def _stack_diff(
             touched.add(f"{APPOPS}/{parts[1]}")
     if not touched:
         return [], []
-    base_files = gitrepo.list_tree(root, merge, tuple(sorted(touched)))
-    base = find_layout(base_files)
+    readings = readings or _Readings(None)
+    projects = "\0".join(sorted(touched))
+    known = readings.get("stacks-at", projects, merge)  # a commit's tree never changes
+    if isinstance(known, list):
+        at_base = set(known)
+    else:
+        at_base = set(find_layout(gitrepo.list_tree(root, merge, tuple(sorted(touched)))).stacks)
+        readings.put("stacks-at", projects, merge, sorted(at_base))
     # a stack whose project.yaml is gone is broken, not deleted: never destroy it
-    deleted = sorted(s for s in base.stacks if s not in head.stacks and s not in head.orphans)
-    added = sorted(s for s, p in head.stacks.items() if p in touched and s not in base.stacks)
+    deleted = sorted(s for s in at_base if s not in head.stacks and s not in head.orphans)
+    added = sorted(s for s, p in head.stacks.items() if p in touched and s not in at_base)
     return deleted, added
