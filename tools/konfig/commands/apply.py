@@ -58,7 +58,7 @@ from konfig.pipeline.applying import (
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.selection import select_stacks
-from konfig.pipeline.terraform import HybridPlan
+from konfig.pipeline.terraform import HybridPlan, require_credentials
 from konfig.repo.layout import Stack
 from konfig.report.previews import StackPreview
 
@@ -187,6 +187,7 @@ def command(
         check_system_namespaces(repo, stack, specs[stack.path])  # what check refuses, too
     secrets = resolve_secrets(repo.root, selected, specs, keyring)  # also before any write
     tofu = tofu_context(repo.root)
+    require_credentials(selected, specs, tofu.environment)  # and the providers' credentials
 
     def options_of(stack: Stack) -> ApplyOptions:
         return apply_options(

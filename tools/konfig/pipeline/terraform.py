@@ -33,7 +33,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -1035,3 +1035,37 @@ def _field_keys(path: str) -> tuple[str, ...]:
     if all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in parts):
         return tuple(f"f:{p}" for p in parts)
     return ()
+
+
+# --- before any write ------------------------------------------------------------------
+
+
+def require_credentials(
+    stacks: Sequence[Stack], specs: Mapping[str, Spec], environment: Mapping[str, str]
+) -> None:
+    """Refuse before anything is written when a stack's Terraform resources use provider
+    configurations whose credential variables ``environment`` does not set (each named,
+    never a value): apply never degrades as a preview does."""
+    problems: list[str] = []
+    for stack in stacks:
+        spec = specs.get(stack.path)
+        if spec is None or not spec.terraform():
+            continue
+        terraform = stack_terraform(stack.raw, stack.path)
+        used = {r.provider.config for r in terraform_resources(spec)}
+        missing = [
+            f"{variable} (provider {name}, argument {argument})"
+            for name in sorted(used)
+            if name in terraform.providers
+            for argument, variable in sorted(terraform.providers[name].environment.items())
+            if not environment.get(variable)
+        ]
+        if missing:
+            problems.append(f"{stack.path}: {', '.join(missing)}")
+    if problems:
+        raise KonfigError(
+            "the provider credentials come from the environment and these variables are "
+            f"not set: {'; '.join(problems)}; nothing was changed",
+            hint="set them in the apply environment (the workflow's secrets); stack.yaml "
+            "`terraform.providers.<config>.environment` names them",
+        )

@@ -12,6 +12,7 @@ import pytest
 
 from konfig import outputs
 from konfig.engine.plan import Change
+from konfig.errors import KonfigError
 from konfig.pipeline.terraform import (
     kubernetes_spec,
     live_where_unknown,
@@ -19,9 +20,11 @@ from konfig.pipeline.terraform import (
     missing_credentials,
     not_previewed,
     refuse_destroys,
+    require_credentials,
     scram_verifier,
     state_suffix,
 )
+from konfig.repo.layout import Stack
 from konfig.spec import Spec, spec_from_items
 from konfig.tofu.model import TerraformSpecError, stack_terraform
 from konfig.tofu.state import ids as state_ids
@@ -191,3 +194,18 @@ def test_without_credentials_a_provider_argument_is_unknown_and_keeps_the_live_v
     assert live_where_unknown(cm.attributes, live)["data"] == {"HOST": "db.example", "DB": "shop"}
     # no live object (not created yet): still unknown, never sent by apply
     assert live_where_unknown(cm.attributes, {})["data"]["HOST"] == outputs.UNKNOWN
+
+
+def test_apply_requires_every_credential_of_the_stacks_before_any_write() -> None:
+    shop = Stack("shop", "prod", "appops/shop/prod", "appops/shop", raw=STACK)
+    plain = Stack("web", "dev", "appops/web/dev", "appops/web", raw={})
+    specs = {shop.path: _spec({}), plain.path: Spec(())}
+    require_credentials([shop, plain], specs, {"PGH": "h", "PGP": "p"})  # all set
+    with pytest.raises(KonfigError) as caught:
+        require_credentials([shop, plain], specs, {"PGH": "h"})
+    assert caught.value.message == (
+        "the provider credentials come from the environment and these variables are not "
+        "set: appops/shop/prod: PGP (provider postgresql, argument password); nothing was "
+        "changed"
+    )
+    assert "workflow's secrets" in (caught.value.hint or "")
