@@ -189,6 +189,22 @@ def test_a_cache_elsewhere_serves_the_pinned_build_without_its_source(
     assert provider["built_from"].startswith("sha256:") and "(pinned)" in provider["built_from"]
     mirrored = cache / facts["key"] / "mirror" / "konfig.local" / "cyrilgdn" / "postgresql"
     assert (mirrored / tofu.provider_version / "linux_amd64").is_dir()
+    # The CLI configuration names the mirror by its real path, whatever path reached it
+    # (runners reach one tool cache through links of their own), and a moved cache
+    # gets it rewritten.
+    alias = tmp_path / "runner-1-tool-cache"
+    alias.symlink_to(cache)
+    again = run("build", cache_dir=alias)
+    assert again.returncode == 0, again.stderr
+    rc = Path(json.loads(again.stdout)["cli_config"]).read_text()
+    assert f'"{(cache / facts["key"] / "mirror").resolve()}"' in rc, rc
+    moved = tmp_path / "moved"
+    cache.rename(moved)
+    alias.unlink()
+    after = run("build", cache_dir=moved)
+    assert after.returncode == 0, after.stderr
+    rc = Path(json.loads(after.stdout)["cli_config"]).read_text()
+    assert f'"{(moved / facts["key"] / "mirror").resolve()}"' in rc, rc
 
     empty = tmp_path / "empty"
     assert json.loads(run("key", cache_dir=empty).stdout)["built"] is False
