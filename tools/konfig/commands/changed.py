@@ -6,7 +6,6 @@ import click
 
 from konfig.commands._common import cache_state, report_problems, repository_root
 from konfig.commands._console import echo_json, echo_stacks, info
-from konfig.commands._outputs import github_output_file, write_stack_outputs
 from konfig.detect import gitrepo
 from konfig.detect.changeset import ChangeSet, affected_stacks
 from konfig.errors import EXIT_OK
@@ -63,7 +62,11 @@ def command(
     # thousands of stacks) parse of every stack.yaml in the work tree is skipped; the
     # changed stacks' own layout errors are found there too.
     root = repository_root(ctx)
-    output_file = github_output_file() if github_output else None
+    output_file = None
+    if github_output:
+        from konfig.commands._outputs import github_output_file  # only with --github-output
+
+        output_file = github_output_file()
     if base is None:
         default = gitrepo.default_base(root)
         base = default.ref
@@ -75,6 +78,8 @@ def command(
     if head == "HEAD":
         _note_uncommitted(gitrepo.uncommitted(root))
     if output_file is not None:
+        from konfig.commands._outputs import write_stack_outputs
+
         write_stack_outputs(
             output_file, changes.stack_paths, changes.deleted_stacks, changes.projects
         )
