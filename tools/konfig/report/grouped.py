@@ -469,6 +469,7 @@ def to_json(report: Report, grouping: Grouping, *, layout: str) -> dict[str, Any
                     }
                     for f in s.failures
                 ],
+                "notPreviewed": [{"id": i, "reason": why} for i, why in s.not_previewed],
             }
             for s in report.stacks
         ],

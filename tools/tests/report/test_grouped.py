@@ -378,3 +378,21 @@ def test_json_matches_its_schema_and_names_the_groups() -> None:
     assert variant["variantOf"] == shared[0]["id"]
     prod = {s["path"]: s["production"] for s in data["stacks"]}
     assert prod["appops/app002/prod"] is True and prod["appops/app002/dev"] is False
+
+
+def test_json_lists_what_a_preview_could_not_plan() -> None:
+    fleet = Fleet(2)
+    doc = fleet.preview()
+    skipped = {
+        "id": "postgresql:postgresql_role:app000-prod",
+        "runtime": "Terraform",
+        "reason": "not previewed: credentials APP000_PROD_PGHOST, APP000_PROD_PGPASSWORD missing",
+    }
+    for stack in doc["stacks"]:
+        if stack["path"] == "appops/app000/prod":
+            stack["notPreviewed"] = [skipped]
+    data = reportlib.to_json(reportlib.build(reportlib.Inputs(previews=[doc]), sha=SHA))
+    assert contracts.violations("report", data) == []
+    listed = {s["path"]: s["notPreviewed"] for s in data["stacks"]}
+    assert listed["appops/app000/prod"] == [{"id": skipped["id"], "reason": skipped["reason"]}]
+    assert all(v == [] for p, v in listed.items() if p != "appops/app000/prod")
