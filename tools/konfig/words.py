@@ -1,4 +1,4 @@
-"""Words in output: counts with the right plural."""
+"""Words in output: counts with the right plural, a message named after its stack."""
 
 from __future__ import annotations
 
@@ -19,3 +19,9 @@ def _regular(word: str) -> str:
     else:
         last += "s"
     return f"{head} {last}" if head else last
+
+
+def about(stack: str, message: str) -> str:
+    """``<stack>: <message>``, the stack named once: the OpenTofu runtime's messages
+    already start with the stack they are about."""
+    return message if message.startswith(f"{stack}: ") else f"{stack}: {message}"

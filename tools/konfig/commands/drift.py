@@ -18,6 +18,7 @@ from konfig.pipeline.status import collect_status, declares_terraform, planned_v
 from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.repo.layout import cache_dir
 from konfig.report.drift import DriftReport, render_json, render_markdown, render_text
+from konfig.words import about
 
 EXIT_DRIFT = 2
 
@@ -134,7 +135,7 @@ def command(
     if report.errors:
         if fmt != "text" or out is not None:
             for s in report.errors:
-                error(f"{s.path}: {s.error}")
+                error(about(s.path, str(s.error)))
         return EXIT_FINDINGS
     if detailed_exitcode and report.has_drift:
         return EXIT_DRIFT

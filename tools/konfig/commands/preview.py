@@ -34,6 +34,7 @@ from konfig.pipeline.selection import gone_stack, select_stacks, stacks_affected
 from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.report.previews import Preview, render_json, render_markdown, render_text
 from konfig.secrets.refs import Resolver
+from konfig.words import about
 
 EXIT_CHANGES = 2
 
@@ -219,7 +220,7 @@ def command(
     if fmt != "text" or out is not None:
         for s in preview.stacks:
             if s.error:
-                error(f"{s.path}: {s.error.message}")
+                error(about(s.path, s.error.message))
 
     if preview.has_errors or preview.has_conflicts:
         return EXIT_FINDINGS  # a conflict is an error: apply would refuse the stack

@@ -79,7 +79,7 @@ from konfig.tofu.stackrun import plan_stack as tofu_plan
 from konfig.tofu.state import addresses as state_addresses
 from konfig.tofu.state import decode_state
 from konfig.tofu.state import ids as state_resource_ids
-from konfig.words import plural
+from konfig.words import about, plural
 
 PREVIEW_STATE = "konfig-preview.tfstate"  # an empty state (a preview before any apply)
 
@@ -818,7 +818,7 @@ def apply_hybrid(
                 path,
                 False,
                 tuple(results),
-                f"{path}: {outcome.error}; the Kubernetes objects were not applied (re-run "
+                about(path, outcome.error) + "; the Kubernetes objects were not applied (re-run "
                 "once the cause is fixed: OpenTofu's state records what was created)",
                 prior,
                 time.monotonic() - started,
@@ -954,7 +954,7 @@ def destroy_hybrid(
         result,
         ok=result.ok and outcome.ok,
         objects=tuple(results),
-        error=None if outcome.ok else f"{path}: {outcome.error}",
+        error=None if outcome.ok else about(path, outcome.error),
         seconds=time.monotonic() - started,
     )
 

@@ -1098,3 +1098,23 @@ def test_the_role_password_from_the_stacks_encrypted_secrets_never_leaks(
                 assert form not in text_out
             for path in written:
                 assert form.encode() not in path.read_bytes(), path
+
+
+def test_an_opentofu_failure_names_the_stack_once(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    cluster: Cluster,
+    tofu_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    address = _stack(repo_builder, unique("gone-tofu"))
+    missing = repo_builder.root.parent / "no-such-tofu"
+    monkeypatch.setenv("KONFIG_TOFU", str(missing))
+    res = konfig(
+        "preview", address, f"--kubeconfig={cluster.kubeconfig}", "--format", "json",
+        cwd=repo_builder.root,
+    )  # fmt: skip
+    assert res.code == 1, res.err
+    line = next(x for x in res.err.splitlines() if "cannot run OpenTofu" in x)
+    assert line.count(f"appops/{address}") == 1, line
+    assert str(missing) in line and "not found" in line, line
