@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 from fixtures.cluster import Cluster
@@ -26,6 +27,8 @@ from konfig.tofu.config import STATE_NAMESPACE
 from konfig.tofu.state import decode_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tofu]
+
+LOCK_PG_DATABASE = "LOCK TABLE pg_catalog.pg_database IN SHARE ROW EXCLUSIVE MODE;"
 
 MAIN = """\
 import base.pkg.models.frontend
@@ -378,38 +381,15 @@ def test_kill_9_while_opentofu_applies_then_a_rerun_converges(
     kc = f"--kubeconfig={cluster.kubeconfig}"
     # Another session creates the same role and does not commit: OpenTofu's CREATE ROLE
     # waits for it, so konfig can be killed while OpenTofu is applying.
-    blocker = subprocess.Popen(
-        ["psql", "-X", "-w", "-q", "-v", "ON_ERROR_STOP=1", "-d", "postgres"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=tofu.env(),
-    )
-    assert blocker.stdin is not None
-    blocker.stdin.write(f'BEGIN; CREATE ROLE "{db}";\n')
-    blocker.stdin.flush()
-    waiting = (
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND query ILIKE 'CREATE ROLE%'"
-    )
+    blocker = _Held(tofu, f'CREATE ROLE "{db}";', "CREATE ROLE")
     log = (tmp_path / "apply.log").open("w")
-    konfig_bin = str(Path(sys.executable).parent / "konfig")
-    proc = subprocess.Popen(
-        [konfig_bin, "apply", address, "--allow-dirty", "--yes", kc, "--lease-duration", "5"],
-        cwd=root,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    proc = _apply_in_background(root, address, kc, log, "--lease-duration", "5")
     try:
-        _until(lambda: tofu.psql(waiting) == "1", 120, "OpenTofu's CREATE ROLE to wait")
+        blocker.wait_for_opentofu()
         os.killpg(proc.pid, signal.SIGKILL)  # konfig dies; OpenTofu runs in its own session
         proc.wait(30)
     finally:
-        blocker.stdin.write("ROLLBACK;\n")
-        blocker.stdin.close()
-        blocker.wait(30)
+        blocker.close()
         log.close()
     # OpenTofu was not killed with konfig: it finishes, records the objects in its state
     # and releases its lock; the Kubernetes part never ran.
@@ -459,6 +439,65 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+class _Held:
+    """A psql session whose open transaction makes OpenTofu's ``statement`` (``CREATE
+    ROLE``, ``CREATE DATABASE``) wait, until :meth:`release`; made only once psql has
+    run ``sql``, so the lock is held before konfig starts."""
+
+    def __init__(self, tofu: Tofu, sql: str, statement: str) -> None:
+        self.tofu = tofu
+        self.statement = statement
+        self.proc = subprocess.Popen(
+            ["psql", "-X", "-w", "-q", "-v", "ON_ERROR_STOP=1", "-d", "postgres"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=tofu.env(),
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin = self.proc.stdin
+        self.stdin.write(f"BEGIN; {sql}\n\\echo held\n")
+        self.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "held", f"psql could not run {sql!r}"
+        self.released = False
+
+    def wait_for_opentofu(self) -> None:
+        waiting = (
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            f"AND query ILIKE '{self.statement}%'"
+        )
+        _until(lambda: self.tofu.psql(waiting) == "1", 120, f"OpenTofu's {self.statement} to wait")
+
+    def release(self) -> None:
+        if not self.released:
+            self.stdin.write("ROLLBACK;\n")
+            self.stdin.flush()
+            self.released = True
+
+    def close(self) -> None:
+        self.release()
+        self.stdin.close()
+        self.proc.wait(30)
+
+
+def _konfig_bin() -> str:
+    return str(Path(sys.executable).parent / "konfig")
+
+
+def _apply_in_background(
+    root: Path, address: str, kc: str, log: IO[str], *extra: str
+) -> subprocess.Popen[bytes]:
+    """``konfig apply --yes`` as its own process group, its output in ``log``."""
+    return subprocess.Popen(
+        [_konfig_bin(), "apply", address, "--allow-dirty", "--yes", kc, *extra],
+        cwd=root,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
 def test_kill_9_of_opentofu_itself_its_lock_is_named_and_a_rerun_adopts_what_it_created(
     repo_builder: RepoBuilder,
     konfig: KonfigRunner,
@@ -473,43 +512,20 @@ def test_kill_9_of_opentofu_itself_its_lock_is_named_and_a_rerun_adopts_what_it_
     address = _stack(repo_builder, name)
     root = repo_builder.root
     kc = f"--kubeconfig={cluster.kubeconfig}"
-    blocker = subprocess.Popen(
-        ["psql", "-X", "-w", "-q", "-v", "ON_ERROR_STOP=1", "-d", "postgres"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=tofu.env(),
-    )
-    assert blocker.stdin is not None
     # CREATE DATABASE waits for this lock; CREATE ROLE does not: OpenTofu creates the
     # role, then waits to create the database.
-    blocker.stdin.write("BEGIN; LOCK TABLE pg_catalog.pg_database IN SHARE ROW EXCLUSIVE MODE;\n")
-    blocker.stdin.flush()
-    waiting = (
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND query ILIKE 'CREATE DATABASE%'"
-    )
+    blocker = _Held(tofu, LOCK_PG_DATABASE, "CREATE DATABASE")
     log = (tmp_path / "apply.log").open("w")
-    konfig_bin = str(Path(sys.executable).parent / "konfig")
-    proc = subprocess.Popen(
-        [konfig_bin, "apply", address, "--allow-dirty", "--yes", kc, "--lease-duration", "5"],
-        cwd=root,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    proc = _apply_in_background(root, address, kc, log, "--lease-duration", "5")
     try:
-        _until(lambda: tofu.psql(waiting) == "1", 120, "OpenTofu's CREATE DATABASE to wait")
+        blocker.wait_for_opentofu()
         # kill -9 of OpenTofu and its provider plugin (their own session), then konfig
         for child in _children(proc.pid):
             os.killpg(child, signal.SIGKILL)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
     finally:
-        blocker.stdin.write("ROLLBACK;\n")
-        blocker.stdin.close()
-        blocker.wait(30)
+        blocker.close()
         log.close()
     # The role exists and no state records it; the apply had recorded what it was
     # creating, so the next plan can import what exists of it.
@@ -798,34 +814,12 @@ def test_a_first_signal_during_opentofu_apply_is_forwarded_and_tofu_stops_gracef
     kc = f"--kubeconfig={cluster.kubeconfig}"
     # CREATE DATABASE waits for this lock: OpenTofu has created the role and is creating
     # the database (in flight) when konfig gets the signal; the extension is still to do.
-    blocker = subprocess.Popen(
-        ["psql", "-X", "-w", "-q", "-v", "ON_ERROR_STOP=1", "-d", "postgres"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=tofu.env(),
-    )
-    assert blocker.stdin is not None
-    blocker.stdin.write("BEGIN; LOCK TABLE pg_catalog.pg_database IN SHARE ROW EXCLUSIVE MODE;\n")
-    blocker.stdin.flush()
-    waiting = (
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND query ILIKE 'CREATE DATABASE%'"
-    )
+    blocker = _Held(tofu, LOCK_PG_DATABASE, "CREATE DATABASE")
     log_path = tmp_path / "apply.log"
     log = log_path.open("w")
-    konfig_bin = str(Path(sys.executable).parent / "konfig")
-    proc = subprocess.Popen(
-        [konfig_bin, "apply", address, "--allow-dirty", "--yes", kc],
-        cwd=root,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    released = False
+    proc = _apply_in_background(root, address, kc, log)
     try:
-        _until(lambda: tofu.psql(waiting) == "1", 120, "OpenTofu's CREATE DATABASE to wait")
+        blocker.wait_for_opentofu()
         os.kill(proc.pid, signum)  # konfig only (a CI cancel, a Ctrl-C to konfig's pid)
         _until(
             lambda: "OpenTofu (1 running) was sent SIGINT" in log_path.read_text(),
@@ -833,15 +827,10 @@ def test_a_first_signal_during_opentofu_apply_is_forwarded_and_tofu_stops_gracef
             "konfig to forward the signal to OpenTofu",
         )
         assert proc.poll() is None  # konfig waits for OpenTofu to finish what is in flight
-        blocker.stdin.write("ROLLBACK;\n")
-        blocker.stdin.flush()
-        released = True
+        blocker.release()
         code = proc.wait(180)
     finally:
-        if not released:
-            blocker.stdin.write("ROLLBACK;\n")
-        blocker.stdin.close()
-        blocker.wait(30)
+        blocker.close()
         log.close()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
