@@ -19,6 +19,7 @@ from konfig.repo.layout import Problem, Repository, cache_dir, discover, find_ro
 if TYPE_CHECKING:
     from konfig.build.compiler import CompileSettings
     from konfig.engine.kube import Timeouts
+    from konfig.pipeline.connections import Connections
     from konfig.pipeline.terraform import TofuContext
 
 COMPILE_TIMEOUT_ENV = "KONFIG_COMPILE_TIMEOUT"
@@ -72,6 +73,23 @@ def timeouts_of(ctx: click.Context) -> Timeouts:
     return Timeouts(
         request=float(given.get("request_timeout", Timeouts.request)),
         credential=float(given.get("credential_timeout", Timeouts.credential)),
+    )
+
+
+def connections(
+    ctx: click.Context, repo: Repository, kubeconfig: str | None, context: str | None
+) -> Connections:
+    """The command's cluster connections: ``--kubeconfig``/``--context`` (or each
+    stack's), ``$KUBECONFIG``, the timeouts and ``KONFIG_KUBE_CLIENT``."""
+    from konfig.pipeline.connections import Connections  # the Kubernetes client: when used
+
+    return Connections(
+        repo,
+        kubeconfig,
+        context,
+        env_kubeconfig=os.environ.get("KUBECONFIG"),
+        timeouts=timeouts_of(ctx),
+        client=kube_client(),
     )
 
 

@@ -12,7 +12,6 @@ since (:func:`konfig.pipeline.terraform.reuse_plan`). The steps are those of
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 
 import click
@@ -20,9 +19,8 @@ import click
 from konfig.commands._common import (
     cache_state,
     compile_settings,
-    kube_client,
+    connections,
     load_repository,
-    timeouts_of,
     tofu_context,
 )
 from konfig.commands._keys import take_keyring_from_env
@@ -56,7 +54,6 @@ from konfig.pipeline.applying import (
     resolve_secrets,
 )
 from konfig.pipeline.concurrency import run_concurrently
-from konfig.pipeline.connections import Connections
 from konfig.pipeline.selection import select_stacks
 from konfig.pipeline.terraform import HybridPlan, require_credentials
 from konfig.repo.layout import Stack
@@ -166,15 +163,7 @@ def command(
     selected = select_stacks(repo, stacks, all_stacks=all_stacks)
     if not selected:
         raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")
-    env_kubeconfig = os.environ.get("KUBECONFIG")
-    conns = Connections(
-        repo,
-        kubeconfig,
-        context,
-        env_kubeconfig=env_kubeconfig,
-        timeouts=timeouts_of(ctx),
-        client=kube_client(),
-    )
+    conns = connections(ctx, repo, kubeconfig, context)
     conns.check(selected)  # every stack's cluster is in the kubeconfig: before anything else
     saved = load_saved_preview(plan_file) if plan_file else None
     state = cache_state(repo.root, enabled=not no_cache)

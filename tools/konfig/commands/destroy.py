@@ -8,11 +8,9 @@ precondition, and only objects the inventory provably owns are touched.
 
 from __future__ import annotations
 
-import os
-
 import click
 
-from konfig.commands._common import kube_client, load_repository, timeouts_of, tofu_context
+from konfig.commands._common import connections, load_repository, tofu_context
 from konfig.commands._console import info
 from konfig.commands._options import kube_options
 from konfig.commands._progress import StackProgress
@@ -28,7 +26,6 @@ from konfig.engine.lock import DEFAULT_DURATION
 from konfig.engine.stackrun import ApplyOptions, StackResult
 from konfig.pipeline.applying import check_committed
 from konfig.pipeline.concurrency import run_concurrently
-from konfig.pipeline.connections import Connections
 from konfig.pipeline.destroying import DestroyTarget, destroy_locked, destroy_targets, plan_destroys
 from konfig.repo.layout import cache_dir
 from konfig.report.previews import StackPreview
@@ -126,15 +123,7 @@ def command(
         cache=cache_dir(repo.root),
     )
     options = ApplyOptions(concurrency=concurrency, timeout=timeout, wait=not no_wait)
-    env_kubeconfig = os.environ.get("KUBECONFIG")
-    with Connections(
-        repo,
-        kubeconfig,
-        context,
-        env_kubeconfig=env_kubeconfig,
-        timeouts=timeouts_of(ctx),
-        client=kube_client(),
-    ) as conns:
+    with connections(ctx, repo, kubeconfig, context) as conns:
         tofu = tofu_context(repo.root)
         conns.check([t.stack for t in targets if not t.deleted])
         plans = plan_destroys(conns, targets, note=None if as_json else info, tofu=tofu)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
-from konfig.commands._common import kube_client, load_repository, timeouts_of, tofu_context
+from konfig.commands._common import connections, load_repository, tofu_context
 from konfig.commands._console import error, info
 from konfig.commands._options import kube_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
-from konfig.pipeline.connections import Connections
 from konfig.pipeline.selection import select_stacks
 from konfig.pipeline.status import collect_status, declares_terraform, planned_values
 from konfig.repo.files import WriteScope, atomic_write_text
@@ -97,15 +95,7 @@ def command(
         raise UsageError("give stacks or --all, not both")
     repo = load_repository(ctx)
     selected = select_stacks(repo, stacks, all_stacks=not stacks)
-    env_kubeconfig = os.environ.get("KUBECONFIG")
-    with Connections(
-        repo,
-        kubeconfig,
-        context,
-        env_kubeconfig=env_kubeconfig,
-        timeouts=timeouts_of(ctx),
-        client=kube_client(),
-    ) as conns:
+    with connections(ctx, repo, kubeconfig, context) as conns:
         tofu = tofu_context(repo.root) if any(declares_terraform(s) for s in selected) else None
         status = collect_status(repo.root, selected, repo.stacks, conns, orphans=False, tofu=tofu)
     report = DriftReport(status)

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
-from konfig.commands._common import kube_client, load_repository, timeouts_of
+from konfig.commands._common import connections, load_repository
 from konfig.commands._console import echo_json, echo_stacks, info, warn
 from konfig.commands._options import kube_options
 from konfig.commands._outputs import github_output_file, write_stack_outputs
 from konfig.detect.behind import pending_stacks
 from konfig.errors import EXIT_OK
-from konfig.pipeline.connections import Connections
 from konfig.pipeline.inventories import read_inventories
 from konfig.words import plural
 
@@ -53,15 +50,7 @@ def command(
     """
     output_file = github_output_file() if github_output else None
     repo = load_repository(ctx)
-    env_kubeconfig = os.environ.get("KUBECONFIG")
-    with Connections(
-        repo,
-        kubeconfig,
-        context,
-        env_kubeconfig=env_kubeconfig,
-        timeouts=timeouts_of(ctx),
-        client=kube_client(),
-    ) as conns:
+    with connections(ctx, repo, kubeconfig, context) as conns:
         conns.check(repo.stacks)
         found = read_inventories(repo, conns)
     result = pending_stacks(

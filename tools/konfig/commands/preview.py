@@ -7,7 +7,6 @@ and unchanged objects. Never writes to the cluster.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -16,9 +15,8 @@ import click
 from konfig.commands._common import (
     cache_state,
     compile_settings,
-    kube_client,
+    connections,
     load_repository,
-    timeouts_of,
     tofu_context,
 )
 from konfig.commands._console import compile_progress, error, info, use_color
@@ -28,7 +26,6 @@ from konfig.engine.kube import MAX_WORKERS
 from konfig.engine.planner import DEFAULT_WORKERS
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
-from konfig.pipeline.connections import Connections
 from konfig.pipeline.previewing import preview_stacks
 from konfig.pipeline.selection import gone_stack, select_stacks, stacks_affected_since
 from konfig.repo.files import WriteScope, atomic_write_text
@@ -176,15 +173,7 @@ def command(
     ]
 
     quiet = fmt != "text" or out is not None
-    env_kubeconfig = os.environ.get("KUBECONFIG")
-    with Connections(
-        repo,
-        kubeconfig,
-        context,
-        env_kubeconfig=env_kubeconfig,
-        timeouts=timeouts_of(ctx),
-        client=kube_client(),
-    ) as conns:
+    with connections(ctx, repo, kubeconfig, context) as conns:
         compiled = compile_stacks(
             repo,
             selected,

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
-from konfig.commands._common import kube_client, load_repository, timeouts_of, tofu_context
+from konfig.commands._common import connections, load_repository, tofu_context
 from konfig.commands._console import out_console
 from konfig.commands._options import kube_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
-from konfig.pipeline.connections import Connections
 from konfig.pipeline.selection import select_stacks, stacks_gone_in_history
 from konfig.pipeline.status import collect_status, declares_terraform
 from konfig.report.status import render_json, tables
@@ -51,15 +48,7 @@ def command(
     """
     repo = load_repository(ctx)
     selected = select_stacks(repo, stacks, all_stacks=not stacks)
-    env_kubeconfig = os.environ.get("KUBECONFIG")
-    with Connections(
-        repo,
-        kubeconfig,
-        context,
-        env_kubeconfig=env_kubeconfig,
-        timeouts=timeouts_of(ctx),
-        client=kube_client(),
-    ) as conns:
+    with connections(ctx, repo, kubeconfig, context) as conns:
         report = collect_status(
             repo.root,
             selected,
