@@ -12,10 +12,11 @@ from konfig.commands._options import kube_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.selection import select_stacks
-from konfig.pipeline.status import collect_status, declares_terraform, planned_values
+from konfig.pipeline.status import collect_status, planned_values
 from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.repo.layout import cache_dir
 from konfig.report.drift import DriftReport, render_json, render_markdown, render_text
+from konfig.tofu.model import has_terraform
 from konfig.words import about
 
 EXIT_DRIFT = 2
@@ -96,7 +97,7 @@ def command(
     repo = load_repository(ctx)
     selected = select_stacks(repo, stacks, all_stacks=not stacks)
     with connections(ctx, repo, kubeconfig, context) as conns:
-        tofu = tofu_context(repo.root) if any(declares_terraform(s) for s in selected) else None
+        tofu = tofu_context(repo.root) if any(has_terraform(s, None) for s in selected) else None
         status = collect_status(repo.root, selected, repo.stacks, conns, orphans=False, tofu=tofu)
     report = DriftReport(status)
     drifted = [s for s in selected if s.path in {d.path for d in report.drifted}]

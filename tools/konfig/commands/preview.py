@@ -31,6 +31,7 @@ from konfig.pipeline.selection import gone_stack, select_stacks, stacks_affected
 from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.report.previews import Preview, render_json, render_markdown, render_text
 from konfig.secrets.refs import Resolver
+from konfig.tofu.model import has_terraform
 from konfig.words import about
 
 EXIT_CHANGES = 2
@@ -182,15 +183,17 @@ def command(
             meter=compile_progress(enabled=not quiet),
             settings=compile_settings(),
         )
+        by_path = {r.stack_path: r for r in compiled}
+        terraform = any(has_terraform(s, by_path[s.path].spec) for s in selected)
         results = preview_stacks(
             conns,
             selected,
-            {r.stack_path: r for r in compiled},
+            by_path,
             gone,
             workers=workers,
             note=info,
             resolver=Resolver(repo.root, keyring),
-            tofu=tofu_context(repo.root),
+            tofu=tofu_context(repo.root) if terraform else None,
         )
 
     preview = Preview.of(results)

@@ -9,8 +9,9 @@ from konfig.commands._console import out_console
 from konfig.commands._options import kube_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
 from konfig.pipeline.selection import select_stacks, stacks_gone_in_history
-from konfig.pipeline.status import collect_status, declares_terraform
+from konfig.pipeline.status import collect_status
 from konfig.report.status import render_json, tables
+from konfig.tofu.model import has_terraform
 
 
 @click.command("status")
@@ -58,7 +59,7 @@ def command(
             gone=[] if stacks else stacks_gone_in_history(repo),
             head=head,
             # OpenTofu (and its part of Konfig) only for stacks with a `terraform` section
-            tofu=tofu_context(repo.root) if any(declares_terraform(s) for s in selected) else None,
+            tofu=tofu_context(repo.root) if any(has_terraform(s, None) for s in selected) else None,
         )
     if as_json:
         click.echo(render_json(report), nl=False)

@@ -38,13 +38,13 @@ from konfig.pipeline.terraform import (
     TofuContext,
     apply_hybrid,
     discard,
-    has_terraform,
     plan_hybrid,
 )
 from konfig.repo.layout import Repository, Stack
 from konfig.secrets.keys import Keyring
 from konfig.secrets.refs import Resolver, secret_data, unresolved
 from konfig.spec import Spec
+from konfig.tofu.model import has_terraform
 
 
 def check_committed(

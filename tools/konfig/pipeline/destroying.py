@@ -25,7 +25,6 @@ from konfig.pipeline.terraform import (
     TofuContext,
     destroy_hybrid,
     discard,
-    has_terraform,
     kept_terraform,
     plan_destroy_hybrid,
 )
@@ -36,6 +35,7 @@ from konfig.repo.layout import (
     resolve_stacks,
     unusable_error,
 )
+from konfig.tofu.model import has_terraform
 
 
 @dataclass(frozen=True)

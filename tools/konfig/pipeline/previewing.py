@@ -9,22 +9,21 @@ while the others go on. Nothing here writes to the cluster.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from konfig.build.compiler import CompileResult
 from konfig.engine.inventory import read_inventory
 from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
 from konfig.errors import KonfigError
 from konfig.pipeline.connections import Connections
-from konfig.pipeline.terraform import (
-    TofuContext,
-    has_terraform,
-    kept_terraform,
-    preview_hybrid,
-)
 from konfig.repo.layout import Repository, Stack
 from konfig.report.previews import StackError, StackPreview
 from konfig.secrets.refs import Resolver, secret_data
 from konfig.spec import Spec
+from konfig.tofu.model import has_terraform
+
+if TYPE_CHECKING:
+    from konfig.pipeline.terraform import TofuContext
 
 # Told what a reader should know that is not an error (e.g. a stack with no inventory).
 Note = Callable[[str], None]
@@ -77,6 +76,8 @@ def preview_stack(
         kube = conns.kube(stack)
         prior = read_inventory(kube, stack)
         if has_terraform(stack, compiled.spec):
+            from konfig.pipeline.terraform import preview_hybrid  # OpenTofu: only when used
+
             if tofu is None:
                 raise KonfigError(
                     f"{stack.path}: has Terraform resources and OpenTofu is not set up"
@@ -140,6 +141,8 @@ def preview_deleted(
         prior = read_inventory(kube, stack)
         if prior is None and note is not None:
             note(f"{stack.path}: no inventory in the cluster, nothing to delete")
+        from konfig.pipeline.terraform import kept_terraform  # OpenTofu's state: when used
+
         kept = kept_terraform(kube, stack)
         if kept is not None and note is not None:
             note(kept)

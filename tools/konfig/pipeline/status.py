@@ -27,7 +27,7 @@ from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
 from konfig.repo.layout import Stack
 from konfig.spec import Spec
-from konfig.tofu.model import STACK_KEY
+from konfig.tofu.model import has_terraform
 
 if TYPE_CHECKING:  # OpenTofu's part loads only for stacks that have one
     from konfig.pipeline.terraform import TofuContext
@@ -299,12 +299,6 @@ def collect_status(
     return StatusReport(head_sha, tuple(clusters), tuple(result))
 
 
-def declares_terraform(stack: Stack) -> bool:
-    """Whether the stack's stack.yaml has a ``terraform`` section (its state may hold
-    Terraform resources): only then does status need OpenTofu."""
-    return STACK_KEY in (stack.raw or {})
-
-
 def _with_terraform(
     result: list[StackStatus], stacks: Sequence[Stack], conns: Connections, tofu: TofuContext
 ) -> list[StackStatus]:
@@ -316,7 +310,7 @@ def _with_terraform(
     chosen = [
         i
         for i, st in enumerate(result)
-        if st.status is not None and declares_terraform(by_path[st.path])
+        if st.status is not None and has_terraform(by_path[st.path], None)
     ]
 
     def read(index: int) -> tuple[ObjectStatus, ...] | KonfigError:

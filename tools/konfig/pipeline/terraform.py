@@ -63,7 +63,6 @@ from konfig.spec import Resource, Spec
 from konfig.tofu import plans
 from konfig.tofu.config import STATE_NAMESPACE, Backend, state_providers
 from konfig.tofu.model import (
-    STACK_KEY,
     StackTerraform,
     TerraformSpecError,
     generated_keys,
@@ -97,12 +96,6 @@ class TofuContext:
     workroot: Path  # one working directory per stack below it (a cache folder)
     environment: Mapping[str, str] = field(default_factory=dict, repr=False)
     scope: WriteScope | None = None
-
-
-def has_terraform(stack: Stack, spec: Spec | None) -> bool:
-    """Whether the stack goes through this module: it has Terraform resources, or its
-    stack.yaml a ``terraform`` section (its state may still hold removed resources)."""
-    return (spec is not None and bool(spec.terraform())) or STACK_KEY in (stack.raw or {})
 
 
 def state_suffix(stack_path: str) -> str:

@@ -43,11 +43,14 @@ import fnmatch
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from konfig.errors import ConfigError, KonfigError, UsageError
 from konfig.ids import TerraformAddress
 from konfig.spec import Resource, Spec
+
+if TYPE_CHECKING:
+    from konfig.repo.layout import Stack
 
 EXT_PROVIDER = "provider"
 EXT_IMPORT = "importId"
@@ -66,6 +69,13 @@ _CONFIG = re.compile(r"^[a-z][a-z0-9_-]*$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ARGUMENT = re.compile(r"^[a-z][a-z0-9_]*$")
 GENERATED_LENGTH = 32
+
+
+def has_terraform(stack: Stack, spec: Spec | None) -> bool:
+    """Whether OpenTofu takes part for the stack: its Spec has Terraform resources, or
+    its stack.yaml a ``terraform`` section (its state may still hold removed resources).
+    Only then is the OpenTofu runtime imported."""
+    return (spec is not None and bool(spec.terraform())) or STACK_KEY in (stack.raw or {})
 
 
 class TerraformSpecError(KonfigError):
