@@ -11,11 +11,13 @@ import json
 import socket
 import subprocess
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 import yaml
 from fixtures.cluster import Cluster
 from kubeutil import configmap, crd, namespace, unique, wait_for
@@ -419,8 +421,12 @@ def test_kubeconfig_variants_connect_alike_on_both_paths(
     cluster: Cluster, tmp_path: Path, change: Callable[..., None], read_by: str
 ) -> None:
     path = _edit(cluster, tmp_path / "k" / "kubeconfig", change)
-    auto = _outcome(path, CLIENT_AUTO)
-    loader = _outcome(path, CLIENT_KUBERNETES)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        auto = _outcome(path, CLIENT_AUTO)
+        loader = _outcome(path, CLIENT_KUBERNETES)
+    # nothing printed per request (urllib3 warns on each unverified one by default)
+    assert [w for w in said if issubclass(w.category, urllib3.exceptions.HTTPWarning)] == []
     assert auto[0] == read_by, auto
     assert loader[0] == READ_BY_KUBERNETES, loader
     assert auto[1] == loader[1] and auto[1], (auto, loader)
