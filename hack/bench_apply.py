@@ -123,6 +123,18 @@ def cluster(command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(REPO / "hack" / "cluster"), command], capture_output=True, text=True)
 
 
+def cluster_up(given: str | None) -> tuple[str, bool]:
+    """The kubeconfig to measure against: ``given``, else hack/cluster's (started when it
+    was not running); and whether this benchmark started it (then it stops it again)."""
+    if given is not None:
+        return given, False
+    was_running = cluster("status").returncode == 0
+    up = cluster("up")
+    if up.returncode != 0:
+        raise SystemExit(f"hack/cluster up failed:\n{up.stderr}")
+    return up.stdout.strip().splitlines()[-1], not was_running
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--kubeconfig", default=None)
@@ -133,15 +145,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=5)
     args = parser.parse_args()
 
-    started_cluster = False
-    kubeconfig = args.kubeconfig
-    if kubeconfig is None:
-        was_running = cluster("status").returncode == 0
-        up = cluster("up")
-        if up.returncode != 0:
-            raise SystemExit(f"hack/cluster up failed:\n{up.stderr}")
-        kubeconfig = up.stdout.strip().splitlines()[-1]
-        started_cluster = not was_running
+    kubeconfig, started_cluster = cluster_up(args.kubeconfig)
 
     work = Path(tempfile.mkdtemp(prefix="konfig-bench-apply-"))
     tag = f"b{os.getpid()}"

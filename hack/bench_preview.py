@@ -39,6 +39,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(REPO / "hack"))
+
+from bench_apply import cluster, cluster_up  # noqa: E402
 
 from konfig.build.compiler import compile_input, compile_one  # noqa: E402
 from konfig.engine import inventory as inv  # noqa: E402
@@ -141,10 +144,6 @@ def engine_once(root: Path, kubeconfig: str, context: str, workers: int) -> floa
     return time.perf_counter() - start
 
 
-def cluster(command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(REPO / "hack" / "cluster"), command], capture_output=True, text=True)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", default=None)
@@ -154,15 +153,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=8)
     args = parser.parse_args()
 
-    started_cluster = False
-    kubeconfig = args.kubeconfig
-    if kubeconfig is None:
-        was_running = cluster("status").returncode == 0
-        up = cluster("up")
-        if up.returncode != 0:
-            raise SystemExit(f"hack/cluster up failed:\n{up.stderr}")
-        kubeconfig = up.stdout.strip().splitlines()[-1]
-        started_cluster = not was_running
+    kubeconfig, started_cluster = cluster_up(args.kubeconfig)
 
     work = Path(tempfile.mkdtemp(prefix="konfig-bench-"))
     try:

@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
+from bench_apply import cluster, cluster_up  # noqa: E402
 from gen_monorepo import GIT_ENV, generate  # noqa: E402
 
 from konfig.report.budget import chars  # noqa: E402
@@ -106,10 +107,6 @@ def make_pr(root: Path) -> dict[str, str]:
     return rel
 
 
-def cluster(command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(HERE / "cluster"), command], capture_output=True, text=True)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--projects", type=int, default=300)
@@ -119,15 +116,7 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, default=None, help="work in DIR and keep it")
     args = parser.parse_args()
 
-    started = False
-    kubeconfig = args.kubeconfig
-    if kubeconfig is None:
-        was_running = cluster("status").returncode == 0
-        up = cluster("up")
-        if up.returncode != 0:
-            raise SystemExit(f"hack/cluster up failed:\n{up.stderr}")
-        kubeconfig = up.stdout.strip().splitlines()[-1]
-        started = not was_running
+    kubeconfig, started = cluster_up(args.kubeconfig)
     work = args.keep or Path(tempfile.mkdtemp(prefix="konfig-bench-report-"))
     work.mkdir(parents=True, exist_ok=True)
     env = {"KUBECONFIG": kubeconfig, "NO_COLOR": "1"}

@@ -39,7 +39,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_apply import MAIN, cluster, manifests
+from bench_apply import MAIN, cluster, cluster_up, manifests
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -81,15 +81,7 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    started_cluster = False
-    kubeconfig = args.kubeconfig
-    if kubeconfig is None:
-        was_running = cluster("status").returncode == 0
-        up = cluster("up")
-        if up.returncode != 0:
-            raise SystemExit(f"hack/cluster up failed:\n{up.stderr}")
-        kubeconfig = up.stdout.strip().splitlines()[-1]
-        started_cluster = not was_running
+    kubeconfig, started_cluster = cluster_up(args.kubeconfig)
 
     work = Path(tempfile.mkdtemp(prefix="konfig-bench-status-"))
     tag = f"s{os.getpid()}"
