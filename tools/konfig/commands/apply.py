@@ -55,9 +55,10 @@ from konfig.pipeline.applying import (
 )
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.selection import select_stacks
-from konfig.pipeline.terraform import HybridPlan, require_credentials
+from konfig.pipeline.terraform import HybridPlan, read_states, require_credentials
 from konfig.repo.layout import Stack
 from konfig.report.previews import StackPreview
+from konfig.tofu.model import has_terraform
 
 
 @click.command("apply")
@@ -186,6 +187,10 @@ def command(
     kept: dict[str, HybridPlan] = {}  # OpenTofu plans shown, applied as they are
     with conns, contextlib.ExitStack() as cleanup:
         cleanup.callback(discard_kept, kept)
+        # the credentials of what only the states record (a pruned resource's provider)
+        hybrid = [s for s in selected if has_terraform(s, specs[s.path])]
+        states = read_states(hybrid, conns.kube)
+        require_credentials(selected, specs, tofu.environment, states=states)
         check_shared(selected, specs, conns)
         shown: dict[str, StackPlan] = {}
         if not yes or saved is not None:

@@ -26,7 +26,13 @@ from konfig.engine.lock import DEFAULT_DURATION
 from konfig.engine.stackrun import ApplyOptions, StackResult
 from konfig.pipeline.applying import check_committed
 from konfig.pipeline.concurrency import run_concurrently
-from konfig.pipeline.destroying import DestroyTarget, destroy_locked, destroy_targets, plan_destroys
+from konfig.pipeline.destroying import (
+    DestroyTarget,
+    destroy_locked,
+    destroy_targets,
+    plan_destroys,
+    require_destroy_credentials,
+)
 from konfig.repo.layout import cache_dir
 from konfig.report.previews import StackPreview
 
@@ -126,6 +132,7 @@ def command(
     with connections(ctx, repo, kubeconfig, context) as conns:
         tofu = tofu_context(repo.root)
         conns.check([t.stack for t in targets if not t.deleted])
+        require_destroy_credentials(conns, targets, tofu)  # before any plan or write
         plans = plan_destroys(conns, targets, note=None if as_json else info, tofu=tofu)
         if not as_json:
             show_plans([StackPreview(p.path, deleted=True, plan=p) for p in plans])

@@ -27,6 +27,8 @@ from konfig.pipeline.terraform import (
     discard,
     kept_terraform,
     plan_destroy_hybrid,
+    read_states,
+    require_credentials,
 )
 from konfig.repo.layout import (
     Repository,
@@ -71,6 +73,21 @@ def _target(repo: Repository, address: str, *, deleted: bool) -> DestroyTarget:
             raise unusable_error(repo, [address])
     hint = "drop --deleted to destroy an existing stack" if deleted else None
     return DestroyTarget(gone_stack(repo, address, what=address, must_be_gone=hint), True)
+
+
+def require_destroy_credentials(
+    conns: Connections, targets: Sequence[DestroyTarget], tofu: TofuContext
+) -> None:
+    """Before any plan or write: the provider credentials of every resource the state of
+    a target with a ``terraform`` section records are in ``tofu.environment`` (OpenTofu
+    starts each provider to destroy them); else one error naming every stack, provider
+    configuration and variable."""
+    chosen = [t.stack for t in targets if has_terraform(t.stack, None)]
+    for t in targets:
+        if t.deleted and t.stack in chosen:
+            conns.locate(t.stack)
+    states = read_states(chosen, conns.kube)
+    require_credentials(chosen, {}, tofu.environment, states=states, verb="destroy")
 
 
 def plan_destroys(

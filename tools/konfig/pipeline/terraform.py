@@ -60,7 +60,7 @@ from konfig.repo.files import WriteScope, remove
 from konfig.repo.layout import Stack
 from konfig.secrets.refs import key_refs
 from konfig.spec import Resource, Spec
-from konfig.tofu import plans
+from konfig.tofu import credentials, plans
 from konfig.tofu.config import STATE_NAMESPACE, Backend, state_providers
 from konfig.tofu.model import (
     StackTerraform,
@@ -76,6 +76,7 @@ from konfig.tofu.stackrun import PlannedStack, StackTofu, WriteOnlyValue, show_p
 from konfig.tofu.stackrun import apply_stack as tofu_apply
 from konfig.tofu.stackrun import plan_stack as tofu_plan
 from konfig.tofu.state import addresses as state_addresses
+from konfig.tofu.state import configs as state_configs
 from konfig.tofu.state import decode_state
 from konfig.tofu.state import ids as state_resource_ids
 from konfig.words import about, plural
@@ -1033,32 +1034,43 @@ def _field_keys(path: str) -> tuple[str, ...]:
 # --- before any write ------------------------------------------------------------------
 
 
+def read_states(
+    stacks: Sequence[Stack], kube_of: Callable[[Stack], Kube]
+) -> dict[str, dict[str, Any] | None]:
+    """Each stack's Terraform state (read-only: two GETs a stack, a few stacks at once),
+    for :func:`require_credentials` to see the providers only the state still uses."""
+    from konfig.pipeline.concurrency import run_concurrently
+
+    def one(stack: Stack) -> dict[str, Any] | None:
+        backend = Backend(suffix=state_suffix(stack.path))
+        return read_state(kube_of(stack), backend, where=stack.path)
+
+    return dict(zip([s.path for s in stacks], run_concurrently(stacks, one, 8), strict=True))
+
+
 def require_credentials(
-    stacks: Sequence[Stack], specs: Mapping[str, Spec], environment: Mapping[str, str]
+    stacks: Sequence[Stack],
+    specs: Mapping[str, Spec],
+    environment: Mapping[str, str],
+    *,
+    states: Mapping[str, Mapping[str, Any] | None] | None = None,
+    verb: str = "apply",
 ) -> None:
-    """Refuse before anything is written when a stack's Terraform resources use provider
-    configurations whose credential variables ``environment`` does not set (each named,
-    never a value): apply never degrades as a preview does."""
-    problems: list[str] = []
+    """Refuse before anything is written when a stack lacks provider credentials in
+    ``environment`` (each variable named, never a value): those of the provider
+    configurations its Spec's Terraform resources use and, given its state (``states``,
+    :func:`read_states`), those only the state's resources use (apply prunes them,
+    destroy destroys them). Apply and destroy never degrade as a preview does."""
+    problems: dict[str, tuple[credentials.MissingCredential, ...]] = {}
     for stack in stacks:
         spec = specs.get(stack.path)
-        if spec is None or not spec.terraform():
+        used = {r.provider.config for r in terraform_resources(spec)} if spec else set()
+        in_state = state_configs((states or {}).get(stack.path))
+        if not used and not in_state:
             continue
         terraform = stack_terraform(stack.raw, stack.path)
-        used = {r.provider.config for r in terraform_resources(spec)}
-        missing = [
-            f"{variable} (provider {name}, argument {argument})"
-            for name in sorted(used)
-            if name in terraform.providers
-            for argument, variable in sorted(terraform.providers[name].environment.items())
-            if not environment.get(variable)
-        ]
-        if missing:
-            problems.append(f"{stack.path}: {', '.join(missing)}")
+        found = credentials.missing(terraform, used, in_state, environment)
+        if found:
+            problems[stack.path] = found
     if problems:
-        raise KonfigError(
-            "the provider credentials come from the environment and these variables are "
-            f"not set: {'; '.join(problems)}; nothing was changed",
-            hint="set them in the apply environment (the workflow's secrets); stack.yaml "
-            "`terraform.providers.<config>.environment` names them",
-        )
+        raise credentials.credentials_error(problems, verb=verb)

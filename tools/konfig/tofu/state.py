@@ -72,3 +72,21 @@ def ids(state: Mapping[str, Any] | None) -> dict[str, str]:
             kind, name = res.get("type"), res.get("name")
             out[f"{kind}.{name}"] = f"{ns_provider}:{kind}:{name}"
     return out
+
+
+def configs(state: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
+    """Provider configuration (``provider["<source>"].<alias>``'s alias, else the
+    provider's local name) -> the ids of the state's managed resources that use it."""
+    by_address = ids(state)
+    out: dict[str, set[str]] = {}
+    for res in (state or {}).get("resources") or []:
+        if not isinstance(res, Mapping) or res.get("mode") != "managed" or res.get("module"):
+            continue
+        match = re.match(
+            r'^provider\["([^"]+)"\](?:\.([A-Za-z0-9_-]+))?$', str(res.get("provider"))
+        )
+        rid = by_address.get(f"{res.get('type')}.{res.get('name')}")
+        if match and rid:
+            config = match.group(2) or match.group(1).rsplit("/", 1)[-1]
+            out.setdefault(config, set()).add(rid)
+    return {name: tuple(sorted(found)) for name, found in sorted(out.items())}

@@ -1107,3 +1107,96 @@ def test_an_opentofu_failure_names_the_stack_once(
     line = next(x for x in res.err.splitlines() if "cannot run OpenTofu" in x)
     assert line.count(f"appops/{address}") == 1, line
     assert str(missing) in line and "not found" in line, line
+
+
+def test_prune_and_destroy_need_the_credentials_of_what_only_the_state_records(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    cluster: Cluster,
+    kube: Kube,
+    tofu: Tofu,
+    tofu_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A database removed from the stack (apply prunes it) and konfig destroy: OpenTofu
+    needs the provider of resources only the state records, so the credentials are
+    checked for them too, before anything is planned, locked or written."""
+    name = unique("credsdb")
+    db = name.replace("-", "_")
+    address = _stack(repo_builder, name)
+    root = repo_builder.root
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    ids = ", ".join(
+        f"cyrilgdn/postgresql:{t}:{n}"
+        for t, n in [
+            ("postgresql_database", db),
+            ("postgresql_extension", f"{db}_pgcrypto"),
+            ("postgresql_role", db),
+        ]
+    )
+    allow = "  allowDestroy: ['cyrilgdn/postgresql:*']\n"
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    state_secret = f"tfstate-default-{state_suffix('appops/' + address)}"
+
+    def versions() -> list[object]:
+        found = [
+            kube.get("apps/v1", "Deployment", name, name),
+            kube.get("v1", "Secret", f"{name}-db", name),
+            kube.get("v1", "ConfigMap", f"{name}-db", name),
+            kube.get("v1", "Secret", state_secret, STATE_NAMESPACE),
+        ]
+        assert all(found), found
+        return [o["metadata"]["resourceVersion"] for o in found if o]
+
+    def databases() -> str:
+        return tofu.psql(
+            f"SELECT (SELECT count(*) FROM pg_database WHERE datname = '{db}') || '/' || "
+            f"(SELECT count(*) FROM pg_roles WHERE rolname = '{db}')"
+        )
+
+    before = versions()
+    assert databases() == "1/1"
+
+    # 1. The database removed from the stack, with the opt-in: the Spec has no Terraform
+    # resource any more, the state's three are pruned with the provider's credentials.
+    _stack(repo_builder, name, database=False, extra=allow)
+    with monkeypatch.context() as m:
+        m.delenv("T_PGHOST")
+        m.delenv("T_PGPASSWORD")
+        res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 1, res.out + res.err
+    assert (
+        f"not set: appops/{address}: T_PGHOST (provider postgresql, argument host; to delete "
+        f"what only the Terraform state records: {ids}), T_PGPASSWORD (provider postgresql, "
+        "argument password; to delete"
+    ) in res.err, res.err
+    assert "nothing was changed" in res.err
+    assert "set them in the apply environment" in res.err
+    assert "OpenTofu" not in res.out + res.err  # refused before OpenTofu ran
+    assert versions() == before
+    assert databases() == "1/1"
+
+    # 2. konfig destroy: every Terraform resource is only in the state.
+    _stack(repo_builder, name, extra=allow)
+    with monkeypatch.context() as m:
+        m.delenv("T_PGPASSWORD")
+        res = konfig("destroy", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 1, res.out + res.err
+    assert (
+        f"not set: appops/{address}: T_PGPASSWORD (provider postgresql, argument password; "
+        f"to delete what only the Terraform state records: {ids}); nothing was changed"
+    ) in res.err, res.err
+    assert "set them in the destroy environment" in res.err
+    assert versions() == before
+    assert databases() == "1/1"
+
+    # 3. With the credentials, both go through: the prune, then the destroy.
+    _stack(repo_builder, name, database=False, extra=allow)
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    assert databases() == "0/0"
+    assert kube.get("v1", "Secret", f"{name}-db", name) is None
+    res = konfig("destroy", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    assert kube.get("apps/v1", "Deployment", name, name) is None

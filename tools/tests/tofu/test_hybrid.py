@@ -27,6 +27,7 @@ from konfig.pipeline.terraform import (
 from konfig.repo.layout import Stack
 from konfig.spec import Spec, spec_from_items
 from konfig.tofu.model import TerraformSpecError, stack_terraform
+from konfig.tofu.state import configs as state_configs
 from konfig.tofu.state import ids as state_ids
 
 DB = "cyrilgdn/postgresql:postgresql_database:shop"
@@ -209,3 +210,70 @@ def test_apply_requires_every_credential_of_the_stacks_before_any_write() -> Non
         "changed"
     )
     assert "workflow's secrets" in (caught.value.hint or "")
+
+
+TWO_CONFIGS = {
+    "terraform": {
+        "providers": {
+            "postgresql": {"environment": {"host": "PGH", "password": "PGP"}},
+            "admin": {"environment": {"password": "ADMIN_PGP"}},
+        }
+    }
+}
+ADMIN_STATE = {
+    "resources": [
+        {
+            "mode": "managed",
+            "type": "postgresql_role",
+            "name": "reader",
+            "provider": 'provider["konfig.local/cyrilgdn/postgresql"].admin',
+            "instances": [{"attributes": {"name": "reader"}}],
+        },
+        *STATE["resources"],
+    ]
+}
+
+
+def test_state_configs_map_each_provider_configuration_to_its_resources() -> None:
+    assert state_configs(ADMIN_STATE) == {
+        "admin": ("cyrilgdn/postgresql:postgresql_role:reader",),
+        "postgresql": ("cyrilgdn/postgresql:postgresql_role:old",),
+    }
+    assert state_configs(STATE) == {"postgresql": ("cyrilgdn/postgresql:postgresql_role:old",)}
+    assert state_configs(None) == {}
+
+
+def test_require_credentials_covers_what_only_the_state_records() -> None:
+    shop = Stack("shop", "prod", "appops/shop/prod", "appops/shop", raw=TWO_CONFIGS)
+    specs = {shop.path: _spec({})}  # its Spec uses `postgresql` only
+    env = {"PGH": "h", "PGP": "p"}
+    require_credentials([shop], specs, env)  # without the state: nothing missing
+    with pytest.raises(KonfigError) as caught:
+        require_credentials([shop], specs, env, states={shop.path: ADMIN_STATE})
+    assert caught.value.message == (
+        "the provider credentials come from the environment and these variables are not "
+        "set: appops/shop/prod: ADMIN_PGP (provider admin, argument password; to delete "
+        "what only the Terraform state records: cyrilgdn/postgresql:postgresql_role:reader); "
+        "nothing was changed"
+    )
+    # destroy: no Spec, every configuration the state uses
+    with pytest.raises(KonfigError) as caught:
+        require_credentials([shop], {}, {}, states={shop.path: STATE}, verb="destroy")
+    assert "appops/shop/prod: PGH (provider postgresql, argument host; to delete" in (
+        caught.value.message
+    )
+    assert "set them in the destroy environment" in (caught.value.hint or "")
+    require_credentials([shop], {}, env, states={shop.path: STATE}, verb="destroy")
+    require_credentials([shop], {}, {}, states={shop.path: None}, verb="destroy")
+
+
+def test_a_configuration_only_the_state_uses_must_still_be_defined() -> None:
+    shop = Stack("shop", "prod", "appops/shop/prod", "appops/shop", raw=STACK)
+    state = {"resources": ADMIN_STATE["resources"][:1]}
+    with pytest.raises(KonfigError) as caught:
+        require_credentials([shop], {}, {"PGH": "h", "PGP": "p"}, states={shop.path: state})
+    assert (
+        "appops/shop/prod: provider configuration admin (stack.yaml `terraform.providers` "
+        "no longer defines it; to delete what only the Terraform state records: "
+        "cyrilgdn/postgresql:postgresql_role:reader)"
+    ) in caught.value.message
