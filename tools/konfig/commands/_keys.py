@@ -11,9 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from konfig.secrets.errors import SecretsError
-from konfig.secrets.keys import Keyring
+
+if TYPE_CHECKING:
+    from konfig.secrets.keys import Keyring
 
 KEY_ENV = "SOPS_AGE_KEY"
 KEY_FILE_ENV = "SOPS_AGE_KEY_FILE"
@@ -53,4 +56,6 @@ def _keyring(env: Mapping[str, str]) -> Keyring | None:
         sources.append(f"{KEY_FILE_ENV}={path}")
     if not texts:
         return None
+    from konfig.secrets.keys import Keyring  # age (pyrage): only when a key is given
+
     return Keyring.from_text("\n".join(texts), source=" and ".join(sources))

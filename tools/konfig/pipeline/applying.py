@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from konfig import contracts
 from konfig.build.compiler import CompileSettings
@@ -41,10 +41,12 @@ from konfig.pipeline.terraform import (
     plan_hybrid,
 )
 from konfig.repo.layout import Repository, Stack
-from konfig.secrets.keys import Keyring
 from konfig.secrets.refs import Resolver, secret_data, unresolved
 from konfig.spec import Spec
 from konfig.tofu.model import has_terraform
+
+if TYPE_CHECKING:
+    from konfig.secrets.keys import Keyring
 
 
 def check_committed(

@@ -204,7 +204,22 @@ def usable_cache(root: Path, cache: Path) -> tuple[Path | None, str | None]:
 
         with tempfile.NamedTemporaryFile(dir=cache, prefix=".probe."):
             pass
+        _ignore_in_git(cache)
     except OSError as exc:
         reason = (exc.strerror or str(exc)).strip()
         return None, f"cannot write the cache {shown} ({reason.lower()}): running without it"
     return cache, None
+
+
+# What the cache folder holds for git: nothing to track. A repository that does not
+# ignore .cache/ (the template's .gitignore does) would otherwise see the cache as
+# uncommitted files, and apply would work out which stacks they affect on every run.
+CACHE_GITIGNORE = "# written by konfig: its cache is never committed\n*\n"
+
+
+def _ignore_in_git(cache: Path) -> None:
+    """The cache ignores itself (a ``.gitignore`` of ``*`` in it, as pytest's and mypy's
+    caches do), whatever the repository's own ignore rules say."""
+    ignore = cache / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text(CACHE_GITIGNORE, encoding="utf-8")

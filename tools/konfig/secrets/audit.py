@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from konfig.secrets import sopsfile
-from konfig.secrets.errors import SecretsError
+from konfig.secrets.errors import SecretsError, key_path
 from konfig.secrets.keys import Keyring
 from konfig.secrets.refs import key_refs, plaintext_keys
 from konfig.secrets.rules import RULES_FILE, Rules
@@ -85,7 +85,7 @@ def audit_files(
             problems.append(
                 Problem(
                     "secrets/plaintext-value",
-                    f"{sopsfile.key_path(leaf.path)} is in plain text; the file's rule "
+                    f"{key_path(leaf.path)} is in plain text; the file's rule "
                     f"encrypts it (konfig secrets edit {rel} re-encrypts it)",
                     rel,
                     leaf.line,

@@ -29,7 +29,7 @@ from konfig.errors import UsageError
 from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.repo.layout import find_root
 from konfig.secrets import sopsfile
-from konfig.secrets.errors import SecretsError
+from konfig.secrets.errors import SecretsError, key_path
 from konfig.secrets.keys import Keyring
 from konfig.secrets.rules import CreationRule, Rules
 from konfig.secrets.sopsfile import Decrypted
@@ -90,7 +90,7 @@ def set_values(
                 raise SecretsError(
                     "a parent of the key is a value, not a mapping",
                     file=rel,
-                    key=sopsfile.key_path(path),
+                    key=key_path(path),
                 )
             node = child
         node[path[-1]] = value

@@ -7,7 +7,14 @@ there is one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from konfig.errors import KonfigError
+
+
+def key_path(path: Sequence[str | int]) -> str:
+    """``["a"]["b"][0]``: sops' notation for a place in a file (``sops decrypt --extract``)."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f'["{p}"]' for p in path)
 
 
 class SecretsError(KonfigError):

@@ -33,14 +33,14 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from konfig.secrets import sopsfile
-from konfig.secrets.errors import SecretsError
-from konfig.secrets.keys import Keyring
-from konfig.secrets.sopsfile import Decrypted, SopsFile, key_path
-from konfig.secrets.yamlcore import go_float
+from konfig.secrets.errors import SecretsError, key_path
 from konfig.spec import Spec
+
+if TYPE_CHECKING:
+    from konfig.secrets.keys import Keyring
+    from konfig.secrets.sopsfile import Decrypted, SopsFile
 
 EXTENSION = "secrets"  # Resource.extensions key holding a Secret's references
 
@@ -91,6 +91,8 @@ class Resolver:
     def file(self, rel: str) -> SopsFile:
         rel = _checked_rel(rel)
         if rel not in self._files:
+            from konfig.secrets import sopsfile  # (and cryptography): only when a stack has refs
+
             self._files[rel] = sopsfile.read(self.root / rel, name=rel)
         return self._files[rel]
 
@@ -104,6 +106,8 @@ class Resolver:
                 "text) to a key of one of the file's recipients",
             )
         if rel not in self._decrypted:
+            from konfig.secrets import sopsfile
+
             self._decrypted[rel] = sopsfile.decrypt(self.file(rel), self.keyring)
         return self._decrypted[rel]
 
@@ -161,6 +165,8 @@ def as_bytes(value: Any) -> bytes:
     if isinstance(value, bool):
         return b"true" if value else b"false"
     if isinstance(value, float):
+        from konfig.secrets.yamlcore import go_float
+
         return go_float(value).encode()
     return str(value).encode()
 

@@ -41,7 +41,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from konfig.secrets import yamlcore
-from konfig.secrets.errors import SecretsError
+from konfig.secrets.errors import SecretsError, key_path
 from konfig.secrets.keys import AgeDecryptError, Keyring, encrypt_to
 
 # The sops release whose format Konfig writes and round-trips against in the tests
@@ -78,11 +78,6 @@ _OTHER_KEY_TYPES = ("pgp", "kms", "gcp_kms", "azure_kv", "hc_vault", "hckms")
 _UNSUPPORTED_RULES = ("unencrypted_comment_regex", "encrypted_comment_regex")
 
 Path_ = tuple[str | int, ...]  # a value's place: mapping keys and list indices
-
-
-def key_path(path: Path_) -> str:
-    """``["a"]["b"][0]``: sops' notation for a place in a file (``sops decrypt --extract``)."""
-    return "".join(f"[{p}]" if isinstance(p, int) else f'["{p}"]' for p in path)
 
 
 def _aad(path: Path_) -> bytes:

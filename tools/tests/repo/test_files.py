@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,8 @@ def test_usable_cache(tmp_path: Path) -> None:
     root = _repo(tmp_path)
     cache = root / ".cache/konfig"
     assert usable_cache(root, cache) == (cache, None)
-    assert cache.is_dir() and list(cache.iterdir()) == []  # the probe is gone
+    # the probe is gone; the cache ignores itself in git
+    assert cache.is_dir() and [p.name for p in cache.iterdir()] == [".gitignore"]
 
     other = _repo(tmp_path / "b")
     (other / ".cache").symlink_to(tmp_path / "shared", target_is_directory=True)
@@ -114,3 +116,27 @@ def test_usable_cache(tmp_path: Path) -> None:
     state, why = usable_cache(third, third / ".cache/konfig")
     assert state is None and why is not None
     assert "cannot write the cache .cache/konfig" in why and "running without it" in why
+
+
+def test_the_cache_is_never_an_uncommitted_change(tmp_path: Path) -> None:
+    """A repository whose .gitignore does not name .cache/ (or has none) does not see
+    konfig's cache as untracked files: apply would count them as uncommitted changes and
+    work out which stacks they affect on every run."""
+    root = _repo(tmp_path)
+    (root / "kcl.mod").write_text("[package]\n")
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    cache = root / ".cache/konfig"
+    assert usable_cache(root, cache) == (cache, None)
+    (cache / "compile").mkdir()
+    (cache / "compile/entry.json").write_text("{}")
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert ".cache" not in status
+    assert "kcl.mod" in status  # the repository's own files are seen as ever
+    assert usable_cache(root, cache) == (cache, None)  # an existing cache keeps its file
+    assert (cache / ".gitignore").read_text().endswith("*\n")
