@@ -9,10 +9,11 @@ import click
 from konfig.commands._common import connections, load_repository, tofu_context
 from konfig.commands._console import error, info
 from konfig.commands._options import kube_options
+from konfig.commands.status import terraform_option
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.selection import select_stacks
-from konfig.pipeline.status import collect_status, planned_values
+from konfig.pipeline.status import TerraformMode, collect_status, planned_values
 from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.repo.layout import cache_dir
 from konfig.report.drift import DriftReport, render_json, render_markdown, render_text
@@ -57,6 +58,7 @@ EXIT_DRIFT = 2
     help="Do not compile the drifted stacks (their repository values are then not shown).",
 )
 @click.option("--run-url", default=None, help="Markdown: link to the run that checked.")
+@terraform_option
 @kube_options
 @click.pass_context
 def command(
@@ -70,6 +72,7 @@ def command(
     detailed_exitcode: bool,
     no_compile: bool,
     run_url: str | None,
+    terraform_mode: TerraformMode,
     kubeconfig: str | None,
     context: str | None,
 ) -> int:
@@ -83,10 +86,16 @@ def command(
     read with get and list only (no dry-run, no write); the drifted stacks are
     compiled to show the value the repository sets. Without STACKs: every stack.
 
+    A stack's Terraform resources are refreshed by OpenTofu (`tofu plan
+    -refresh-only`, read-only, no lock; needs the provider credentials). With
+    --terraform state or skip their drift is not checked, and the report says so
+    (never "no drift" for what it did not check).
+
     \b
     Example:
       konfig drift guestbook/dev --detailed-exitcode
       konfig drift guestbook/dev --format markdown --out drift.md   # the issue's body
+      konfig drift --terraform skip   # the Kubernetes objects only, no OpenTofu runs
     """
     if as_json:
         if fmt not in ("text", "json"):
@@ -97,8 +106,17 @@ def command(
     repo = load_repository(ctx)
     selected = select_stacks(repo, stacks, all_stacks=not stacks)
     with connections(ctx, repo, kubeconfig, context) as conns:
-        tofu = tofu_context(repo.root) if any(has_terraform(s, None) for s in selected) else None
-        status = collect_status(repo.root, selected, repo.stacks, conns, orphans=False, tofu=tofu)
+        refresh = terraform_mode == "refresh" and any(has_terraform(s, None) for s in selected)
+        tofu = tofu_context(repo.root) if refresh else None
+        status = collect_status(
+            repo.root,
+            selected,
+            repo.stacks,
+            conns,
+            orphans=False,
+            tofu=tofu,
+            terraform=terraform_mode,
+        )
     report = DriftReport(status)
     drifted = [s for s in selected if s.path in {d.path for d in report.drifted}]
     if drifted and not no_compile:

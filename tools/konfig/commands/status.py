@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import click
 
 from konfig.commands._common import connections, load_repository, tofu_context
@@ -9,14 +12,33 @@ from konfig.commands._console import out_console
 from konfig.commands._options import kube_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
 from konfig.pipeline.selection import select_stacks, stacks_gone_in_history
-from konfig.pipeline.status import collect_status
+from konfig.pipeline.status import TERRAFORM_MODES, TerraformMode, collect_status
 from konfig.report.status import render_json, tables
 from konfig.tofu.model import has_terraform
+
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def terraform_option(fn: _F) -> _F:
+    """``--terraform``: how status and drift read the stacks' Terraform resources."""
+    return click.option(
+        "--terraform",
+        "terraform_mode",
+        type=click.Choice(TERRAFORM_MODES),
+        default="refresh",
+        show_default=True,
+        help="How to read the Terraform resources of stacks with a `terraform` section: "
+        "refresh (their state, and `tofu plan -refresh-only` for drift: needs the "
+        "provider credentials, one OpenTofu run per stack), state (the state only: no "
+        "OpenTofu, no credentials, drift not checked), skip (not read at all: their "
+        "drift is unknown).",
+    )(fn)
 
 
 @click.command("status")
 @click.argument("stacks", nargs=-1)
 @kube_options
+@terraform_option
 @click.option(
     "--head", default="HEAD", show_default=True, metavar="REF", help="Commit to compare with."
 )
@@ -31,6 +53,7 @@ def command(
     context: str | None,
     head: str,
     as_json: bool,
+    terraform_mode: TerraformMode,
 ) -> int:
     """Show what is deployed where, at which commit, and whether it is healthy or drifted.
 
@@ -42,10 +65,16 @@ def command(
     writes nothing. Without STACKs: every stack, and orphans in their clusters.
     Exit 0, or 1 when a cluster could not be read.
 
+    A stack with a `terraform` section also lists the Terraform resources its state
+    records and, by default, their drift from a read-only OpenTofu refresh: slow over
+    many stacks and it needs the provider credentials; --terraform state reads the
+    state only (and says their drift was not checked), --terraform skip not even that.
+
     \b
     Example:
       konfig status guestbook/dev webshop/dev
       konfig status guestbook/dev --json
+      konfig status --terraform state     # no OpenTofu runs, no credentials
     """
     repo = load_repository(ctx)
     selected = select_stacks(repo, stacks, all_stacks=not stacks)
@@ -58,8 +87,11 @@ def command(
             orphans=not stacks,
             gone=[] if stacks else stacks_gone_in_history(repo),
             head=head,
-            # OpenTofu (and its part of Konfig) only for stacks with a `terraform` section
-            tofu=tofu_context(repo.root) if any(has_terraform(s, None) for s in selected) else None,
+            # OpenTofu (and its part of Konfig) only to refresh stacks with `terraform`
+            tofu=tofu_context(repo.root)
+            if terraform_mode == "refresh" and any(has_terraform(s, None) for s in selected)
+            else None,
+            terraform=terraform_mode,
         )
     if as_json:
         click.echo(render_json(report), nl=False)

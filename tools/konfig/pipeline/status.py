@@ -38,6 +38,12 @@ KIND = "KonfigStatus"
 StackState = Literal["applied", "incomplete", "never-applied", "orphaned", "error"]
 HealthSummary = Literal["healthy", "progressing", "failed", "missing", "empty", "unknown"]
 DriftSummary = Literal["none", "drifted", "unknown"]
+# How status and drift read a stack's Terraform resources: ``refresh`` (its state, and
+# OpenTofu's ``plan -refresh-only`` for their drift: needs the provider credentials),
+# ``state`` (the state Secret only: no OpenTofu, no credentials, drift not checked) or
+# ``skip`` (not at all: not even the state is read).
+TerraformMode = Literal["refresh", "state", "skip"]
+TERRAFORM_MODES: tuple[TerraformMode, ...] = ("refresh", "state", "skip")
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,7 @@ class StackStatus:
     pending: tuple[str, ...] = ()  # why apply-on-merge would apply it (empty: up to date)
     orphan: Literal["deleted", "foreign"] | None = None
     error: str = ""
+    terraform: TerraformMode | None = None  # how its Terraform part was read (None: none)
 
     @property
     def inventory(self) -> Inventory | None:
@@ -91,8 +98,8 @@ class StackStatus:
             return "unknown"
         if self.status.drifted:
             return "drifted"
-        if self.status.drift_unknown:
-            return "unknown"
+        if self.status.drift_unknown or self.terraform == "skip":
+            return "unknown"  # never "none" for what was not checked
         return "none"
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,6 +133,7 @@ class StackStatus:
                 "unknown": self.status.drift_unknown if self.status else 0,
             },
             "terraform": {
+                "mode": self.terraform,
                 "resources": len(self.status.terraform) if self.status else 0,
                 "drifted": sum(1 for o in self.status.terraform if o.drift.drifted)
                 if self.status
@@ -144,6 +152,7 @@ class StatusReport:
     head: str | None
     clusters: tuple[Cluster, ...]
     stacks: tuple[StackStatus, ...] = field(default=())
+    terraform: TerraformMode = "refresh"
 
     def by_cluster(self) -> list[tuple[Cluster, list[StackStatus]]]:
         return [(c, [s for s in self.stacks if s.context == c.context]) for c in self.clusters]
@@ -167,6 +176,7 @@ class StatusReport:
             "schemaVersion": SCHEMA_VERSION,
             "kind": KIND,
             "head": self.head,
+            "terraform": {"mode": self.terraform},
             "summary": self.counts(),
             "clusters": [
                 {
@@ -196,13 +206,17 @@ def collect_status(
     gone: Sequence[Stack] = (),
     head: str = "HEAD",
     tofu: TofuContext | None = None,
+    terraform: TerraformMode = "refresh",
 ) -> StatusReport:
     """The status of ``stacks``; with ``orphans``, also every inventory in their
     clusters (and in the clusters of ``gone``, stacks the history deleted) whose stack
     is not among ``all_stacks`` (the repository's). A cluster only ``gone`` stacks used
-    that cannot be read is reported as such but is not an error of the report. With
-    ``tofu``, an applied stack's Terraform resources are objects of its status next to
-    its Kubernetes objects (:func:`konfig.pipeline.terraform.terraform_objects`)."""
+    that cannot be read is reported as such but is not an error of the report. An
+    applied stack with a ``terraform`` section gets its Terraform resources as objects
+    of its status next to its Kubernetes objects, as ``terraform`` says: ``refresh``
+    (needs ``tofu``: :func:`konfig.pipeline.terraform.terraform_objects`), ``state``
+    (:func:`konfig.pipeline.terraform.state_objects`) or ``skip`` (not read; the stack
+    is marked so that its drift is unknown, never "none")."""
     groups = conns.groups(stacks)
     extra = {t: g for t, g in conns.groups(gone).items() if t not in groups} if orphans else {}
     targets = [*groups, *extra]
@@ -280,8 +294,7 @@ def collect_status(
                     pending=tuple(reasons.get(stack.path, ())),
                 )
             )
-    if tofu is not None:
-        result = _with_terraform(result, stacks, conns, tofu)
+    result = _with_terraform(result, stacks, conns, tofu, terraform)
     for context, st in sorted(orphan_of, key=lambda o: o[1].inventory.stack_path):
         inv = st.inventory
         result.append(
@@ -296,33 +309,49 @@ def collect_status(
         )
     order = {c.context: i for i, c in enumerate(clusters)}
     result.sort(key=lambda s: (order.get(s.context, len(order)), s.state == "orphaned", s.path))
-    return StatusReport(head_sha, tuple(clusters), tuple(result))
+    return StatusReport(head_sha, tuple(clusters), tuple(result), terraform)
 
 
 def _with_terraform(
-    result: list[StackStatus], stacks: Sequence[Stack], conns: Connections, tofu: TofuContext
+    result: list[StackStatus],
+    stacks: Sequence[Stack],
+    conns: Connections,
+    tofu: TofuContext | None,
+    mode: TerraformMode,
 ) -> list[StackStatus]:
     """The applied stacks with a ``terraform`` section get their Terraform resources as
-    objects (OpenTofu runs a few stacks at a time: each is a process and a provider)."""
-    from konfig.pipeline.terraform import terraform_objects
-
+    objects, read as ``mode`` says (OpenTofu refreshes two stacks at a time: each is a
+    tofu process and a provider; the refresh takes no lock)."""
     by_path = {s.path: s for s in stacks}
     chosen = [
         i
         for i, st in enumerate(result)
         if st.status is not None and has_terraform(by_path[st.path], None)
     ]
+    out = list(result)
+    if mode == "skip" or not chosen:
+        for index in chosen:
+            out[index] = replace(out[index], terraform=mode)
+        return out
+    from konfig.pipeline.terraform import state_objects, terraform_objects
+
+    if mode == "refresh" and tofu is None:
+        raise ValueError("a refresh of the Terraform resources needs the OpenTofu context")
 
     def read(index: int) -> tuple[ObjectStatus, ...] | KonfigError:
         stack = by_path[result[index].path]
         try:
+            if mode == "state":
+                return state_objects(conns.kube(stack), stack)
+            assert tofu is not None
             return terraform_objects(conns.kube(stack), stack, tofu, conns.target(stack))
         except KonfigError as exc:  # the state cannot be read: said, the rest goes on
             return exc
 
-    out = list(result)
-    for index, objects in zip(chosen, run_concurrently(chosen, read, 2), strict=True):
+    workers = 8 if mode == "state" else 2
+    for index, objects in zip(chosen, run_concurrently(chosen, read, workers), strict=True):
         current = out[index].status
+        out[index] = replace(out[index], terraform=mode)
         if isinstance(objects, KonfigError):
             error = f"its Terraform resources were not read: {objects.message}"
             out[index] = replace(out[index], error=error)

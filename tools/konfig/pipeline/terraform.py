@@ -1018,6 +1018,18 @@ def terraform_objects(
     return tuple(out)
 
 
+def state_objects(kube: Kube, stack: Stack) -> tuple[ObjectStatus, ...]:
+    """The Terraform resources the stack's state records, read from the state Secret
+    only (no OpenTofu, no credentials): applied, their drift not checked."""
+    backend = Backend(suffix=state_suffix(stack.path))
+    ids = state_resource_ids(read_state(kube, backend, where=stack.path))
+    return tuple(
+        ObjectStatus(rid, _APPLIED_HEALTH, ObjectDrift(rid, "unknown", message=NOT_REFRESHED))
+        for rid in sorted(ids.values())
+    )
+
+
+NOT_REFRESHED = "not checked: read from the Terraform state only, not refreshed (--terraform state)"
 _APPLIED_HEALTH = Health("current", "applied (recorded in the Terraform state)")
 _GONE = "deleted outside Konfig (OpenTofu's refresh no longer finds it)"
 

@@ -52,16 +52,33 @@ class DriftReport:
     def objects(self, s: StackStatus) -> tuple[ObjectDrift, ...]:
         return tuple(o.drift for o in (s.status.drifted if s.status else ()))
 
-    def not_checked(self) -> list[tuple[str, str, int]]:
+    def not_checked(self) -> list[tuple[str, str, int | None]]:
         """(stack, why, how many) of the Terraform resources whose drift is unknown (no
-        credentials, OpenTofu failed): said, never taken for "no drift"."""
-        return [
-            (s.path, why, n)
-            for s in self.checked
-            if s.status
-            for why, n in s.status.unknown_reasons().items()
-            if why != "not recorded"
-        ]
+        credentials, OpenTofu failed, ``--terraform state``; how many None: ``--terraform
+        skip`` did not read them): said, never taken for "no drift"."""
+        out: list[tuple[str, str, int | None]] = []
+        for s in self.checked:
+            if s.terraform == "skip":
+                out.append((s.path, SKIPPED, None))
+                continue
+            out += [
+                (s.path, why, n)
+                for why, n in (s.status.unknown_reasons().items() if s.status else ())
+                if why != "not recorded"
+            ]
+        return out
+
+    @property
+    def terraform_not_checked(self) -> list[str]:
+        """The stacks whose Terraform drift is not (fully) known."""
+        return sorted({path for path, _, _ in self.not_checked()})
+
+
+SKIPPED = "not checked: not read (--terraform skip)"
+
+
+def _resources(n: int | None) -> str:
+    return "Terraform resources" if n is None else plural(n, "Terraform resource")
 
 
 def _stack_state(s: StackStatus) -> str:
@@ -77,6 +94,10 @@ def to_json(report: DriftReport) -> dict[str, Any]:
         "kind": KIND,
         "head": report.status.head,
         "hasDrift": report.has_drift,
+        "terraform": {
+            "mode": report.status.terraform,
+            "notChecked": report.terraform_not_checked,
+        },
         "summary": {
             "stacks": len(report.checked),
             "driftedStacks": len(report.drifted),
@@ -162,7 +183,7 @@ def render_text(report: DriftReport) -> str:
                 lines.append(f"        {f.path}: {live}{wanted}")
         lines.append("")
     for path, why, n in report.not_checked():
-        lines.append(f"{path}: {plural(n, 'Terraform resource')} {why}")
+        lines.append(f"{path}: {_resources(n)} {why}")
     lines.append(summary_line(report))
     return "\n".join(lines) + "\n"
 
@@ -175,11 +196,17 @@ def summary_line(report: DriftReport) -> str:
     tail = ""
     if unknown:
         tail = f"; {plural(unknown, 'object')} applied before drift was recorded (unknown)"
-    skipped = sum(n for _, _, n in report.not_checked())
+    not_checked = report.not_checked()
+    skipped = sum(n or 0 for _, _, n in not_checked)
     if skipped:
         tail += f"; {plural(skipped, 'Terraform resource')} not checked (unknown)"
+    unread = sum(1 for _, _, n in not_checked if n is None)
+    if unread:
+        tail += f"; Terraform drift not checked in {plural(unread, 'stack')} (--terraform skip)"
     if report.errors:
         tail += f"; {plural(len(report.errors), 'stack')} could not be checked"
+    if not report.has_drift and not_checked:  # never "no drift" for what was not checked
+        return f"No drift found in what was checked ({plural(checked, 'stack')}){tail}."
     if not report.has_drift:
         return f"No drift in {plural(checked, 'stack')}{tail}."
     objects = sum(len(report.objects(s)) for s in report.drifted)
@@ -196,13 +223,12 @@ def render_markdown(report: DriftReport, *, run_url: str | None = None) -> str:
     head = report.status.head
     where = f" at {code(head[:12])}" if head else ""
     not_checked = [
-        f"- {code(path)}: {plural(n, 'Terraform resource')} {cell(why)}"
-        for path, why, n in report.not_checked()
+        f"- {code(path)}: {_resources(n)} {cell(why)}" for path, why, n in report.not_checked()
     ]
     if not report.has_drift:
-        out.append(
-            f"**Konfig drift check**{where}: no drift in {plural(len(report.checked), 'stack')}."
-        )
+        stacks = plural(len(report.checked), "stack")
+        found = f"no drift found in what was checked ({stacks})" if not_checked else ""
+        out.append(f"**Konfig drift check**{where}: {found or f'no drift in {stacks}'}.")
         if not_checked:
             out += ["", "Not checked (their drift is unknown):", *not_checked]
         return "\n".join(out) + "\n"

@@ -84,9 +84,11 @@ def _drift(s: StackStatus) -> Text:
         if fields:
             text += f", {plural(fields, 'field')}"
         return Text(text, style="red")
-    if s.status.drift_unknown:
-        reasons = "; ".join(f"{n} {why}" for why, n in s.status.unknown_reasons().items())
-        return Text(f"unknown ({reasons})", style="bright_black")
+    reasons = [f"{n} {why}" for why, n in s.status.unknown_reasons().items()]
+    if s.terraform == "skip":
+        reasons.append("Terraform resources not read (--terraform skip)")
+    if reasons:
+        return Text(f"unknown ({'; '.join(reasons)})", style="bright_black")
     return Text("no", style="green")
 
 
@@ -94,6 +96,8 @@ def _objects(s: StackStatus) -> str:
     if s.inventory is None:
         return ""
     terraform = len(s.status.terraform) if s.status else 0
+    if s.terraform == "skip":
+        return f"{len(s.inventory.members)} + Terraform (not read)"
     return str(len(s.inventory.members)) + (f" + {terraform} Terraform" if terraform else "")
 
 
@@ -140,6 +144,15 @@ def tables(report: StatusReport) -> Iterator[RenderableType]:
                 yield Text(f"{s.short}: {s.error}", style="yellow")
         yield Text("")
     yield Text(summary_line(report), style="bold")
+    if report.terraform != "refresh" and any(s.terraform for s in report.stacks):
+        yield Text(TERRAFORM_NOTES[report.terraform], style="bright_black")
+
+
+TERRAFORM_NOTES = {
+    "state": "Terraform resources read from their state only (--terraform state): not "
+    "refreshed, their drift not checked.",
+    "skip": "Terraform resources not read (--terraform skip): their drift is unknown.",
+}
 
 
 def summary_line(report: StatusReport) -> str:
@@ -162,6 +175,9 @@ def summary_line(report: StatusReport) -> str:
     text = f"{plural(n['stacks'], 'stack')} on {plural(clusters, 'cluster')}: " + ", ".join(parts)
     if health:
         return text + "; " + ", ".join(health)
+    unknown = sum(1 for s in report.stacks if s.status is not None and s.drift == "unknown")
+    if n["applied"] and unknown:  # never "no drift" for what was not checked
+        return text + f"; all healthy, no drift found, drift unknown in {plural(unknown, 'stack')}"
     return text + ("; all healthy, no drift" if n["applied"] else "")
 
 

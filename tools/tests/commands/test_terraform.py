@@ -715,7 +715,7 @@ def test_status_and_drift_cover_terraform_resources(
             "message": "applied (recorded in the Terraform state)",
         }
         assert detail["drift"]["state"] == "in_sync"  # type: ignore[index]
-    assert stack["terraform"] == {"resources": 3, "drifted": 0, "unknown": 0}
+    assert stack["terraform"] == {"mode": "refresh", "resources": 3, "drifted": 0, "unknown": 0}
     assert stack["drift"]["state"] == "none"  # type: ignore[index]
     res = konfig("status", address, kc, cwd=root)
     outputs += [res.out, res.err]
@@ -757,7 +757,7 @@ def test_status_and_drift_cover_terraform_resources(
         stack = status_json()
         found = terraform_details(stack)
         assert found[ext_id]["health"]["state"] == "not_found"  # type: ignore[index]
-        assert stack["terraform"] == {"resources": 3, "drifted": 2, "unknown": 0}
+        assert stack["terraform"] == {"mode": "refresh", "resources": 3, "drifted": 2, "unknown": 0}
         assert stack["drift"]["state"] == "drifted"  # type: ignore[index]
         # a working directory of its own, no plan file left behind
         assert list(tofu_env.glob("*.refresh/main.tf.json"))
@@ -781,7 +781,7 @@ def test_status_and_drift_cover_terraform_resources(
         assert f"3 Terraform resources not checked: {named}" in text.out, text.out
         assert "3 Terraform resources not checked (unknown)" in text.out
         stack = status_json()
-        assert stack["terraform"] == {"resources": 3, "drifted": 0, "unknown": 3}
+        assert stack["terraform"] == {"mode": "refresh", "resources": 3, "drifted": 0, "unknown": 3}
         assert {d["drift"]["message"] for d in terraform_details(stack).values()} == {  # type: ignore[index]
             f"not checked: {named}"
         }
@@ -1200,3 +1200,102 @@ def test_prune_and_destroy_need_the_credentials_of_what_only_the_state_records(
     res = konfig("destroy", address, "--allow-dirty", "--yes", kc, cwd=root)
     assert res.code == 0, res.out + res.err
     assert kube.get("apps/v1", "Deployment", name, name) is None
+
+
+def test_status_and_drift_without_the_refresh_read_the_state_or_skip_and_say_so(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    cluster: Cluster,
+    tofu: Tofu,
+    tofu_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--terraform state`` lists the Terraform resources from the state without
+    OpenTofu or credentials, ``--terraform skip`` does not read them; both say their
+    drift was not checked, never "no drift", though a role was changed by hand."""
+    name = unique("moddb")
+    db = name.replace("-", "_")
+    address = _stack(repo_builder, name)
+    path = f"appops/{address}"
+    root = repo_builder.root
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    role_id = f"cyrilgdn/postgresql:postgresql_role:{db}"
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    tofu.psql(f'ALTER ROLE "{db}" NOLOGIN')
+    not_refreshed = (
+        "not checked: read from the Terraform state only, not refreshed (--terraform state)"
+    )
+
+    with monkeypatch.context() as m:
+        for var in CREDENTIALS:
+            m.delenv(var)
+        m.setenv("KONFIG_TOFU", str(root.parent / "no-such-tofu"))  # any tofu run fails
+
+        # status --terraform state: the state's resources, their drift not checked
+        res = konfig("status", address, kc, "--json", "--terraform", "state", cwd=root)
+        assert res.code == 0, res.err
+        report = json.loads(res.out)
+        assert report["terraform"] == {"mode": "state"}
+        (stack,) = report["stacks"]
+        assert stack["terraform"] == {"mode": "state", "resources": 3, "drifted": 0, "unknown": 3}
+        assert stack["drift"]["state"] == "unknown"
+        details = [d for d in stack["details"] if d["runtime"] == "Terraform"]
+        assert len(details) == 3 and role_id in {d["id"] for d in details}
+        assert {d["drift"]["state"] for d in details} == {"unknown"}
+        assert {d["drift"]["message"] for d in details} == {not_refreshed}
+        text = konfig("status", address, kc, "--terraform", "state", cwd=root)
+        assert text.code == 0, text.err
+        assert " + 3 Terraform" in text.out, text.out
+        assert "drift unknown in 1 stack" in text.out
+        assert "read from their state only (--terraform state)" in text.out
+        assert "no drift" not in text.out.replace("no drift found", "")
+        assert not list(tofu_env.glob("*.refresh"))  # OpenTofu never ran
+
+        # status --terraform skip: not read at all
+        res = konfig("status", address, kc, "--json", "--terraform", "skip", cwd=root)
+        assert res.code == 0, res.err
+        report = json.loads(res.out)
+        assert report["terraform"] == {"mode": "skip"}
+        (stack,) = report["stacks"]
+        assert stack["terraform"] == {"mode": "skip", "resources": 0, "drifted": 0, "unknown": 0}
+        assert stack["drift"]["state"] == "unknown"
+        assert not [d for d in stack["details"] if d["runtime"] == "Terraform"]
+        text = konfig("status", address, kc, "--terraform", "skip", cwd=root)
+        assert "+ Terraform (not read)" in text.out, text.out
+        assert "Terraform resources not read (--terraform skip)" in text.out
+
+        # drift: exit 0 (nothing found), the stack unknown, the report says why
+        for mode, line in [
+            ("state", f"{path}: 3 Terraform resources {not_refreshed}"),
+            ("skip", f"{path}: Terraform resources not checked: not read (--terraform skip)"),
+        ]:
+            res = konfig(
+                "drift", address, kc, "--json", "--detailed-exitcode", "--terraform", mode,
+                cwd=root,
+            )  # fmt: skip
+            assert res.code == 0, res.out + res.err
+            report = json.loads(res.out)
+            assert report["terraform"] == {"mode": mode, "notChecked": [path]}
+            assert report["hasDrift"] is False
+            assert [s["state"] for s in report["stacks"]] == ["unknown"]
+            text = konfig("drift", address, kc, "--terraform", mode, cwd=root)
+            assert text.code == 0, text.err
+            assert line in text.out, text.out
+            assert "No drift found in what was checked (1 stack)" in text.out
+            assert "No drift in" not in text.out
+            md = konfig("drift", address, kc, "--format", "markdown", "--terraform", mode, cwd=root)
+            assert "no drift found in what was checked (1 stack)" in md.out, md.out
+            assert f"- `{path}`: " in md.out
+        assert not list(tofu_env.glob("*.refresh"))
+
+    # With the refresh (the default) and the credentials, the role's drift is found.
+    res = konfig("drift", address, kc, "--json", "--detailed-exitcode", cwd=root)
+    assert res.code == 2, res.out + res.err
+    report = json.loads(res.out)
+    assert report["terraform"] == {"mode": "refresh", "notChecked": []}
+    (entry,) = report["stacks"]
+    assert [o["id"] for o in entry["objects"]] == [role_id]
+    res = konfig("status", address, kc, "--json", cwd=root)
+    (stack,) = json.loads(res.out)["stacks"]
+    assert stack["terraform"] == {"mode": "refresh", "resources": 3, "drifted": 1, "unknown": 0}
