@@ -17,7 +17,8 @@ from konfig.engine.health import Health
 from konfig.engine.inventory import Inventory, Member, applyset_id
 from konfig.engine.stackrun import Event, ObjectResult, StackResult
 from konfig.engine.survey import InventoryStatus, ObjectStatus
-from konfig.pipeline.status import Cluster, StackStatus, StatusReport
+from konfig.pipeline.status import Cluster, StackStatus, StatusReport, TerraformMode
+from konfig.pipeline.terraform import NOT_REFRESHED
 from konfig.report import drift as drift_report
 from konfig.report import status as status_report
 from konfig.report.progress import StackLog, block, object_line, summary_lines
@@ -158,6 +159,59 @@ def test_no_drift_markdown_is_one_line() -> None:
     quiet = StatusReport(HEAD, (Cluster("admin", "https://x"),), ())
     text = drift_report.render_markdown(drift_report.DriftReport(quiet))
     assert text == "**Konfig drift check** at `4c1e2a000000`: no drift in 0 stacks.\n"
+
+
+def terraform_report(mode: TerraformMode) -> StatusReport:
+    """One in-sync stack with a database, its Terraform resources read as ``mode`` says."""
+    path = "appops/shop/prod"
+    kube_id = "apps/v1:Deployment:shop:shop"
+    objects = [ok(kube_id)]
+    if mode != "skip":
+        for rid in ("cyrilgdn/postgresql:postgresql_database:shop",
+                    "cyrilgdn/postgresql:postgresql_role:shop"):  # fmt: skip
+            drift = (
+                ObjectDrift(rid, "unknown", message=NOT_REFRESHED)
+                if mode == "state"
+                else ObjectDrift(rid, "in_sync")
+            )
+            objects.append(ObjectStatus(rid, Health("current", "applied"), drift))
+    status = InventoryStatus(inventory(path, [kube_id], HEAD), tuple(objects))
+    stack = StackStatus(path, "admin", "applied", status, commits_behind=0, terraform=mode)
+    return StatusReport(HEAD, (Cluster("admin", "https://x"),), (stack,), mode)
+
+
+def test_status_and_drift_without_the_refresh_never_say_no_drift() -> None:
+    out: dict[str, str] = {}
+    for mode in ("refresh", "state", "skip"):
+        status = terraform_report(mode)
+        table = status_report.render_text(status)
+        doc = json.loads(status_report.render_json(status))
+        assert not contracts.violations("status", doc)
+        assert doc["terraform"] == {"mode": mode}
+        assert doc["stacks"][0]["terraform"]["mode"] == mode
+        report = drift_report.DriftReport(status)
+        text = drift_report.render_json(report)
+        drift_doc = json.loads(text)
+        assert not contracts.violations("drift", drift_doc, text=text)
+        assert drift_doc["hasDrift"] is False
+        out[mode] = "\n".join(
+            [table, drift_report.render_text(report), drift_report.render_markdown(report)]
+        )
+        assert drift_doc["terraform"] == {
+            "mode": mode,
+            "notChecked": [] if mode == "refresh" else ["appops/shop/prod"],
+        }
+        assert [s["state"] for s in drift_doc["stacks"]] == [
+            "in-sync" if mode == "refresh" else "unknown"
+        ]
+    check_golden("terraform-modes.txt", "\n".join(f"## {m}\n{t}" for m, t in out.items()))
+    assert "all healthy, no drift\n" in out["refresh"]
+    assert "No drift in 1 stack." in out["refresh"]
+    for mode in ("state", "skip"):
+        assert "No drift in" not in out[mode] and "no drift in" not in out[mode]
+        assert "No drift found in what was checked (1 stack)" in out[mode]
+        assert "drift unknown in 1 stack" in out[mode]
+        assert f"--terraform {mode}" in out[mode]
 
 
 def test_markdown_code_spans_survive_hostile_values() -> None:
