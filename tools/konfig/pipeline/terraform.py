@@ -1050,14 +1050,20 @@ def read_states(
     stacks: Sequence[Stack], kube_of: Callable[[Stack], Kube]
 ) -> dict[str, dict[str, Any] | None]:
     """Each stack's Terraform state (read-only: two GETs a stack, a few stacks at once),
-    for :func:`require_credentials` to see the providers only the state still uses."""
+    for :func:`require_credentials` to see the providers only the state still uses. A
+    stack whose state cannot be read (its cluster does not answer) is left out: its own
+    run reports that, and the other stacks go on as they would have."""
     from konfig.pipeline.concurrency import run_concurrently
 
-    def one(stack: Stack) -> dict[str, Any] | None:
+    def one(stack: Stack) -> dict[str, Any] | KonfigError | None:
         backend = Backend(suffix=state_suffix(stack.path))
-        return read_state(kube_of(stack), backend, where=stack.path)
+        try:
+            return read_state(kube_of(stack), backend, where=stack.path)
+        except KonfigError as exc:
+            return exc
 
-    return dict(zip([s.path for s in stacks], run_concurrently(stacks, one, 8), strict=True))
+    found = zip([s.path for s in stacks], run_concurrently(stacks, one, 8), strict=True)
+    return {path: state for path, state in found if not isinstance(state, KonfigError)}
 
 
 def require_credentials(

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from konfig import outputs
+from konfig.engine.kube import Kube
 from konfig.engine.plan import Change
 from konfig.errors import KonfigError
 from konfig.pipeline.terraform import (
@@ -19,6 +20,7 @@ from konfig.pipeline.terraform import (
     lookup_of,
     missing_credentials,
     not_previewed,
+    read_states,
     refuse_destroys,
     require_credentials,
     scram_verifier,
@@ -277,3 +279,13 @@ def test_a_configuration_only_the_state_uses_must_still_be_defined() -> None:
         "no longer defines it; to delete what only the Terraform state records: "
         "cyrilgdn/postgresql:postgresql_role:reader)"
     ) in caught.value.message
+
+
+def test_a_state_that_cannot_be_read_is_left_to_its_stacks_own_run() -> None:
+    shop = Stack("shop", "prod", "appops/shop/prod", "appops/shop", raw=STACK)
+
+    def unreachable(stack: Stack) -> Kube:
+        raise KonfigError(f"{stack.path}: the API server at https://127.0.0.1:1 did not answer")
+
+    assert read_states([shop], unreachable) == {}
+    assert read_states([], unreachable) == {}
