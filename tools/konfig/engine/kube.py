@@ -3,10 +3,13 @@
 ``connect(KubeTarget)`` reads a kubeconfig context and returns a :class:`Kube`: lazy
 discovery (a kind's group version is read again on a miss, so kinds whose
 CustomResourceDefinition appeared mid-plan are found), server-side apply (also as
-``dryRun=All``), get, list and delete, over urllib3 (thread-safe, one pooled
-connection per worker). Every API failure becomes a :class:`KubeError` with a readable
-message (what was attempted, on which object, as whom, and how to fix it); a failed
-request carries an :class:`ApiFailure`. No raw urllib3 or ``kubernetes`` exception
+``dryRun=All``), get, list and delete, over the standard library's ``http.client``
+(thread-safe: a pool of keep-alive connections, one per concurrent request; through a
+proxy, which only the ``kubernetes`` client's loader reads from a kubeconfig, over
+urllib3 instead, imported only then: it costs about 0.06 s CPU to import). Every API
+failure becomes a :class:`KubeError` with a readable message (what was attempted, on
+which object, as whom, and how to fix it); a failed request carries an
+:class:`ApiFailure`. No raw ``http.client``, ssl, urllib3 or ``kubernetes`` exception
 leaves this module.
 
 Reading the kubeconfig: konfig reads the kubeconfigs it fully understands itself (a
@@ -28,22 +31,20 @@ this module never reads the environment.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import re
-import shutil
+import select
 import ssl
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
-from typing import Any, TypeVar
-from urllib.parse import quote, urlencode
+from typing import Any, Protocol, TypeVar
+from urllib.parse import quote, urlencode, urlsplit
 
-import urllib3
 import yaml
 
 from konfig import __version__
@@ -97,8 +98,9 @@ class Timeouts:
     credential: float = credentials.DEFAULT_TIMEOUT
 
     @property
-    def urllib3(self) -> tuple[float, float]:
-        return (min(CONNECT_TIMEOUT, self.request), self.request)
+    def connect(self) -> float:
+        """Seconds to open a connection (TCP and TLS): at most ``request``."""
+        return min(CONNECT_TIMEOUT, self.request)
 
 
 @dataclass(frozen=True)
@@ -193,7 +195,7 @@ class ResourceInfo:
 class Kube:
     """A connection to one cluster context. Thread-safe for get/apply/delete/list."""
 
-    http: _Http
+    http: _Transport
     server: str
     context: str
     user: str
@@ -447,8 +449,8 @@ class Kube:
                 hint="check that the kubeconfig's server URL points at the Kubernetes API "
                 "server itself, not at a proxy or a web page",
             ) from None
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            if _timed_out(exc):
+        except _Unreachable as exc:
+            if exc.timed_out:
                 raise KubeTimeoutError(
                     f"the Kubernetes API server at {self.server} (context {self.context!r}) "
                     f"did not answer within {self.timeouts.request:g}s when asked to {what}",
@@ -459,7 +461,7 @@ class Kube:
                 ) from None
             raise KubeError(
                 f"cannot reach the Kubernetes API server at {self.server} "
-                f"(context {self.context!r}) to {what}: {_reason(exc)}",
+                f"(context {self.context!r}) to {what}: {exc.reason}",
                 hint="check that the cluster is running and that the kubeconfig "
                 f"{self.kubeconfig} and context {self.context!r} point at it "
                 "(--kubeconfig / --context, the stack's kubernetes: settings, KUBECONFIG)",
@@ -509,26 +511,16 @@ def apply_body(manifest: Mapping[str, Any]) -> bytes:
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
 
 
-def _timed_out(exc: BaseException) -> bool:
-    """A connect or read timeout, however urllib3 wraps it."""
-    seen: BaseException | None = exc
-    for _ in range(5):
-        if seen is None or isinstance(seen, urllib3.exceptions.NewConnectionError):
-            return False  # (urllib3 derives "connection refused" from ConnectTimeoutError)
-        if isinstance(seen, (urllib3.exceptions.TimeoutError, TimeoutError)):
-            return True
-        reason = getattr(seen, "reason", None)  # an exception, or text (ssl.SSLError)
-        seen = reason if isinstance(reason, BaseException) else seen.__context__
-    return False
-
-
 def _reason(exc: BaseException) -> str:
-    reason = getattr(exc, "reason", None)
-    text = str(reason or exc)
+    """What went wrong on the way to the server, in a few words."""
+    reason = getattr(exc, "reason", None)  # urllib3 wraps the cause
+    text = str(reason if isinstance(reason, BaseException) else exc)
+    if isinstance(exc, http.client.RemoteDisconnected):
+        return "the server closed the connection without an answer"
     for marker in ("Connection refused", "timed out", "Name or service not known"):
         if marker in text:
             return marker.lower()
-    return text.splitlines()[0][:200]
+    return (text.splitlines() or [type(exc).__name__])[0][:200]
 
 
 def failure_from(status: int, reason: str, body: Any) -> ApiFailure:
@@ -557,29 +549,6 @@ def failure_from(status: int, reason: str, body: Any) -> ApiFailure:
         details_kind=str(details.get("kind") or ""),
         details_name=str(details.get("name") or ""),
     )
-
-
-class _Retry(urllib3.Retry):
-    """urllib3's retries (a refused connection, a dropped keep-alive connection), except
-    for a read that timed out: the server took the request and went silent, and asking
-    again only doubles the wait."""
-
-    def increment(
-        self,
-        method: str | None = None,
-        url: str | None = None,
-        response: Any = None,
-        error: Exception | None = None,
-        _pool: Any = None,
-        _stacktrace: TracebackType | None = None,
-    ) -> _Retry:
-        if isinstance(error, urllib3.exceptions.ReadTimeoutError):
-            raise error
-        return super().increment(method, url, response, error, _pool, _stacktrace)
-
-
-def _retries() -> _Retry:
-    return _Retry(total=3, connect=1, read=2, redirect=0, status=0, other=0)
 
 
 # --- the transport ---------------------------------------------------------------
@@ -629,9 +598,14 @@ class _Endpoint:
 
 def _ssl_context(endpoint: _Endpoint) -> ssl.SSLContext:
     """The TLS context for every connection of one endpoint (built once)."""
-    context = urllib3.util.ssl_.create_urllib3_context(
-        cert_reqs=ssl.CERT_REQUIRED if endpoint.verify else ssl.CERT_NONE
-    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies, and checks the name
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_TICKET
+    context.hostname_checks_common_name = False
+    context.post_handshake_auth = True
+    if not endpoint.verify:  # insecure-skip-tls-verify
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     where = endpoint.where
     try:
         if endpoint.verify:
@@ -651,6 +625,9 @@ def _ssl_context(endpoint: _Endpoint) -> ssl.SSLContext:
         else:
             # ssl loads a client certificate from files only: written to a private
             # directory, loaded, and removed at once
+            import shutil
+            import tempfile
+
             private = tempfile.mkdtemp(prefix="konfig-tls-")
             try:
                 cert = _private_file(private, "cert.pem", endpoint.cert_data, endpoint.cert_file)
@@ -677,17 +654,216 @@ def _private_file(directory: str, name: str, data: bytes | None, path: str | Non
     return target
 
 
+class _Unreachable(Exception):
+    """A request that got no HTTP answer: refused, timed out, TLS refused, dropped."""
+
+    def __init__(self, reason: str, *, timed_out: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.timed_out = timed_out
+
+
+class _Transport(Protocol):
+    """JSON requests to one API server (thread-safe)."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any],
+        body: bytes | None,
+        content_type: str,
+    ) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def _headers(authorization: Callable[[], str | None], content_type: str | None) -> dict[str, str]:
+    headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+    value = (authorization() or "").strip()  # a token file's newline
+    if value:
+        headers["Authorization"] = value
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    return headers
+
+
+def _answer(status: int, reason: str, content_type: str, data: bytes) -> Any:
+    """The JSON of a 2xx answer; _StatusError for any other status."""
+    if not 200 <= status < 300:
+        raise _StatusError(status, reason, data)
+    if not data:
+        return {}
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise _NotJson(status, content_type, data) from None
+
+
+class _HttpsConnection(http.client.HTTPSConnection):
+    """An HTTPS connection that checks the certificate against ``server_hostname``
+    (the kubeconfig's ``tls-server-name``) when given, else against the host dialled."""
+
+    def __init__(self, host: str, port: int, *, tls: ssl.SSLContext, name: str | None) -> None:
+        super().__init__(host, port, context=tls)
+        self.tls = tls
+        self.server_hostname = name or host
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)  # TCP, under the connect timeout
+        self.sock = self.tls.wrap_socket(self.sock, server_hostname=self.server_hostname)
+
+
+# How often a request is sent again on a new connection when a kept-alive one turns out
+# to be closed by the server (it closes idle connections after a while), and when a new
+# connection is refused (the server restarting). A timeout is never retried: the server
+# took the request and went silent, and asking again only doubles the wait.
+_STALE_RETRIES = 2
+_REFUSED_RETRIES = 1
+_DROPPED = (
+    http.client.RemoteDisconnected,
+    ConnectionResetError,
+    ConnectionAbortedError,
+    BrokenPipeError,
+    ssl.SSLEOFError,
+    ssl.SSLZeroReturnError,
+)
+
+
 class _Http:
-    """JSON requests to one API server over a urllib3 pool (thread-safe)."""
+    """JSON requests to one API server over ``http.client`` (thread-safe): a pool of
+    keep-alive connections, each used by one request at a time."""
 
     def __init__(self, endpoint: _Endpoint, timeouts: Timeouts) -> None:
+        url = urlsplit(endpoint.server)
+        if url.hostname is None:
+            raise KubeError(
+                f"cannot use {endpoint.where}: the server URL {endpoint.server!r} names no host"
+            )
+        self.host = url.hostname
+        try:
+            port = url.port
+        except ValueError as exc:
+            raise KubeError(
+                f"cannot use {endpoint.where}: the server URL {endpoint.server!r}: {exc}"
+            ) from None
+        self.https = url.scheme == "https"
+        self.port = port or (443 if self.https else 80)
+        self.prefix = url.path.rstrip("/")  # a server behind a path (a cluster manager's proxy)
+        self.authorization = endpoint.authorization
+        self.tls = _ssl_context(endpoint) if self.https else None
+        self.server_hostname = endpoint.tls_server_name if endpoint.verify else None
+        self.connect_timeout = timeouts.connect
+        self.read_timeout = timeouts.request
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any],
+        body: bytes | None,
+        content_type: str,
+    ) -> Any:
+        target = self.prefix + quote(path, safe="/:@")
+        if query:
+            target += "?" + urlencode(query)
+        headers = _headers(self.authorization, content_type if body is not None else None)
+        stale = refused = 0
+        while True:
+            conn, reused = self._take(fresh=stale > 0)
+            try:
+                if not reused:
+                    conn.connect()
+                    assert conn.sock is not None
+                    conn.sock.settimeout(self.read_timeout)
+                conn.request(method.upper(), target, body=body, headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                if reused and stale < _STALE_RETRIES and isinstance(exc, _DROPPED):
+                    stale += 1  # the server closed a kept-alive connection: a new one
+                    continue
+                if (
+                    not reused
+                    and refused < _REFUSED_RETRIES
+                    and isinstance(exc, ConnectionRefusedError)
+                ):
+                    refused += 1
+                    continue
+                raise _Unreachable(_reason(exc), timed_out=isinstance(exc, TimeoutError)) from None
+            if response.will_close:
+                conn.close()
+            else:
+                self._give(conn)
+            return _answer(
+                response.status, response.reason or "", response.getheader("Content-Type", ""), data
+            )
+
+    def _take(self, *, fresh: bool) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle connection the server has not closed (reused: True), else (or when
+        ``fresh``: after one turned out closed) a new one."""
+        while not fresh:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                break
+            if conn.sock is not None and not _readable(conn.sock):
+                return conn, True
+            conn.close()  # closed by the server (or it sent something unasked)
+        new: http.client.HTTPConnection
+        if self.tls is not None:
+            new = _HttpsConnection(self.host, self.port, tls=self.tls, name=self.server_hostname)
+        else:
+            new = http.client.HTTPConnection(self.host, self.port)
+        new.timeout = self.connect_timeout
+        return new, False
+
+    def _give(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if len(self._idle) < MAX_WORKERS:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def _readable(sock: Any) -> bool:
+    """An idle keep-alive connection has nothing to read: if it has, the server closed
+    it (or broke the protocol) and it is not used again."""
+    try:
+        ready, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(ready)
+
+
+class _ProxiedHttp:
+    """The same requests through a proxy (``proxy-url``, read by the ``kubernetes``
+    client's loader), over urllib3's ProxyManager: an HTTP(S) proxy with CONNECT,
+    which ``http.client`` does only in part. urllib3 is imported only here."""
+
+    def __init__(self, endpoint: _Endpoint, timeouts: Timeouts) -> None:
+        import urllib3
+
+        assert endpoint.proxy is not None
         self.base = endpoint.server.rstrip("/")
         self.authorization = endpoint.authorization
-        connect_timeout, read_timeout = timeouts.urllib3
-        self.timeout = urllib3.Timeout(connect=connect_timeout, read=read_timeout)
+        self.timeout = urllib3.Timeout(connect=timeouts.connect, read=timeouts.request)
         pool: dict[str, Any] = {
             "maxsize": MAX_WORKERS,  # room for the dry-run thread pool
-            "retries": _retries(),
+            # a refused connection once; never a read (one that timed out would only
+            # double the wait; urllib3 checks a kept-alive connection before using it)
+            "retries": urllib3.Retry(total=2, connect=1, read=0, redirect=0, status=0, other=0),
             "timeout": self.timeout,
         }
         if self.base.startswith("https:"):
@@ -702,11 +878,7 @@ class _Http:
                 # the kubeconfig says insecure-skip-tls-verify: as kubectl, no warning
                 # per request (urllib3 prints one for each, burying the output)
                 urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-        self.pool: urllib3.PoolManager
-        if endpoint.proxy:
-            self.pool = urllib3.ProxyManager(endpoint.proxy, **pool)
-        else:
-            self.pool = urllib3.PoolManager(**pool)
+        self.pool = urllib3.ProxyManager(endpoint.proxy, **pool)
 
     def request(
         self,
@@ -717,32 +889,48 @@ class _Http:
         body: bytes | None,
         content_type: str,
     ) -> Any:
+        import urllib3
+
         url = self.base + quote(path, safe="/:@")
         if query:
             url += "?" + urlencode(query)
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
-        authorization = (self.authorization() or "").strip()  # a token file's newline
-        if authorization:
-            headers["Authorization"] = authorization
-        if body is not None:
-            headers["Content-Type"] = content_type
-        response = self.pool.request(
-            method.upper(), url, body=body, headers=headers, timeout=self.timeout
-        )
-        data = response.data
-        if not 200 <= response.status < 300:
-            raise _StatusError(response.status, response.reason or "", data)
-        if not data:
-            return {}
+        headers = _headers(self.authorization, content_type if body is not None else None)
         try:
-            return json.loads(data)
-        except ValueError:
-            raise _NotJson(
-                response.status, response.headers.get("Content-Type", ""), data
-            ) from None
+            response = self.pool.request(
+                method.upper(), url, body=body, headers=headers, timeout=self.timeout
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _Unreachable(_reason(exc), timed_out=_proxy_timed_out(exc)) from None
+        return _answer(
+            response.status,
+            response.reason or "",
+            response.headers.get("Content-Type", ""),
+            response.data,
+        )
 
     def close(self) -> None:
         self.pool.clear()
+
+
+def _proxy_timed_out(exc: BaseException) -> bool:
+    """A connect or read timeout, however urllib3 wraps it."""
+    import urllib3
+
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None or isinstance(seen, urllib3.exceptions.NewConnectionError):
+            return False  # (urllib3 derives "connection refused" from ConnectTimeoutError)
+        if isinstance(seen, (urllib3.exceptions.TimeoutError, TimeoutError)):
+            return True
+        reason = getattr(seen, "reason", None)  # an exception, or text (ssl.SSLError)
+        seen = reason if isinstance(reason, BaseException) else seen.__context__
+    return False
+
+
+def _transport(endpoint: _Endpoint, timeouts: Timeouts) -> _Transport:
+    if endpoint.proxy:
+        return _ProxiedHttp(endpoint, timeouts)
+    return _Http(endpoint, timeouts)
 
 
 # --- reading the kubeconfig ----------------------------------------------------------
@@ -1068,7 +1256,7 @@ def connect(
     if endpoint is None:
         endpoint = _kubernetes_endpoint(kubeconfig, str(name), user_name, replaced, token, where)
     kube = Kube(
-        http=_Http(endpoint, timeouts),
+        http=_transport(endpoint, timeouts),
         server=endpoint.server,
         context=str(name),
         user=user_name,

@@ -20,6 +20,7 @@ import pytest
 import urllib3
 import yaml
 from fixtures.cluster import Cluster
+from fixtures.faults import KeepAliveServer, write_kubeconfig
 from kubeutil import configmap, crd, namespace, unique, wait_for
 
 from konfig.engine.kube import (
@@ -496,3 +497,56 @@ def test_unreadable_kubeconfigs_are_clear_errors(tmp_path: Path) -> None:
         connect(KubeTarget(str(listed), None))
     with pytest.raises(KubeError, match=r"unknown Kubernetes client 'kubectl'"):
         connect(KubeTarget(str(listed), None), client="kubectl")
+
+
+# --- the transport: keep-alive connections, and a server that drops them ---------------
+
+
+def _connect_to(server: KeepAliveServer, tmp_path: Path) -> Kube:
+    path = write_kubeconfig(tmp_path / "kubeconfig", server.url, {"token": "t0k"})
+    return connect(KubeTarget(str(path), "ctx"))
+
+
+def test_requests_share_one_kept_alive_connection(tmp_path: Path) -> None:
+    server = KeepAliveServer("/k8s/clusters/c-1")  # a server URL with a path keeps it
+    try:
+        with _connect_to(server, tmp_path) as kube:
+            for name in ("a", "b", "c"):
+                live = kube.get("v1", "Namespace", name, None)
+                assert live is not None and live["metadata"]["name"] == name
+            assert kube.get("v1", "Namespace", "missing", None) is None  # a 404 keeps it too
+        assert server.connections == 1
+        paths = [path for path, _ in server.requests]
+        assert paths[:3] == ["/k8s/clusters/c-1/api", "/k8s/clusters/c-1/api/v1",
+                             "/k8s/clusters/c-1/api/v1/namespaces/a"]  # fmt: skip
+        assert {auth for _, auth in server.requests} == {"Bearer t0k"}
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("how", ["drop_second", "close_silently"])
+def test_a_connection_the_server_dropped_is_replaced(tmp_path: Path, how: str) -> None:
+    """The server closes a kept-alive connection: as the next request arrives on it (the
+    request is sent again on a new connection), or right after answering without saying
+    so (the closed connection is not used). Every request gets its answer."""
+    server = KeepAliveServer(**{how: True})
+    try:
+        with _connect_to(server, tmp_path) as kube:
+            for name in ("a", "b", "c", "d"):
+                live = kube.get("v1", "Namespace", name, None)
+                assert live is not None and live["metadata"]["name"] == name
+        answered = [path for path, _ in server.requests]
+        assert answered == ["/api", "/api/v1"] + [f"/api/v1/namespaces/{n}" for n in "abcd"]
+        assert server.connections > 1
+    finally:
+        server.close()
+
+
+@pytest.mark.cluster
+def test_concurrent_requests_each_get_their_answer(kube: Kube) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = ["default", "kube-system", "kube-public", "kube-node-lease"] * 8
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        found = list(pool.map(lambda n: kube.get("v1", "Namespace", n, None), names))
+    assert [f["metadata"]["name"] for f in found if f is not None] == names
