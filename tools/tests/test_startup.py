@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures.cluster import Cluster
 from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import TEMPLATE_ROOT, RepoBuilder
+from kubeutil import unique
 
 HEAVY = ("kubernetes", "git", "networkx", "jinja2", "kubernetes_validate", "rich", "kcl_lib")
 
@@ -110,3 +112,50 @@ def test_changed_validates_an_unchanged_konfig_yaml_once(repo_builder: RepoBuild
     git_commit(root, "konfig.yaml edited")
     code, modules, _ = loaded(args, root)
     assert code == 0 and "jsonschema" in modules
+
+
+# What a preview and an apply of a stack without secret references and without
+# Terraform resources do not load: urllib3 (konfig's own requests use http.client; it
+# comes only with a proxy or the kubernetes client), the SOPS file module and
+# cryptography, age (no key given), the OpenTofu runtime, the compiler's worker pool
+# (every Spec from the cache), and the import graph (the tree is clean: konfig's cache
+# ignores itself in git, whatever the repository's .gitignore says).
+NOT_ON_THE_PLAIN_PATH = {
+    "urllib3",
+    "cryptography",
+    "pyrage",
+    "konfig.secrets.sopsfile",
+    "konfig.tofu.runner",
+    "konfig.tofu.stackrun",
+    "konfig.build.workers",
+    "konfig.detect.changeset",
+    *HEAVY,
+}
+
+
+@pytest.mark.cluster
+def test_preview_and_apply_of_a_plain_stack_load_only_what_it_needs(
+    repo_builder: RepoBuilder, cluster: Cluster
+) -> None:
+    root = repo_builder.root
+    project = unique("lean")
+    repo_builder.stack(project, "dev")  # a Server: no secrets, no database
+    git_init(root)  # no .gitignore
+    git_commit(root, "a stack")
+    kc = ["--kubeconfig", str(cluster.kubeconfig)]
+    code, _, _ = loaded(["compile", f"{project}/dev"], root)  # fills the compile cache
+    assert code == 0
+
+    code, modules, out = loaded(["preview", f"{project}/dev", "--format", "json", *kc], root)
+    assert code == 0 and '"create": ' in out, out
+    assert "konfig.engine.kube" in modules  # it did talk to the cluster
+    assert not modules & NOT_ON_THE_PLAIN_PATH, sorted(modules & NOT_ON_THE_PLAIN_PATH)
+
+    # apply (not on a terminal: no live region, so no rich) checks every stack's provider
+    # credentials with the OpenTofu runtime's modules: they are left out of this check
+    code, modules, out = loaded(["apply", f"{project}/dev", "--yes", "--no-wait", *kc], root)
+    assert code == 0, out
+    left_out = NOT_ON_THE_PLAIN_PATH - {"konfig.tofu.runner", "konfig.tofu.stackrun"}
+    assert not modules & left_out, sorted(modules & left_out)
+    code, _, out = loaded(["destroy", f"{project}/dev", "--yes", *kc], root)
+    assert code == 0, out

@@ -19,12 +19,9 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.spinner import Spinner
-from rich.text import Text
 
 from konfig.commands._console import info, out_console
 from konfig.engine.lock import LeaseState
@@ -33,6 +30,10 @@ from konfig.engine.stackrun import Event, StackResult
 from konfig.report.previews import Preview, StackPreview, render_text
 from konfig.report.progress import StackLog, block
 from konfig.words import plural
+
+if TYPE_CHECKING:  # rich takes a tenth of a second to import: only a live region pays it
+    from rich.console import Console, RenderableType
+    from rich.live import Live
 
 HEARTBEAT = 30.0
 LIVE_LINES = 3  # the latest lines shown under each running stack
@@ -82,6 +83,8 @@ class StackProgress:
         if self.quiet:
             return self
         if self.live_mode:
+            from rich.live import Live
+
             self._live = Live(
                 self,
                 console=self._console or out_console(),
@@ -151,6 +154,8 @@ class StackProgress:
                 return
             text = block(self.verb, log, result)
             if self._live is not None:
+                from rich.text import Text
+
                 self._live.console.print(Text(text.rstrip("\n")), highlight=False)
             else:
                 self._echo(text)
@@ -164,6 +169,10 @@ class StackProgress:
         return log
 
     def __rich__(self) -> RenderableType:
+        from rich.console import Group
+        from rich.spinner import Spinner
+        from rich.text import Text
+
         with self._lock:
             parts: list[RenderableType] = []
             for path in self._running:
