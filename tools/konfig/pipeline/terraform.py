@@ -34,7 +34,6 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -72,7 +71,13 @@ from konfig.tofu.model import (
 from konfig.tofu.refresh import ResourceDrift, refresh_stack
 from konfig.tofu.runner import Cluster, TofuSettings
 from konfig.tofu.stackrun import Outcome as TofuOutcome
-from konfig.tofu.stackrun import PlannedStack, StackTofu, WriteOnlyValue, show_plan
+from konfig.tofu.stackrun import (
+    PlannedStack,
+    StackTofu,
+    WriteOnlyValue,
+    plan_from_actions,
+    show_plan,
+)
 from konfig.tofu.stackrun import apply_stack as tofu_apply
 from konfig.tofu.stackrun import plan_stack as tofu_plan
 from konfig.tofu.state import addresses as state_addresses
@@ -436,6 +441,9 @@ class HybridPlan:
     data: dict[str, dict[str, str]] = field(repr=False)
     context: StackTofu
     state_serial: tuple[str, int] | None = None  # the state planned against (lineage, serial)
+    # the Kubernetes part as planned (with ``kube_spec``): reused after OpenTofu applied
+    # when the values it refers to did not change (None: planned after OpenTofu applied)
+    kube_plan: StackPlan | None = None
 
 
 def plan_hybrid(
@@ -508,7 +516,7 @@ def plan_hybrid(
         changes=tuple(sorted((*kplan.changes, *tchanges), key=lambda c: c.id)),
         not_previewed=skipped,
     )
-    return HybridPlan(plan, planned, kspec, data, ctx, state_serial(state))
+    return HybridPlan(plan, planned, kspec, data, ctx, state_serial(state), kplan)
 
 
 def state_serial(state: Mapping[str, Any] | None) -> tuple[str, int] | None:
@@ -569,7 +577,7 @@ def _with_kubernetes(
         spec_digest=spec.digest(),
         changes=tuple(sorted((*kplan.changes, *tchanges), key=lambda c: c.id)),
     )
-    return replace(hybrid, plan=plan, kube_spec=kspec)
+    return replace(hybrid, plan=plan, kube_spec=kspec, kube_plan=kplan)
 
 
 def plan_terraform_first(
@@ -583,7 +591,8 @@ def plan_terraform_first(
 ) -> HybridPlan | None:
     """For ``konfig apply --yes`` (nothing shown to compare with): ``tofu plan`` under
     OpenTofu's lock, not read back yet: ``tofu.actions`` says what it does, the changes
-    are not known yet (:func:`finish_plan` reads them). None for a stack without
+    are not known yet (:func:`unread_plan` tells them from the actions when that is
+    enough, else :func:`finish_plan` reads them). None for a stack without
     Terraform resources in its Spec: the caller plans as usual. What it plans with is
     what :func:`plan_hybrid` plans with under the lock: a change to one is a change to
     both."""
@@ -605,23 +614,25 @@ def plan_terraform_first(
     return HybridPlan(empty, planned, Spec(()), data, ctx, state_serial(state))
 
 
-def applies_unread(quick: HybridPlan) -> bool:
-    """Whether OpenTofu may apply the plan of :func:`plan_terraform_first` before konfig
-    read it back: it creates or updates something and destroys, replaces, forgets and
-    moves nothing (no destroy apply would refuse; nothing to compare)."""
-    actions = quick.tofu.actions if quick.tofu is not None else None
-    return (
-        actions is not None
-        and actions.additive
-        and any(a in ("create", "update") for a in actions.actions.values())
-    )
+def unread_plan(quick: HybridPlan) -> HybridPlan | None:
+    """The plan of :func:`plan_terraform_first` told from OpenTofu's messages alone,
+    without reading it back (``tofu show -json``, one more start of the provider): when
+    it creates, updates or leaves alone and destroys, replaces, forgets, moves and adopts
+    nothing (no destroy apply would refuse; nothing to compare). Its ``plan`` holds the
+    Terraform changes only, without field changes; the Kubernetes part is planned once,
+    after OpenTofu applied, with the values it applied. None: read it back
+    (:func:`finish_plan`)."""
+    told = plan_from_actions(quick.tofu) if quick.tofu is not None else None
+    if told is None:
+        return None
+    return replace(quick, plan=replace(quick.plan, changes=told.plan.changes), tofu=told)
 
 
 def finish_plan(
     kube: Kube, stack: Stack, spec: Spec, prior: Inventory | None, quick: HybridPlan
 ) -> HybridPlan:
     """A plan of :func:`plan_terraform_first` read back and translated, its Kubernetes
-    part planned: what apply shows (it may run while OpenTofu applies it)."""
+    part planned: what apply shows, checks and compares."""
     assert quick.tofu is not None
     return _with_kubernetes(kube, stack, spec, prior, replace(quick, tofu=show_plan(quick.tofu)))
 
@@ -701,49 +712,33 @@ def apply_hybrid(
     OpenTofu plan is applied as it is when the state has not changed since
     (:func:`reuse_plan`) — what was shown is what OpenTofu applies, without planning
     twice; only the Kubernetes part is planned again. Otherwise both are planned again
-    under OpenTofu's lock and compared with the plan shown."""
+    under OpenTofu's lock and compared with the plan shown.
+
+    Nothing shown nor saved (``apply --yes``): a plan that only creates and updates is
+    not read back (:func:`unread_plan`); OpenTofu applies it, then the Kubernetes part is
+    planned with the applied values and ``show_plan`` shows both."""
     started = time.monotonic()
     path = stack.path
     ensure_state_namespace(kube)
     hybrid = None if saved is None else reuse_plan(kube, stack, spec, prior, saved)
-    applying: Future[TofuOutcome] | None = None  # tofu apply, started before the plan is read
+    unread = False  # the OpenTofu plan was told from its messages, not read back
     if hybrid is None and saved is not None:
         discard(saved)
     elif hybrid is None and shown_entry is None:
         quick = plan_terraform_first(kube, stack, spec, tctx, target, secret_data=secret_data)
-        stopping = stop is not None and stop.is_set()
-        if quick is not None and quick.tofu is not None and applies_unread(quick) and not stopping:
-            # Nothing to compare with and nothing apply could refuse: OpenTofu applies
-            # its plan while konfig reads it back and plans the Kubernetes part.
-            assert quick.tofu.actions is not None
-            creating = [quick.tofu.ids.get(a, a) for a in quick.tofu.actions.creating()]
-            if creating:
-                write_intent(kube, quick.context.backend, creating)
-            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tofu-apply")
-            applying = pool.submit(tofu_apply, quick.tofu, keep_plan=True)
-            pool.shutdown(wait=False)
-            try:
-                hybrid = finish_plan(kube, stack, spec, prior, quick)
-            except BaseException:
-                _settle(applying, quick)  # OpenTofu finishes and writes its state first
-                raise
-        elif quick is not None:
-            hybrid = finish_plan(kube, stack, spec, prior, quick)
+        if quick is not None:
+            told = unread_plan(quick)
+            unread = told is not None
+            hybrid = told or finish_plan(kube, stack, spec, prior, quick)
     if hybrid is None:
         hybrid = plan_hybrid(
             kube, stack, spec, prior, tctx, target, lock=True, secret_data=secret_data
         )
     plan = hybrid.plan
-    if show_plan is not None:
+    if show_plan is not None and not unread:
         show_plan(plan)
     refused = plan.refusals()
     problems = [] if shown_entry is None else plan_differences(shown_entry, plan)
-    if applying is not None and (refused or problems):  # pragma: no cover - additive plans
-        _settle(applying, hybrid)
-        raise KonfigError(
-            f"{path}: OpenTofu applied a plan apply refuses: "
-            + "; ".join([c.refused for c in refused] + problems)
-        )
     if refused or problems:
         discard(hybrid)
         if refused:
@@ -761,11 +756,10 @@ def apply_hybrid(
             "to this stack:\n  " + "\n  ".join(problems),
         )
 
-    results: list[ObjectResult] = []
     tofu = hybrid.tofu
     terraform_changes = list(tofu.plan.changes) if tofu is not None else []
     stopped = stop is not None and stop.is_set()
-    if applying is None and tofu is not None and tofu.plan.has_changes and stopped:
+    if tofu is not None and tofu.plan.has_changes and stopped:
         discard(hybrid)
         return StackResult(
             path,
@@ -775,17 +769,21 @@ def apply_hybrid(
             prior,
             time.monotonic() - started,
         )
-    if tofu is not None and (tofu.plan.has_changes or applying is not None):
-        emit(Event(path, "level", f"OpenTofu: {len(terraform_changes)} resources"))
+    # What OpenTofu does is reported after the plan is shown: a plan not read back is
+    # shown once OpenTofu applied it and the Kubernetes part is planned with the values
+    # it applied (until then its events wait).
+    defer = unread and show_plan is not None
+    waiting: list[Event] = []
+    say: Callable[[Event], None] = waiting.append if defer else emit
+    results: list[ObjectResult] = []
+    outcome: TofuOutcome | None = None
+    if tofu is not None and tofu.plan.has_changes:
+        say(Event(path, "level", f"OpenTofu: {len(terraform_changes)} resources"))
         backend = hybrid.context.backend
         creating = [c.id for c in terraform_changes if c.action in ("create", "replace")]
-        if applying is not None:
-            outcome = applying.result()
-            discard(hybrid)
-        else:
-            if creating:
-                write_intent(kube, backend, creating)
-            outcome = tofu_apply(tofu)
+        if creating:
+            write_intent(kube, backend, creating)
+        outcome = tofu_apply(tofu)
         if creating or read_intent(kube, backend):
             write_intent(kube, backend, [])
         by_id = tofu.addresses
@@ -801,25 +799,42 @@ def apply_hybrid(
             else:
                 done = ObjectResult(c.id, "failed", "not applied: OpenTofu stopped (see the error)")
             results.append(done)
-            emit(Event(path, "object", done.message, done))
-        if not outcome.ok:
-            kube_ids = [r.id for r in hybrid.kube_spec.resources]
-            results += [
-                ObjectResult(i, "skipped", "skipped: the Terraform resources failed")
-                for i in kube_ids
-            ]
-            return StackResult(
-                path,
-                False,
-                tuple(results),
-                about(path, outcome.error) + "; the Kubernetes objects were not applied (re-run "
-                "once the cause is fixed: OpenTofu's state records what was created)",
-                prior,
-                time.monotonic() - started,
-            )
+            say(Event(path, "object", done.message, done))
     else:
         discard(hybrid)
         results += [ObjectResult(c.id, "unchanged", c.reason) for c in terraform_changes]
+
+    def report(kplan: StackPlan | None) -> None:
+        """Show a plan not read back (with its Kubernetes part when it was planned),
+        then what OpenTofu did."""
+        if not defer or show_plan is None:
+            return
+        changes = (*(kplan.changes if kplan is not None else ()), *plan.changes)
+        show_plan(
+            replace(
+                kplan or plan,
+                spec_digest=spec.digest(),
+                changes=tuple(sorted(changes, key=lambda c: c.id)),
+            )
+        )
+        for event in waiting:
+            emit(event)
+
+    if outcome is not None and not outcome.ok:
+        report(None)
+        results += [
+            ObjectResult(r.id, "skipped", "skipped: the Terraform resources failed")
+            for r in spec.kubernetes()
+        ]
+        return StackResult(
+            path,
+            False,
+            tuple(results),
+            about(path, outcome.error) + "; the Kubernetes objects were not applied (re-run "
+            "once the cause is fixed: OpenTofu's state records what was created)",
+            prior,
+            time.monotonic() - started,
+        )
 
     # The Kubernetes objects, with the values OpenTofu applied.
     state = read_state(kube, hybrid.context.backend, where=path)
@@ -829,22 +844,31 @@ def apply_hybrid(
         state_values_by_id(state, tofu) if tofu is not None else {},
         known={r.id for r in spec.terraform()},
     )
-    kspec = kubernetes_spec(spec, lookup)
-    unresolved = [
-        f"{r.id}: {', '.join(outputs.unresolved_in(r.attributes))}"
-        for r in kspec.resources
-        if outputs.unresolved_in(r.attributes)
-    ]
-    if unresolved:
-        raise KonfigError(
-            f"{path}: references still unresolved after OpenTofu applied: "
-            + "; ".join(unresolved)
-            + "; the Kubernetes objects were not applied"
-        )
+    try:
+        kspec = kubernetes_spec(spec, lookup)
+        unresolved = [
+            f"{r.id}: {', '.join(outputs.unresolved_in(r.attributes))}"
+            for r in kspec.resources
+            if outputs.unresolved_in(r.attributes)
+        ]
+        if unresolved:
+            raise KonfigError(
+                f"{path}: references still unresolved after OpenTofu applied: "
+                + "; ".join(unresolved)
+                + "; the Kubernetes objects were not applied"
+            )
+        if hybrid.kube_plan is not None and kspec == hybrid.kube_spec:
+            # planned under this lock with the same values: nothing of it changed since
+            kplan = hybrid.kube_plan
+        else:
+            kplan = plan_stack(kube, stack, kspec, prior, secret_data=hybrid.data or None)
+    except BaseException:
+        report(None)
+        raise
+    kplan = replace(kplan, spec_digest=spec.digest())
+    report(kplan)
     from konfig.engine.applier import apply_stack  # networkx: only when applying
 
-    kplan = plan_stack(kube, stack, kspec, prior, secret_data=hybrid.data or None)
-    kplan = replace(kplan, spec_digest=spec.digest())
     # ``stop`` (SIGTERM/SIGINT) is honoured by the Kubernetes part; a running tofu is
     # never killed: it finishes, writes its state and releases its lock first.
     result = apply_stack(kube, kplan, kspec, prior, options, emit, lost=lost, stop=stop)
@@ -853,14 +877,6 @@ def apply_hybrid(
         objects=tuple(results) + result.objects,
         seconds=time.monotonic() - started,
     )
-
-
-def _settle(applying: Future[TofuOutcome], hybrid: HybridPlan) -> None:
-    """Wait for a ``tofu apply`` started early (it is never killed) and remove its plan."""
-    try:
-        applying.result()
-    finally:
-        discard(hybrid)
 
 
 # --- destroying ----------------------------------------------------------------------

@@ -20,7 +20,9 @@ in clear: every leaf the ``*_sensitive`` trees mark is masked
 (:func:`konfig.masking.mask_sensitive`), write-only arguments show as ``(write-only)``,
 values OpenTofu knows only after apply (``after_unknown``) as ``(known after apply)``.
 Unset arguments (null, ``[]``, ``{}``) are left out on both sides, so the provider
-reading back ``[]`` for an unset list is no change. Pure functions; nothing is written.
+reading back ``[]`` for an unset list is no change. A plan that only creates and
+updates can also be told from its ``planned_change`` messages alone
+(:func:`from_actions`: actions, no field changes). Pure functions; nothing is written.
 """
 
 from __future__ import annotations
@@ -195,6 +197,56 @@ def translate(
         )
     has_changes = any(c.action != "unchanged" for c in changes)
     return TerraformPlan(tuple(sorted(changes, key=lambda c: c.id)), values, has_changes)
+
+
+# What a plan's ``planned_change`` message says (OpenTofu's machine-readable UI), for
+# the actions :func:`from_actions` takes: a resource without a message is a no-op.
+_STREAMED: dict[str, tuple[Action, str]] = {
+    "create": ("create", "not in the Terraform state"),
+    "update": (
+        "update",
+        "differs from the real object: updated in place; `konfig preview` shows the fields",
+    ),
+    "noop": ("unchanged", "matches the real object"),
+}
+
+
+def from_actions(actions: Mapping[str, str], ids: Mapping[str, str]) -> TerraformPlan:
+    """The changes of a plan that only creates and updates, from its ``planned_change``
+    messages (``actions``: address -> action) instead of the plan JSON: one change per
+    resource of the configuration (``ids``: address -> resource id; one without a
+    message is unchanged), without field changes or planned values (only the plan JSON
+    has them). An action or an address this cannot report is a ValueError: the caller
+    reads the plan JSON instead."""
+    unknown = sorted(set(actions) - set(ids))
+    if unknown:
+        raise ValueError(f"not in the configuration: {', '.join(unknown)}")
+    strange = sorted({a for a in actions.values() if a not in _STREAMED})
+    if strange:
+        raise ValueError(f"actions {', '.join(strange)}: the plan JSON says more")
+    changes: list[Change] = []
+    for address, rid in ids.items():
+        action, reason = _STREAMED[actions.get(address, "noop")]
+        parts = TerraformAddress(*_split(rid))
+        changes.append(
+            Change(
+                id=rid,
+                api_version=f"{parts.namespace}/{parts.provider}",
+                kind=parts.type,
+                namespace=None,
+                name=parts.name,
+                action=action,
+                reason=reason,
+                validated=True,
+                desired=None,
+                live=None,
+                fields=(),
+                diff="",
+                runtime=RUNTIME,
+            )
+        )
+    has_changes = any(c.action != "unchanged" for c in changes)
+    return TerraformPlan(tuple(sorted(changes, key=lambda c: c.id)), {}, has_changes)
 
 
 def _with_sensitive(tree: Any, names: Sequence[str]) -> Any:

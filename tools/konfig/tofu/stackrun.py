@@ -8,6 +8,11 @@ state does not record (an apply interrupted before OpenTofu wrote its state) are
 imported, so a re-run adopts them instead of failing on "already exists"; an import of
 an object that turns out not to exist is dropped and the plan made again.
 
+A plan made with ``show=False`` is not read back (``tofu show -json`` starts the
+provider once more): its machine-readable messages say what it does
+(:class:`PlannedActions`), and :func:`plan_from_actions` tells its changes from them
+when it only creates and updates; :func:`show_plan` reads it back otherwise.
+
 :func:`apply_stack` applies exactly the saved plan and says, per resource, what
 happened; after a failure the state (read again by the caller) tells what exists. The
 plan file is named after the process (``konfig-<pid>.tfplan``): a plan kept between
@@ -249,6 +254,23 @@ def show_plan(planned: PlannedStack) -> PlannedStack:
         versions=versioned,
         secrets=workdir.secrets,
     )
+    return replace(planned, plan=translated)
+
+
+def plan_from_actions(planned: PlannedStack) -> PlannedStack | None:
+    """A plan of ``plan_stack(show=False)`` translated from its messages alone
+    (:func:`konfig.tofu.plans.from_actions`: actions, no field changes) when it creates,
+    updates or leaves alone and destroys, replaces, forgets, moves and adopts nothing;
+    None otherwise: :func:`show_plan` reads it back."""
+    actions = planned.actions
+    if actions is None or planned.destroy or not actions.additive:
+        return None
+    if (actions.summary or {}).get("import", 1):
+        return None
+    try:
+        translated = plans.from_actions(actions.actions, planned.ids)
+    except ValueError:
+        return None
     return replace(planned, plan=translated)
 
 

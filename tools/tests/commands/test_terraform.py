@@ -921,20 +921,31 @@ def test_apply_runs_each_opentofu_step_once_and_a_stale_shown_plan_is_not_applie
     workdir = tofu_env / state_suffix(f"appops/{address}")
     assert not list(workdir.glob("*.tfplan")), "the applied plan file is removed"
 
-    # apply --yes of an update: OpenTofu applies while konfig reads the plan back (show)
-    # and plans the Kubernetes part; without a Terraform change it only plans and shows.
+    # apply --yes of an update: the plan's messages say what it does (no read-back with
+    # show), OpenTofu applies it, each resource is reported; the plan shown names the
+    # update; without a Terraform change it only plans.
     _limited(repo_builder, name, 8)
     runs.unlink()
     res = konfig("apply", address, "--allow-dirty", "--yes", "--json", kc, cwd=root)
     assert res.code == 0, res.out + res.err
-    assert sorted(runs.read_text().split()) == ["apply", "plan", "show"]
+    assert runs.read_text().split() == ["plan", "apply"]
     applied = {o["id"]: o["outcome"] for o in json.loads(res.out)["stacks"][0]["objects"]}
-    assert applied[f"cyrilgdn/postgresql:postgresql_role:{db}"] == "updated", applied
+    role = f"cyrilgdn/postgresql:postgresql_role:{db}"
+    assert applied[role] == "updated", applied
+    assert applied[f"cyrilgdn/postgresql:postgresql_database:{db}"] == "unchanged", applied
     assert tofu.psql(limit) == "8"
+    _limited(repo_builder, name, 10)
     runs.unlink()
     res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
     assert res.code == 0, res.out + res.err
-    assert runs.read_text().split() == ["plan", "show"]
+    assert runs.read_text().split() == ["plan", "apply"]
+    shown = res.out.index(f"~ update  {role}")
+    assert shown < res.out.index(f"updated   {role}"), res.out
+    assert tofu.psql(limit) == "10"
+    runs.unlink()
+    res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    assert runs.read_text().split() == ["plan"]
     assert not list(workdir.glob("*.tfplan")) and not list(workdir.glob("*.jsonl"))
 
     # A plan shown before the state changed is planned again under the lock, and

@@ -243,6 +243,30 @@ def test_plan_json_becomes_masked_changes() -> None:
     assert replaced.changes[0].action == "replace"
 
 
+def test_a_plan_that_creates_and_updates_only_is_told_from_its_messages() -> None:
+    ids = {"postgresql_role.shop": ROLE, "postgresql_database.shop": DB}
+    told = plans.from_actions({"postgresql_role.shop": "update"}, ids)
+    assert [(c.id, c.action, c.runtime, c.kind, c.api_version, c.fields) for c in told.changes] == [
+        (DB, "unchanged", "Terraform", "postgresql_database", "cyrilgdn/postgresql", ()),
+        (ROLE, "update", "Terraform", "postgresql_role", "cyrilgdn/postgresql", ()),
+    ]
+    assert told.has_changes and told.values == {}
+    assert "konfig preview" in told.changes[1].reason
+    created = plans.from_actions({"postgresql_database.shop": "create"}, ids)
+    assert [c.action for c in created.changes] == ["create", "unchanged"]
+    assert not plans.from_actions({}, ids).has_changes
+    # what only the plan JSON tells: a destroy, a replacement, an import, an address
+    # that is not in the configuration
+    for actions in (
+        {"postgresql_role.shop": "delete"},
+        {"postgresql_role.shop": "replace"},
+        {"postgresql_role.shop": "import"},
+        {"postgresql_role.gone": "update"},
+    ):
+        with pytest.raises(ValueError):
+            plans.from_actions(actions, ids)
+
+
 def test_sensitive_values_that_change_say_so_without_the_values() -> None:
     before, after = mask_sensitive({"p": "one"}, {"p": "two"}, {"p": True}, {"p": True})
     assert (before, after) == ({"p": MASK_BEFORE}, {"p": MASK_AFTER})
@@ -296,3 +320,36 @@ def test_check_validates_terraform_resources_against_the_provider_schema(tmp_pat
         assert any(f.startswith(text) for f in found), (text, found)
     assert any(f.startswith(f"terraform/schema: {ROLE}: nickname: unknown argument") for f in found)
     assert len(found) == len(expected) + 1, found
+
+
+def test_only_a_plan_that_creates_and_updates_is_not_read_back(tmp_path: Path) -> None:
+    from konfig.tofu.runner import TofuSettings, Workdir
+    from konfig.tofu.stackrun import PlannedActions, PlannedStack, plan_from_actions
+
+    quiet = {"add": 0, "change": 1, "import": 0, "remove": 0, "forget": 0}
+
+    def planned(actions: dict[str, str], summary: dict[str, int] | None, **kw: Any) -> Any:
+        return PlannedStack(
+            [],
+            plans.TerraformPlan((), {}, True),
+            "konfig-1.tfplan",
+            Workdir(TofuSettings(), tmp_path, what="appops/shop/prod"),
+            {},
+            {"postgresql_role.shop": ROLE, "postgresql_database.shop": DB},
+            {},
+            PlannedActions(actions, summary),
+            **kw,
+        )
+
+    told = plan_from_actions(planned({"postgresql_role.shop": "update"}, quiet))
+    assert told is not None
+    assert [(c.id, c.action) for c in told.plan.changes] == [(DB, "unchanged"), (ROLE, "update")]
+    update = {"postgresql_role.shop": "update"}
+    for not_told in (
+        planned(update, None),  # no change_summary seen
+        planned(update, quiet | {"import": 1}),  # adopts an object: the plan JSON says so
+        planned({"postgresql_role.shop": "delete"}, quiet | {"remove": 1}),
+        planned({"postgresql_role.shop": "replace"}, quiet),
+        planned(update, quiet, destroy=True),
+    ):
+        assert plan_from_actions(not_told) is None
