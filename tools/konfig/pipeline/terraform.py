@@ -777,38 +777,14 @@ def apply_hybrid(
     say: Callable[[Event], None] = waiting.append if defer else emit
     results: list[ObjectResult] = []
     outcome: TofuOutcome | None = None
-    if tofu is not None and tofu.plan.has_changes:
-        say(Event(path, "level", f"OpenTofu: {len(terraform_changes)} resources"))
-        backend = hybrid.context.backend
-        creating = [c.id for c in terraform_changes if c.action in ("create", "replace")]
-        if creating:
-            write_intent(kube, backend, creating)
-        outcome = tofu_apply(tofu)
-        if creating or read_intent(kube, backend):
-            write_intent(kube, backend, [])
-        by_id = tofu.addresses
-        for c in terraform_changes:
-            error = outcome.errors.get(by_id.get(c.id, ""))
-            if outcome.ok or (error is None and c.action == "unchanged"):
-                outcome_name = _APPLIED[c.action]
-                done = ObjectResult(
-                    c.id, outcome_name, f"{outcome_name} {c.kind} {c.name} ({c.api_version})"
-                )
-            elif error is not None:
-                done = ObjectResult(c.id, "failed", error)
-            else:
-                done = ObjectResult(c.id, "failed", "not applied: OpenTofu stopped (see the error)")
-            results.append(done)
-            say(Event(path, "object", done.message, done))
-    else:
-        discard(hybrid)
-        results += [ObjectResult(c.id, "unchanged", c.reason) for c in terraform_changes]
 
     def report(kplan: StackPlan | None) -> None:
         """Show a plan not read back (with its Kubernetes part when it was planned),
-        then what OpenTofu did."""
+        then what OpenTofu did (once: on the way out of a failure too)."""
+        nonlocal defer
         if not defer or show_plan is None:
             return
+        defer = False
         changes = (*(kplan.changes if kplan is not None else ()), *plan.changes)
         show_plan(
             replace(
@@ -819,6 +795,15 @@ def apply_hybrid(
         )
         for event in waiting:
             emit(event)
+
+    try:
+        outcome = _apply_terraform(kube, hybrid, say, results)
+    except BaseException:
+        report(None)
+        raise
+    if outcome is None:
+        discard(hybrid)
+        results += [ObjectResult(c.id, "unchanged", c.reason) for c in terraform_changes]
 
     if outcome is not None and not outcome.ok:
         report(None)
@@ -877,6 +862,42 @@ def apply_hybrid(
         objects=tuple(results) + result.objects,
         seconds=time.monotonic() - started,
     )
+
+
+def _apply_terraform(
+    kube: Kube, hybrid: HybridPlan, say: EventSink, results: list[ObjectResult]
+) -> TofuOutcome | None:
+    """``tofu apply`` of the plan when it changes something (None: nothing to apply),
+    between the intent record and its clearing; each resource's result appended to
+    ``results`` and said."""
+    tofu = hybrid.tofu
+    if tofu is None or not tofu.plan.has_changes:
+        return None
+    path = hybrid.context.stack_path
+    changes = tofu.plan.changes
+    say(Event(path, "level", f"OpenTofu: {len(changes)} resources"))
+    backend = hybrid.context.backend
+    creating = [c.id for c in changes if c.action in ("create", "replace")]
+    if creating:
+        write_intent(kube, backend, creating)
+    outcome = tofu_apply(tofu)
+    if creating or read_intent(kube, backend):
+        write_intent(kube, backend, [])
+    by_id = tofu.addresses
+    for c in changes:
+        error = outcome.errors.get(by_id.get(c.id, ""))
+        if outcome.ok or (error is None and c.action == "unchanged"):
+            outcome_name = _APPLIED[c.action]
+            done = ObjectResult(
+                c.id, outcome_name, f"{outcome_name} {c.kind} {c.name} ({c.api_version})"
+            )
+        elif error is not None:
+            done = ObjectResult(c.id, "failed", error)
+        else:
+            done = ObjectResult(c.id, "failed", "not applied: OpenTofu stopped (see the error)")
+        results.append(done)
+        say(Event(path, "object", done.message, done))
+    return outcome
 
 
 # --- destroying ----------------------------------------------------------------------
