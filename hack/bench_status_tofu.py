@@ -8,7 +8,8 @@ N stacks (`--stacks`, default 4), each a Server with a database (role, database,
 pgcrypto), applies them once, then times, interleaved, each a fresh process:
 
     konfig status --json --terraform refresh   (every stack: N OpenTofu refreshes,
-                                                two stacks at a time)
+                                                two stacks at a time, the default)
+    konfig status --json --terraform-concurrency 1, and 4   (one at a time, four)
     konfig status bench0/dev --json            (one stack: one refresh)
     konfig status --json --terraform state     (the state Secrets only: no OpenTofu)
     konfig status --json --terraform skip      (no Terraform at all)
@@ -86,6 +87,8 @@ def main() -> int:
 
         commands = {
             "status, refresh (all stacks)": ["status", "--json"],
+            "status, refresh, 1 at a time": ["status", "--json", "--terraform-concurrency", "1"],
+            "status, refresh, 4 at a time": ["status", "--json", "--terraform-concurrency", "4"],
             "status, refresh (one stack)": ["status", addresses[0], "--json"],
             "status --terraform state": ["status", "--json", "--terraform", "state"],
             "status --terraform skip": ["status", "--json", "--terraform", "skip"],

@@ -73,6 +73,7 @@ def command(
     no_compile: bool,
     run_url: str | None,
     terraform_mode: TerraformMode,
+    terraform_concurrency: int,
     kubeconfig: str | None,
     context: str | None,
 ) -> int:
@@ -116,6 +117,7 @@ def command(
             orphans=False,
             tofu=tofu,
             terraform=terraform_mode,
+            refreshes=terraform_concurrency,
         )
     report = DriftReport(status)
     drifted = [s for s in selected if s.path in {d.path for d in report.drifted}]

@@ -12,7 +12,12 @@ from konfig.commands._console import out_console
 from konfig.commands._options import kube_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
 from konfig.pipeline.selection import select_stacks, stacks_gone_in_history
-from konfig.pipeline.status import TERRAFORM_MODES, TerraformMode, collect_status
+from konfig.pipeline.status import (
+    DEFAULT_REFRESHES,
+    TERRAFORM_MODES,
+    TerraformMode,
+    collect_status,
+)
 from konfig.report.status import render_json, tables
 from konfig.tofu.model import has_terraform
 
@@ -20,7 +25,16 @@ _F = TypeVar("_F", bound=Callable[..., object])
 
 
 def terraform_option(fn: _F) -> _F:
-    """``--terraform``: how status and drift read the stacks' Terraform resources."""
+    """``--terraform`` (how status and drift read the stacks' Terraform resources) and
+    ``--terraform-concurrency``."""
+    fn = click.option(
+        "--terraform-concurrency",
+        type=click.IntRange(min=1, max=32),
+        default=DEFAULT_REFRESHES,
+        show_default=True,
+        help="Stacks refreshed by OpenTofu at once (each a tofu process and a provider; "
+        "read-only, no state lock).",
+    )(fn)
     return click.option(
         "--terraform",
         "terraform_mode",
@@ -54,6 +68,7 @@ def command(
     head: str,
     as_json: bool,
     terraform_mode: TerraformMode,
+    terraform_concurrency: int,
 ) -> int:
     """Show what is deployed where, at which commit, and whether it is healthy or drifted.
 
@@ -92,6 +107,7 @@ def command(
             if terraform_mode == "refresh" and any(has_terraform(s, None) for s in selected)
             else None,
             terraform=terraform_mode,
+            refreshes=terraform_concurrency,
         )
     if as_json:
         click.echo(render_json(report), nl=False)

@@ -44,6 +44,7 @@ DriftSummary = Literal["none", "drifted", "unknown"]
 # ``skip`` (not at all: not even the state is read).
 TerraformMode = Literal["refresh", "state", "skip"]
 TERRAFORM_MODES: tuple[TerraformMode, ...] = ("refresh", "state", "skip")
+DEFAULT_REFRESHES = 2  # stacks OpenTofu refreshes at once (docs/operate.md: measured)
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,7 @@ def collect_status(
     head: str = "HEAD",
     tofu: TofuContext | None = None,
     terraform: TerraformMode = "refresh",
+    refreshes: int = DEFAULT_REFRESHES,
 ) -> StatusReport:
     """The status of ``stacks``; with ``orphans``, also every inventory in their
     clusters (and in the clusters of ``gone``, stacks the history deleted) whose stack
@@ -294,7 +296,7 @@ def collect_status(
                     pending=tuple(reasons.get(stack.path, ())),
                 )
             )
-    result = _with_terraform(result, stacks, conns, tofu, terraform)
+    result = _with_terraform(result, stacks, conns, tofu, terraform, refreshes)
     for context, st in sorted(orphan_of, key=lambda o: o[1].inventory.stack_path):
         inv = st.inventory
         result.append(
@@ -318,10 +320,12 @@ def _with_terraform(
     conns: Connections,
     tofu: TofuContext | None,
     mode: TerraformMode,
+    refreshes: int,
 ) -> list[StackStatus]:
     """The applied stacks with a ``terraform`` section get their Terraform resources as
-    objects, read as ``mode`` says (OpenTofu refreshes two stacks at a time: each is a
-    tofu process and a provider; the refresh takes no lock)."""
+    objects, read as ``mode`` says (OpenTofu refreshes ``refreshes`` stacks at a time:
+    each is a tofu process and a provider, in a working directory of its own, read-only
+    and without the state lock)."""
     by_path = {s.path: s for s in stacks}
     chosen = [
         i
@@ -348,7 +352,7 @@ def _with_terraform(
         except KonfigError as exc:  # the state cannot be read: said, the rest goes on
             return exc
 
-    workers = 8 if mode == "state" else 2
+    workers = 8 if mode == "state" else refreshes
     for index, objects in zip(chosen, run_concurrently(chosen, read, workers), strict=True):
         current = out[index].status
         out[index] = replace(out[index], terraform=mode)

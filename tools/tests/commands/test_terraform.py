@@ -1307,6 +1307,10 @@ def test_status_and_drift_without_the_refresh_read_the_state_or_skip_and_say_so(
     assert report["terraform"] == {"mode": "refresh", "notChecked": []}
     (entry,) = report["stacks"]
     assert [o["id"] for o in entry["objects"]] == [role_id]
-    res = konfig("status", address, kc, "--json", cwd=root)
+    res = konfig("status", address, kc, "--json", "--terraform-concurrency", "1", cwd=root)
     (stack,) = json.loads(res.out)["stacks"]
     assert stack["terraform"] == {"mode": "refresh", "resources": 3, "drifted": 1, "unknown": 0}
+    for bad in (["--terraform", "later"], ["--terraform-concurrency", "0"]):
+        res = konfig("status", address, kc, *bad, cwd=root)
+        assert res.code == 2, res.out + res.err
+        assert bad[0] in res.err, res.err
