@@ -117,6 +117,20 @@ def _failure(scope: WriteScope, path: Path, exc: OSError) -> WriteError:
     return WriteError(f"cannot write {scope.shown(path)}: {reason}", hint=hint)
 
 
+def _new_file(folder: Path, prefix: str) -> tuple[int, Path]:
+    """A new file of one's own in ``folder`` (mode 0600, opened for writing), as
+    ``tempfile.mkstemp`` makes it: the tempfile module (and shutil, bz2, lzma with it)
+    is not imported by every preview and apply for this alone."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        path = folder / f"{prefix}{os.urandom(6).hex()}"
+        try:
+            return os.open(path, flags, 0o600), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(folder))
+
+
 def atomic_write_text(path: Path, text: str, *, scope: WriteScope, mode: int | None = None) -> None:
     """Write ``text`` to ``path`` via a temporary file and an atomic rename, inside
     ``scope``; ``mode``: the file's permission bits (default: a new temporary file's,
@@ -125,22 +139,20 @@ def atomic_write_text(path: Path, text: str, *, scope: WriteScope, mode: int | N
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         scope.check(path)  # the folders just made are real; a race would show here
-        import tempfile  # only when writing (not for `konfig list`)
-
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        fd, tmp = _new_file(path.parent, f".{path.name}.")
     except OSError as exc:
         raise _failure(scope, path, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         if mode is not None:
-            Path(tmp).chmod(mode)
-        Path(tmp).replace(path)
+            tmp.chmod(mode)
+        tmp.replace(path)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise _failure(scope, path, exc) from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -200,10 +212,9 @@ def usable_cache(root: Path, cache: Path) -> tuple[Path | None, str | None]:
     try:
         cache.mkdir(parents=True, exist_ok=True)
         # a real write: a read-only mount or a full disk shows only then
-        import tempfile  # only when a command uses the cache
-
-        with tempfile.NamedTemporaryFile(dir=cache, prefix=".probe."):
-            pass
+        fd, probe = _new_file(cache, ".probe.")
+        os.close(fd)
+        probe.unlink()
         _ignore_in_git(cache)
     except OSError as exc:
         reason = (exc.strerror or str(exc)).strip()
