@@ -21,9 +21,16 @@ control plane (``hack/cluster``) become repository secrets. Then, as a user woul
   (the repository secret's) and the role's generated one appear in no job log and no
   comment.
 
+- then someone takes the role's login away by hand (``ALTER ROLE ... NOLOGIN``):
+  drift.yml, dispatched on main, opens one issue naming webshop/prod's role and the
+  field; with the login given back the next run closes it; no password in any log, the
+  issue or its comment.
+
 The repository holds every example stack. drift.yml is disabled in it (its schedule
-must not fire during the test); the runners get OpenTofu from the tool cache
-``hack/forge`` links to this clone's ``.cache/tofu`` (actions/setup, ``tofu: auto``).
+must not fire during the test) and enabled only for the moment of a dispatch; the
+runners get OpenTofu from the tool cache ``hack/forge`` links to this clone's
+``.cache/tofu`` (actions/setup, ``tofu: auto``: only the jobs whose stacks include one
+with Terraform resources install it).
 
 Every wait is bounded and prints the jobs' logs when it runs out.
 """
@@ -52,6 +59,7 @@ pytestmark = [pytest.mark.forge, pytest.mark.cluster, pytest.mark.timeout(4 * 36
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "<!-- konfig:preview -->"
+DRIFT_MARKER = "<!-- konfig:drift -->"
 # The project's own CI (it runs `make test`), not part of what a user's repository runs.
 NOT_IN_TEMPLATE = {".github/workflows/tools.yml", ".github/workflows/actions.yml"}
 # Bounds for one workflow run on a loaded two-core machine (typical: about a minute).
@@ -195,6 +203,58 @@ class E2E:
     def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.cluster.kubectl(*args, check=check)
 
+    def dispatch(self, workflow: str) -> dict[str, Any]:
+        """Run ``workflow`` on main as a user does from the Actions page
+        (``workflow_dispatch``) and wait for the run to finish.
+
+        The workflow is disabled in this repository (its schedule must not fire
+        mid-test) and Gitea dispatches no disabled workflow: it is enabled for the
+        dispatch only. The run is made by the dispatch request itself, so it runs
+        once the workflow is disabled again; its schedule never does.
+        """
+        path = f"/repos/{self.repo}/actions/workflows/{workflow}"
+        self.forge.request("PUT", f"{path}/enable", expect=(204,))
+        try:
+            details = self.forge.request(
+                "POST", f"{path}/dispatches?return_run_details=true", {"ref": "main"}
+            )
+        finally:
+            self.forge.request("PUT", f"{path}/disable", expect=(204,))
+        run_id = int(details["workflow_run_id"])
+
+        def done() -> dict[str, Any] | None:
+            run: dict[str, Any] = self.forge.get(f"/repos/{self.repo}/actions/runs/{run_id}")
+            if run.get("status") != "completed":
+                return None
+            jobs = self.forge.jobs(self.repo, run_id)
+            return run if all(j.get("status") == "completed" for j in jobs) else None
+
+        return self.forge.wait(
+            f"the dispatched {workflow} run {run_id} to complete",
+            done,
+            timeout=RUN_TIMEOUT,
+            interval=1,
+            logs=lambda: self.forge.run_logs(self.repo, run_id),
+        )
+
+    def drift_issues(self, state: str = "open") -> list[dict[str, Any]]:
+        """The issues carrying the drift marker (pull requests left out)."""
+        issues = self.forge.paged(f"/repos/{self.repo}/issues?state={state}&type=issues")
+        return [i for i in issues if DRIFT_MARKER in (i.get("body") or "").splitlines()]
+
+    def role_password(self) -> str:
+        """The database role's password, kept only in the Secret the Deployment reads."""
+        encoded = self.kubectl(
+            "-n",
+            "webshop-prod",
+            "get",
+            "secret",
+            "storefront-db",
+            "-o",
+            "jsonpath={.data.PGPASSWORD}",
+        ).stdout
+        return base64.b64decode(encoded).decode()
+
 
 def template_files() -> list[str]:
     """The template's tracked files (their working-tree content), as a user copies them."""
@@ -299,6 +359,7 @@ def e2e(
     kubeconfig_file.chmod(0o600)
     forge.set_secret(repo, "KONFIG_PREVIEW_KUBECONFIG", kubeconfig)
     forge.set_secret(repo, "KONFIG_APPLY_KUBECONFIG", kubeconfig)
+    forge.set_secret(repo, "KONFIG_DRIFT_KUBECONFIG", kubeconfig)
     forge.set_secret(repo, "SOPS_AGE_KEY", age_key.read_text(encoding="utf-8"))
     # webshop/prod's stack.yaml names the variables; one secret per workflow holds them.
     terraform_env = json.dumps(
@@ -312,6 +373,7 @@ def e2e(
     )
     forge.set_secret(repo, "KONFIG_PREVIEW_TERRAFORM_ENV", terraform_env)
     forge.set_secret(repo, "KONFIG_APPLY_TERRAFORM_ENV", terraform_env)
+    forge.set_secret(repo, "KONFIG_DRIFT_TERRAFORM_ENV", terraform_env)
 
     # The cluster runs what main declares (as in a repository adopting Konfig), so a PR's
     # preview shows updates of live objects, and the first merge applies only its change.
@@ -479,8 +541,20 @@ def test_database_pr_previews_then_creates_it_and_no_password_is_shown(e2e: E2E)
     ):
         assert expected in body, f"{expected!r} not in the comment:\n{body}"
     assert e2e.pg_password not in body and e2e.pg_password not in logs
-    # The preview job installed OpenTofu from the runners' tool cache, built nothing.
-    assert "OpenTofu 1.12.6" in logs and "building OpenTofu" not in logs, logs
+    # Each preview shard asked konfig whether OpenTofu takes part for its own stacks
+    # (actions/setup, `tofu: auto`): webshop/prod's shard installed it from the runners'
+    # tool cache (built nothing), http-echo/edge's did not install it at all.
+    shard_logs = {
+        name: e2e.forge.job_log(e2e.repo, int(job["id"]))
+        for name, job in e2e.jobs(run).items()
+        if name.startswith("preview ") and job["conclusion"] == "success"
+    }
+    [shop_log] = [t for t in shard_logs.values() if f'stacks=["{SHOP}"]' in t]
+    [edge_log] = [t for t in shard_logs.values() if f'stacks=["{EDGE}"]' in t]
+    assert f"tofu: auto: OpenTofu takes part for {SHOP}" in shop_log, shop_log
+    assert "OpenTofu 1.12.6" in shop_log and "building OpenTofu" not in shop_log, shop_log
+    skipped = "tofu: auto: no stack of this job has Terraform resources"
+    assert skipped in edge_log and "OpenTofu 1.12.6" not in edge_log, edge_log
 
     merged = e2e.merge(pr)
     t1 = time.monotonic()
@@ -497,10 +571,7 @@ def test_database_pr_previews_then_creates_it_and_no_password_is_shown(e2e: E2E)
         == "storefront"
     )
     assert tofu.psql("SELECT extname FROM pg_extension", dbname="storefront").count("pgcrypto")
-    encoded = e2e.kubectl(
-        "-n", "webshop-prod", "get", "secret", "storefront-db", "-o", "jsonpath={.data.PGPASSWORD}"
-    ).stdout
-    role_password = base64.b64decode(encoded).decode()
+    role_password = e2e.role_password()
     assert len(role_password) >= 16
     login = subprocess.run(
         ["psql", "-X", "-w", "-At", "-U", "storefront", "-d", "storefront", "-c", "SELECT 1"],
@@ -530,6 +601,60 @@ def test_database_pr_previews_then_creates_it_and_no_password_is_shown(e2e: E2E)
     for secret in (e2e.pg_password, role_password):
         assert secret not in every_log
         assert all(secret not in (c.get("body") or "") for c in e2e.konfig_comments(pr.number))
+
+
+def test_drift_workflow_opens_an_issue_for_a_role_changed_by_hand_then_closes_it(
+    e2e: E2E,
+) -> None:
+    """After the database PR's merge someone takes the role's login away by hand
+    (psql: ``ALTER ROLE ... NOLOGIN``). drift.yml, dispatched on main as a user would,
+    opens one issue naming webshop/prod's Terraform role and the field; once the login
+    is given back, the next run closes that same issue. Neither password (the
+    superuser's, in the drift workflow's secret; the role's, in the cluster) appears in
+    the job logs, the issue or its comment."""
+    tofu = e2e.tofu
+    role = "cyrilgdn/postgresql:postgresql_role:storefront"
+    login = "SELECT rolcanlogin FROM pg_roles WHERE rolname = 'storefront'"
+    assert tofu.psql(login) == "t", "the database PR's merge creates the role"
+    role_password = e2e.role_password()
+    assert e2e.drift_issues("all") == []
+    tofu.psql('ALTER ROLE "storefront" NOLOGIN')
+
+    t0 = time.monotonic()
+    run = e2e.dispatch("drift.yml")
+    TIMINGS["drift dispatched (a role changed by hand) -> run completed"] = time.monotonic() - t0
+    logs = e2e.logs(run)
+    assert run["conclusion"] == "success", logs
+    [issue] = e2e.drift_issues()
+    body = issue["body"]
+    for expected in (
+        "## Konfig: drift in 1 stack",
+        f"| `{SHOP.removeprefix('appops/')}` |",
+        # the Terraform resource, the field, the live value
+        f"| `{role}` | changed | `login` | `false` |",
+    ):
+        assert expected in body, f"{expected!r} not in the drift issue:\n{body}\n{logs}"
+    # OpenTofu read the role (drift.yml: `tofu: auto` over every stack), read-only.
+    assert f"tofu: auto: OpenTofu takes part for {SHOP}" in logs, logs
+    assert tofu.psql(login) == "f"
+    # The issue is the job token's (gitea-actions): the next run must find it.
+    assert issue["user"]["login"] == "gitea-actions", issue["user"]
+
+    tofu.psql('ALTER ROLE "storefront" LOGIN')
+    t1 = time.monotonic()
+    run2 = e2e.dispatch("drift.yml")
+    TIMINGS["drift dispatched (no drift) -> run completed"] = time.monotonic() - t1
+    logs2 = e2e.logs(run2)
+    assert run2["conclusion"] == "success", logs2
+    assert e2e.drift_issues() == [], logs2
+    [closed] = e2e.drift_issues("all")
+    assert (closed["number"], closed["state"]) == (issue["number"], "closed")
+    comments = e2e.forge.paged(f"/repos/{e2e.repo}/issues/{issue['number']}/comments")
+    [comment] = comments
+    assert "No drift any more" in comment["body"], comment["body"]
+    seen = logs + logs2 + body + "".join(c["body"] for c in comments)
+    for secret in (e2e.pg_password, role_password):
+        assert secret not in seen
 
 
 def _logs_for(e2e: E2E, head: str) -> str:

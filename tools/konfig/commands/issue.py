@@ -9,7 +9,7 @@ import click
 
 from konfig.commands._console import info
 from konfig.errors import EXIT_OK, UsageError
-from konfig.forge.client import DEFAULT_API_URL, GitHub, parse_repo
+from konfig.forge.client import DEFAULT_API_URL, GitHub, own_login, parse_repo
 from konfig.forge.issues import DRIFT_MARKER, sync_issue
 
 
@@ -48,8 +48,9 @@ from konfig.forge.issues import DRIFT_MARKER, sync_issue
 @click.option(
     "--author",
     default=None,
-    help="Login the token writes as, when it may not call GET /user "
-    "(github-actions[bot] for GITHUB_TOKEN, <app-slug>[bot] for a GitHub App).",
+    help="Login the token writes as. Default: the token's own (GET /user: Gitea's job "
+    "token, personal access tokens), github-actions[bot] where GET /user is refused "
+    "(GITHUB_TOKEN); give <app-slug>[bot] for a GitHub App token.",
 )
 @click.option(
     "--api-url",
@@ -104,13 +105,7 @@ def command(
             hint="in a workflow: env: {GITHUB_TOKEN: ${{ github.token }}} with issues: write",
         )
     with GitHub(token, api_url=api_url) as client:
-        login = author or client.identity()
-        if login is None:
-            raise UsageError(
-                "this token may not read its own identity (GET /user answered 403), so "
-                "konfig cannot tell its issue from others'",
-                hint="pass --author LOGIN: github-actions[bot] for GITHUB_TOKEN",
-            )
+        login, source = own_login(client, author)
         result = sync_issue(
             client,
             repo,
@@ -121,7 +116,7 @@ def command(
             resolved_comment=resolved_comment,
         )
     where = f": {result.issue.url or '#' + str(result.issue.number)}" if result.issue else ""
-    info(f"issue {result.action}{where}")
+    info(f"issue {result.action}{where} (as {login}, from {source})")
     if result.closed_duplicates:
         info(f"closed duplicates: {', '.join('#' + str(n) for n in result.closed_duplicates)}")
     return EXIT_OK

@@ -409,6 +409,19 @@ def _check_length(body: str) -> None:
         )
 
 
+def own_login(client: GitHub, author: str | None) -> tuple[str, AuthorSource]:
+    """The login the token writes as, and how it was learnt: ``author`` when given, else
+    the token's own (``GET /user``: Gitea's job token ``gitea-actions``, a personal
+    access token's user), else, when the token may not ask (GitHub's ``GITHUB_TOKEN``),
+    :data:`GITHUB_ACTIONS_LOGIN`. Konfig's comment and issue are found by it."""
+    if author:
+        return author, "given"
+    login = client.identity()
+    if login is None:
+        return GITHUB_ACTIONS_LOGIN, "GITHUB_TOKEN fallback"
+    return login, "GET /user"
+
+
 def upsert_comment(
     client: GitHub,
     repo: str,
@@ -430,12 +443,7 @@ def upsert_comment(
     """
     body = with_marker(body, marker)
     _check_length(body)
-    source: AuthorSource = "given"
-    login = author
-    if not login:
-        login, source = client.identity(), "GET /user"
-        if login is None:
-            login, source = GITHUB_ACTIONS_LOGIN, "GITHUB_TOKEN fallback"
+    login, source = own_login(client, author)
     head = None
     if head_sha:
         head = client.pull_head(repo, number)
@@ -467,6 +475,7 @@ __all__ = [
     "UpsertResult",
     "find_own_comment",
     "marker_comment",
+    "own_login",
     "parse_repo",
     "upsert_comment",
     "with_marker",

@@ -133,22 +133,26 @@ def test_cli_opens_updates_and_closes(
     body.write_text("## Konfig: drift in 1 stack\n")
     common = ["--repo", REPO, "--api-url", github_server.url, "--token-env", "KONFIG_TEST_TOKEN"]
 
-    refused = konfig("issue", *common, "--body-file", str(body))
-    assert refused.code == 2 and "--author" in refused.err
-    assert github_server.writes == []
-
-    author = ["--author", "github-actions[bot]"]
-    opened = konfig("issue", *common, *author, "--body-file", str(body))
+    # The token may not ask who it is: it writes as github-actions[bot] (GITHUB_TOKEN),
+    # so the next run finds the issue by that author, as the PR comment is found.
+    opened = konfig("issue", *common, "--body-file", str(body))
     assert opened.code == 0, opened.err
     assert "issue created" in opened.err
+    assert "(as github-actions[bot], from GITHUB_TOKEN fallback)" in opened.err
     body.write_text("## Konfig: drift in 2 stacks\n")
-    updated = konfig("issue", *common, *author, "--body-file", str(body))
+    updated = konfig("issue", *common, "--body-file", str(body))
     assert updated.code == 0 and "issue updated" in updated.err
-    closed = konfig("issue", *common, *author, "--resolved", "--comment", "No drift any more.")
+    closed = konfig("issue", *common, "--resolved", "--comment", "No drift any more.")
     assert closed.code == 0 and "issue closed" in closed.err
     (issue,) = github_server.issues_of(REPO)
     assert (issue.state, issue.author) == ("closed", "github-actions[bot]")
     assert issue.body.endswith("drift in 2 stacks\n")
+
+    # A GitHub App token names its login: issues of github-actions[bot] are not its own.
+    author = ["--author", "konfig-app[bot]"]
+    app = konfig("issue", *common, *author, "--body-file", str(body))
+    assert app.code == 0 and "(as konfig-app[bot], from given)" in app.err
+    assert len(github_server.issues_of(REPO)) == 2
 
     both = konfig("issue", *common, *author, "--resolved", "--body-file", str(body))
     assert both.code == 2 and "--body-file" in both.err
