@@ -24,9 +24,7 @@ children: tofu, the provider plugin) and the load average.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "hack"))
 
-from bench_tofu import MAIN, STACK, run, script, summary, teardown  # noqa: E402
+from bench_tofu import MAIN, STACK, repository, run, start, summary, teardown  # noqa: E402
 
 
 def main() -> int:
@@ -49,24 +47,8 @@ def main() -> int:
     )
     env.pop("KUBECONFIG", None)
     try:
-        kubeconfig = script("cluster", "up", env).strip().splitlines()[-1]
-        facts = json.loads(script("tofu", "up", env).strip().splitlines()[-1])
-        password = Path(facts["pg_passfile"]).read_text().strip().splitlines()[0].split(":", 4)[4]
-        env.update(
-            KONFIG_TOFU=facts["tofu"],
-            TF_CLI_CONFIG_FILE=facts["cli_config"],
-            BENCH_PGHOST=facts["pg_host"],
-            BENCH_PGPORT=str(facts["pg_port"]),
-            BENCH_PGUSER=facts["pg_superuser"],
-            BENCH_PGPASSWORD=password,
-            NO_COLOR="1",
-            KONFIG_TOFU_WORKDIR=str(work / "konfig-tofu"),
-        )
-        root = work / "repo"
-        root.mkdir()
-        for name in ("kcl.mod", "konfig.yaml"):
-            shutil.copy2(REPO / name, root / name)
-        shutil.copytree(REPO / "base", root / "base")
+        kubeconfig, _ = start(work, env)
+        root = repository(work)
         addresses = []
         for i in range(args.stacks):
             project = root / "appops" / f"bench{i}"

@@ -56,6 +56,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -116,6 +117,36 @@ def script(name: str, command: str, env: dict[str, str]) -> str:
     return res.stdout
 
 
+def start(work: Path, env: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """The control plane and OpenTofu with PostgreSQL started in ``work`` (``env`` names
+    their directories); ``env`` gains what konfig and tofu run with, the database's
+    credentials as ``BENCH_PG*``. Returns the kubeconfig and what hack/tofu printed."""
+    kubeconfig = script("cluster", "up", env).strip().splitlines()[-1]
+    facts = json.loads(script("tofu", "up", env).strip().splitlines()[-1])
+    password = Path(facts["pg_passfile"]).read_text().strip().splitlines()[0].split(":", 4)[4]
+    env.update(
+        KONFIG_TOFU=facts["tofu"],
+        TF_CLI_CONFIG_FILE=facts["cli_config"],
+        BENCH_PGHOST=facts["pg_host"],
+        BENCH_PGPORT=str(facts["pg_port"]),
+        BENCH_PGUSER=facts["pg_superuser"],
+        BENCH_PGPASSWORD=password,
+        NO_COLOR="1",
+        KONFIG_TOFU_WORKDIR=str(work / "konfig-tofu"),
+    )
+    return kubeconfig, facts
+
+
+def repository(work: Path) -> Path:
+    """A Konfig repository without stacks yet (``work/repo``): kcl.mod, konfig.yaml, base."""
+    root = work / "repo"
+    root.mkdir()
+    for name in ("kcl.mod", "konfig.yaml"):
+        shutil.copy2(REPO / name, root / name)
+    shutil.copytree(REPO / "base", root / "base")
+    return root
+
+
 def summary(label: str, samples: list[tuple[float, float]]) -> tuple[float, float]:
     walls = [s[0] for s in samples]
     cpus = [s[1] for s in samples]
@@ -144,24 +175,8 @@ def main() -> int:
     )
     env.pop("KUBECONFIG", None)
     try:
-        kubeconfig = script("cluster", "up", env).strip().splitlines()[-1]
-        facts = json.loads(script("tofu", "up", env).strip().splitlines()[-1])
-        password = Path(facts["pg_passfile"]).read_text().strip().splitlines()[0].split(":", 4)[4]
-        env.update(
-            KONFIG_TOFU=facts["tofu"],
-            TF_CLI_CONFIG_FILE=facts["cli_config"],
-            BENCH_PGHOST=facts["pg_host"],
-            BENCH_PGPORT=str(facts["pg_port"]),
-            BENCH_PGUSER=facts["pg_superuser"],
-            BENCH_PGPASSWORD=password,
-            NO_COLOR="1",
-            KONFIG_TOFU_WORKDIR=str(work / "konfig-tofu"),
-        )
-        root = work / "repo"
-        root.mkdir()
-        for name in ("kcl.mod", "konfig.yaml"):
-            shutil.copy2(REPO / name, root / name)
-        shutil.copytree(REPO / "base", root / "base")
+        kubeconfig, facts = start(work, env)
+        root = repository(work)
         stack = root / "appops" / "bench" / "dev"
         stack.mkdir(parents=True)
         (root / "appops" / "bench" / "project.yaml").write_text("name: bench\n")
