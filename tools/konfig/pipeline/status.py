@@ -44,6 +44,7 @@ DriftSummary = Literal["none", "drifted", "unknown"]
 # ``skip`` (not at all: not even the state is read).
 TerraformMode = Literal["refresh", "state", "skip"]
 TERRAFORM_MODES: tuple[TerraformMode, ...] = ("refresh", "state", "skip")
+TERRAFORM_UNREAD = "its Terraform resources were not read"  # a stack's error: then why
 DEFAULT_REFRESHES = 2  # stacks OpenTofu refreshes at once (docs/operate.md: measured)
 
 
@@ -99,9 +100,15 @@ class StackStatus:
             return "unknown"
         if self.status.drifted:
             return "drifted"
-        if self.status.drift_unknown or self.terraform == "skip":
+        if self.status.drift_unknown or self.terraform_unread:
             return "unknown"  # never "none" for what was not checked
         return "none"
+
+    @property
+    def terraform_unread(self) -> bool:
+        """Its Terraform resources were not read: ``--terraform skip``, or the state could
+        not be read (``error`` says why)."""
+        return self.terraform == "skip" or self.error.startswith(TERRAFORM_UNREAD)
 
     def to_dict(self) -> dict[str, Any]:
         inv = self.inventory
@@ -357,7 +364,7 @@ def _with_terraform(
         current = out[index].status
         out[index] = replace(out[index], terraform=mode)
         if isinstance(objects, KonfigError):
-            error = f"its Terraform resources were not read: {objects.message}"
+            error = f"{TERRAFORM_UNREAD}: {objects.message}"
             out[index] = replace(out[index], error=error)
         elif objects and current is not None:
             status = replace(current, objects=current.objects + objects)

@@ -17,7 +17,7 @@ from typing import Any
 
 from konfig.engine.drift import ObjectDrift
 from konfig.ids import is_terraform_id
-from konfig.pipeline.status import StackStatus, StatusReport
+from konfig.pipeline.status import TERRAFORM_UNREAD, StackStatus, StatusReport
 from konfig.report.markdown import cell, code
 from konfig.words import plural
 
@@ -54,12 +54,16 @@ class DriftReport:
 
     def not_checked(self) -> list[tuple[str, str, int | None]]:
         """(stack, why, how many) of the Terraform resources whose drift is unknown (no
-        credentials, OpenTofu failed, ``--terraform state``; how many None: ``--terraform
-        skip`` did not read them): said, never taken for "no drift"."""
+        credentials, OpenTofu failed, ``--terraform state``; how many None: not read, by
+        ``--terraform skip`` or because the state could not be read): said, never taken
+        for "no drift"."""
         out: list[tuple[str, str, int | None]] = []
         for s in self.checked:
             if s.terraform == "skip":
                 out.append((s.path, SKIPPED, None))
+                continue
+            if s.state != "error" and s.error.startswith(TERRAFORM_UNREAD):  # no state read
+                out.append((s.path, "not checked" + s.error.removeprefix(TERRAFORM_UNREAD), None))
                 continue
             out += [
                 (s.path, why, n)
@@ -202,7 +206,7 @@ def summary_line(report: DriftReport) -> str:
         tail += f"; {plural(skipped, 'Terraform resource')} not checked (unknown)"
     unread = sum(1 for _, _, n in not_checked if n is None)
     if unread:
-        tail += f"; Terraform drift not checked in {plural(unread, 'stack')} (--terraform skip)"
+        tail += f"; Terraform drift not checked in {plural(unread, 'stack')}"
     if report.errors:
         tail += f"; {plural(len(report.errors), 'stack')} could not be checked"
     if not report.has_drift and not_checked:  # never "no drift" for what was not checked

@@ -85,8 +85,9 @@ def _drift(s: StackStatus) -> Text:
             text += f", {plural(fields, 'field')}"
         return Text(text, style="red")
     reasons = [f"{n} {why}" for why, n in s.status.unknown_reasons().items()]
-    if s.terraform == "skip":
-        reasons.append("Terraform resources not read (--terraform skip)")
+    if s.terraform_unread:
+        skipped = " (--terraform skip)" if s.terraform == "skip" else ""
+        reasons.append(f"Terraform resources not read{skipped}")
     if reasons:
         return Text(f"unknown ({'; '.join(reasons)})", style="bright_black")
     return Text("no", style="green")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from konfig import contracts
@@ -17,7 +18,13 @@ from konfig.engine.health import Health
 from konfig.engine.inventory import Inventory, Member, applyset_id
 from konfig.engine.stackrun import Event, ObjectResult, StackResult
 from konfig.engine.survey import InventoryStatus, ObjectStatus
-from konfig.pipeline.status import Cluster, StackStatus, StatusReport, TerraformMode
+from konfig.pipeline.status import (
+    TERRAFORM_UNREAD,
+    Cluster,
+    StackStatus,
+    StatusReport,
+    TerraformMode,
+)
 from konfig.pipeline.terraform import NOT_REFRESHED
 from konfig.report import drift as drift_report
 from konfig.report import status as status_report
@@ -212,6 +219,33 @@ def test_status_and_drift_without_the_refresh_never_say_no_drift() -> None:
         assert "No drift found in what was checked (1 stack)" in out[mode]
         assert "drift unknown in 1 stack" in out[mode]
         assert f"--terraform {mode}" in out[mode]
+
+
+def test_a_state_that_could_not_be_read_is_not_taken_for_no_drift() -> None:
+    refreshed = terraform_report("refresh")
+    (stack,) = refreshed.stacks
+    unread = replace(
+        stack,
+        status=replace(stack.status, objects=stack.status.objects[:1]),
+        error=f"{TERRAFORM_UNREAD}: appops/shop/prod: the Terraform state cannot be read",
+    )
+    status = replace(refreshed, stacks=(unread,))
+    assert unread.drift == "unknown"
+    table = status_report.render_text(status)
+    assert "unknown (Terraform resources not read)" in table, table
+    assert "drift unknown in 1 stack" in table
+    report = drift_report.DriftReport(status)
+    text = drift_report.render_text(report)
+    assert text.splitlines()[0] == (
+        "appops/shop/prod: Terraform resources not checked: appops/shop/prod: the "
+        "Terraform state cannot be read"
+    )
+    summary = (
+        "No drift found in what was checked (1 stack); Terraform drift not checked in 1 stack."
+    )
+    assert summary in text, text
+    doc = json.loads(drift_report.render_json(report))
+    assert doc["terraform"] == {"mode": "refresh", "notChecked": ["appops/shop/prod"]}
 
 
 def test_markdown_code_spans_survive_hostile_values() -> None:
