@@ -8,10 +8,11 @@ state does not record (an apply interrupted before OpenTofu wrote its state) are
 imported, so a re-run adopts them instead of failing on "already exists"; an import of
 an object that turns out not to exist is dropped and the plan made again.
 
-A plan made with ``show=False`` is not read back (``tofu show -json`` starts the
-provider once more): its machine-readable messages say what it does
-(:class:`PlannedActions`), and :func:`plan_from_actions` tells its changes from them
-when it only creates and updates; :func:`show_plan` reads it back otherwise.
+Every plan also writes its machine-readable messages (``-json-into``), which say what it
+does (:class:`PlannedActions`). A plan that changes nothing and saw no drift is not read
+back (``tofu show -json`` starts the provider once more); one made with ``show=False``
+neither: :func:`plan_from_actions` tells its changes from the messages when it only
+creates and updates; :func:`show_plan` reads it back otherwise.
 
 :func:`apply_stack` applies exactly the saved plan and says, per resource, what
 happened; after a failure the state (read again by the caller) tells what exists. The
@@ -76,6 +77,7 @@ class PlannedActions:
 
     actions: dict[str, str]
     summary: dict[str, int] | None  # add, change, remove, import, forget (None: not seen)
+    drifted: tuple[str, ...] = ()  # ``resource_drift``: changed outside OpenTofu
 
     @property
     def additive(self) -> bool:
@@ -155,8 +157,11 @@ def plan_stack(
 ) -> PlannedStack:
     """Plan the stack's Terraform resources (``destroy``: all of them destroyed).
 
-    ``show=False``: the plan is not read back (``tofu show -json``, which starts the
-    provider again) but its actions are kept (``actions``); :func:`show_plan` reads it.
+    Its machine-readable messages are kept (``actions``). ``show``: the plan is read back
+    (``tofu show -json``, which starts the provider again) unless it changes nothing and
+    OpenTofu saw nothing changed outside it (no ``resource_drift``): then every resource
+    is unchanged and its values are the state's. ``show=False``: never read back
+    (:func:`plan_from_actions`, :func:`show_plan`).
 
     ``values``: (Secret id, key) -> a write-only argument's value; ``state``: the
     current state (decoded from the backend's Secret; None: none yet); ``members``:
@@ -212,7 +217,7 @@ def plan_stack(
         }
         workdir.write_config(config.document, CONFIG_FILE)
         workdir.init(config.document["terraform"])
-        stream = None if show else f"{plan_file}.jsonl"
+        stream = f"{plan_file}.jsonl"
         try:
             code = workdir.plan(plan_file, variables, lock=lock, destroy=destroy, json_into=stream)
         except ImportMissing as exc:
@@ -220,6 +225,9 @@ def plan_stack(
             dropped = {rid for rid in imports if _address(rid) in gone} or set(imports)
             imports = {rid: i for rid, i in imports.items() if rid not in dropped}
             continue
+        except BaseException:
+            remove([workdir.path / stream], scope=workdir.scope)
+            raise
         break
     else:  # pragma: no cover - the second plan has no imports left to fail
         raise TofuError(f"{ctx.stack_path}: tofu plan failed twice on imports")
@@ -234,10 +242,17 @@ def plan_stack(
         imports,
         destroy=destroy,
     )
-    if stream is not None:
-        planned.actions = _read_actions(workdir, stream)
+    planned.actions = _read_actions(workdir, stream)
+    if not show:
         return planned
-    return show_plan(planned)
+    unchanged = None if code or planned.actions.drifted else plan_from_actions(planned)
+    if unchanged is None:
+        return show_plan(planned)
+    # Nothing to change and nothing changed outside OpenTofu: the refreshed state is the
+    # recorded one, so its values are the plan's (what references resolve to).
+    by_address = plans.state_values(state or {})
+    recorded_values = {rid: by_address[a] for a, rid in ids.items() if a in by_address}
+    return replace(unchanged, plan=replace(unchanged.plan, values=recorded_values))
 
 
 def show_plan(planned: PlannedStack) -> PlannedStack:
@@ -275,11 +290,12 @@ def plan_from_actions(planned: PlannedStack) -> PlannedStack | None:
 
 
 def _read_actions(workdir: Workdir, stream: str) -> PlannedActions:
-    """The ``planned_change`` actions and the ``change_summary`` of a plan's messages
-    (the file is removed once read)."""
+    """The ``planned_change`` actions, the ``change_summary`` and the ``resource_drift``
+    addresses of a plan's messages (the file is removed once read)."""
     path = workdir.path / stream
     actions: dict[str, str] = {}
     summary: dict[str, int] | None = None
+    drifted: list[str] = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError:
@@ -300,7 +316,10 @@ def _read_actions(workdir: Workdir, stream: str) -> PlannedActions:
         elif message.get("type") == "change_summary":
             counts = message.get("changes") or {}
             summary = {str(k): int(v) for k, v in counts.items() if isinstance(v, int)}
-    return PlannedActions(actions, summary)
+        elif message.get("type") == "resource_drift":
+            change = message.get("change") or {}
+            drifted.append(str((change.get("resource") or {}).get("addr", "")))
+    return PlannedActions(actions, summary, tuple(drifted))
 
 
 def _orphaned_plans(path: Path) -> list[Path]:

@@ -946,6 +946,21 @@ def test_apply_runs_each_opentofu_step_once_and_a_stale_shown_plan_is_not_applie
     res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
     assert res.code == 0, res.out + res.err
     assert runs.read_text().split() == ["plan"]
+    # A preview without a Terraform change (nothing to change, nothing drifted) is not
+    # read back either: every resource unchanged, the references resolve to the state's
+    # values; the apply of that preview plans once and applies nothing.
+    runs.unlink()
+    res = konfig("preview", address, kc, "--format", "json", "--out", str(saved), cwd=root)
+    assert res.code == 0, res.err
+    assert runs.read_text().split() == ["plan"]
+    (entry,) = json.loads(saved.read_text())["stacks"]
+    actions = {c["id"]: (c["action"], c["reason"]) for c in entry["changes"]}
+    assert actions[role] == ("unchanged", "matches the real object"), actions
+    assert {a for a, _ in actions.values()} == {"unchanged"}, actions
+    runs.unlink()
+    res = konfig("apply", address, "--allow-dirty", "--yes", "--plan", str(saved), kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    assert runs.read_text().split() == ["plan"]
     assert not list(workdir.glob("*.tfplan")) and not list(workdir.glob("*.jsonl"))
 
     # A plan shown before the state changed is planned again under the lock, and
