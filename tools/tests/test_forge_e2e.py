@@ -124,6 +124,7 @@ class E2E:
     tofu: Tofu
     pg_password: str  # the superuser's: the canary of the database test
     kubectl_env: dict[str, str] = field(default_factory=dict)
+    terraform_env: str = ""  # the workflows' provider credentials (one JSON secret each)
 
     def git(self, *args: str, cwd: Path | None = None) -> str:
         res = subprocess.run(
@@ -374,6 +375,7 @@ def e2e(
     forge.set_secret(repo, "KONFIG_PREVIEW_TERRAFORM_ENV", terraform_env)
     forge.set_secret(repo, "KONFIG_APPLY_TERRAFORM_ENV", terraform_env)
     forge.set_secret(repo, "KONFIG_DRIFT_TERRAFORM_ENV", terraform_env)
+    state.terraform_env = terraform_env
 
     # The cluster runs what main declares (as in a repository adopting Konfig), so a PR's
     # preview shows updates of live objects, and the first merge applies only its change.
@@ -609,7 +611,8 @@ def test_drift_workflow_opens_an_issue_for_a_role_changed_by_hand_then_closes_it
     """After the database PR's merge someone takes the role's login away by hand
     (psql: ``ALTER ROLE ... NOLOGIN``). drift.yml, dispatched on main as a user would,
     opens one issue naming webshop/prod's Terraform role and the field; once the login
-    is given back, the next run closes that same issue. Neither password (the
+    is given back, a run without the provider credentials leaves the issue open (the
+    role was not checked) and the next run with them closes that same issue. Neither password (the
     superuser's, in the drift workflow's secret; the role's, in the cluster) appears in
     the job logs, the issue or its comment."""
     tofu = e2e.tofu
@@ -641,6 +644,19 @@ def test_drift_workflow_opens_an_issue_for_a_role_changed_by_hand_then_closes_it
     assert issue["user"]["login"] == "gitea-actions", issue["user"]
 
     tofu.psql('ALTER ROLE "storefront" LOGIN')
+    # Without the provider credentials the role is not read: that is not "no drift", so
+    # the issue stays open (the job says why) until a run that checked it.
+    e2e.forge.set_secret(e2e.repo, "KONFIG_DRIFT_TERRAFORM_ENV", "{}")
+    try:
+        unchecked = e2e.dispatch("drift.yml")
+    finally:
+        e2e.forge.set_secret(e2e.repo, "KONFIG_DRIFT_TERRAFORM_ENV", e2e.terraform_env)
+    logs_unchecked = e2e.logs(unchecked)
+    assert unchecked["conclusion"] == "success", logs_unchecked
+    assert f"Terraform drift not checked in {SHOP}" in logs_unchecked, logs_unchecked
+    [still] = e2e.drift_issues()
+    assert still["number"] == issue["number"], still
+
     t1 = time.monotonic()
     run2 = e2e.dispatch("drift.yml")
     TIMINGS["drift dispatched (no drift) -> run completed"] = time.monotonic() - t1
@@ -652,7 +668,7 @@ def test_drift_workflow_opens_an_issue_for_a_role_changed_by_hand_then_closes_it
     comments = e2e.forge.paged(f"/repos/{e2e.repo}/issues/{issue['number']}/comments")
     [comment] = comments
     assert "No drift any more" in comment["body"], comment["body"]
-    seen = logs + logs2 + body + "".join(c["body"] for c in comments)
+    seen = logs + logs_unchecked + logs2 + body + "".join(c["body"] for c in comments)
     for secret in (e2e.pg_password, role_password):
         assert secret not in seen
 
