@@ -323,11 +323,12 @@ def _read_actions(workdir: Workdir, stream: str) -> PlannedActions:
 
 
 def _orphaned_plans(path: Path) -> list[Path]:
-    """Plan files of konfig processes that are gone (killed between plan and apply)."""
+    """Plan files, and their message files, of konfig processes that are gone (killed
+    between plan and apply)."""
     out: list[Path] = []
-    for found in path.glob(f"{PLAN_PREFIX}*{PLAN_SUFFIX}") if path.is_dir() else ():
-        pid = found.name[len(PLAN_PREFIX) : -len(PLAN_SUFFIX)]
-        if not pid.isdigit():
+    for found in path.glob(f"{PLAN_PREFIX}*{PLAN_SUFFIX}*") if path.is_dir() else ():
+        pid, _, rest = found.name[len(PLAN_PREFIX) :].partition(PLAN_SUFFIX)
+        if not pid.isdigit() or rest not in ("", ".jsonl"):
             continue
         try:
             os.kill(int(pid), 0)

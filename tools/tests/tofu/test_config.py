@@ -353,3 +353,24 @@ def test_only_a_plan_that_creates_and_updates_is_not_read_back(tmp_path: Path) -
         planned(update, quiet, destroy=True),
     ):
         assert plan_from_actions(not_told) is None
+
+
+def test_the_plan_files_of_a_konfig_that_is_gone_are_found(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from konfig.tofu.stackrun import _orphaned_plans
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    names = [
+        f"konfig-{gone.pid}.tfplan",
+        f"konfig-{gone.pid}.tfplan.jsonl",
+        f"konfig-{os.getpid()}.tfplan",
+        f"konfig-{os.getpid()}.tfplan.jsonl",
+        f"konfig-{gone.pid}.tfplan.other",
+        "konfig-x.tfplan",
+    ]
+    for name in names:
+        (tmp_path / name).write_text("")
+    assert sorted(p.name for p in _orphaned_plans(tmp_path)) == sorted(names[:2])
