@@ -868,8 +868,9 @@ def _apply_terraform(
     kube: Kube, hybrid: HybridPlan, say: EventSink, results: list[ObjectResult]
 ) -> TofuOutcome | None:
     """``tofu apply`` of the plan when it changes something (None: nothing to apply),
-    between the intent record and its clearing; each resource's result appended to
-    ``results`` and said."""
+    between the intent record and its clearing (only once OpenTofu succeeded: after a
+    failure the next plan imports what the state lacks of it, or drops the import of
+    what does not exist); each resource's result appended to ``results`` and said."""
     tofu = hybrid.tofu
     if tofu is None or not tofu.plan.has_changes:
         return None
@@ -881,7 +882,9 @@ def _apply_terraform(
     if creating:
         write_intent(kube, backend, creating)
     outcome = tofu_apply(tofu)
-    if creating or read_intent(kube, backend):
+    # Cleared only when OpenTofu finished: a tofu that failed may have been killed
+    # before it wrote its state (what it created is then only in the record).
+    if outcome.ok and (creating or read_intent(kube, backend)):
         write_intent(kube, backend, [])
     by_id = tofu.addresses
     for c in changes:
