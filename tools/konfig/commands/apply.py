@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -55,10 +56,12 @@ from konfig.pipeline.applying import (
 )
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.selection import select_stacks
-from konfig.pipeline.terraform import HybridPlan, read_states, require_credentials
 from konfig.repo.layout import Stack
 from konfig.report.previews import StackPreview
 from konfig.tofu.model import has_terraform
+
+if TYPE_CHECKING:
+    from konfig.pipeline.terraform import HybridPlan
 
 
 @click.command("apply")
@@ -176,8 +179,13 @@ def command(
         check_order(stack.path, specs[stack.path])  # cycles, unknown ids: before any write
         check_system_namespaces(repo, stack, specs[stack.path])  # what check refuses, too
     secrets = resolve_secrets(repo.root, selected, specs, keyring)  # also before any write
-    tofu = tofu_context(repo.root)
-    require_credentials(selected, specs, tofu.environment)  # and the providers' credentials
+    hybrid = [s for s in selected if has_terraform(s, specs[s.path])]
+    # OpenTofu's runtime is imported only for stacks that have Terraform resources
+    tofu = tofu_context(repo.root) if hybrid else None
+    if tofu is not None:
+        from konfig.pipeline.terraform import read_states, require_credentials
+
+        require_credentials(selected, specs, tofu.environment)  # the providers' credentials
 
     def options_of(stack: Stack) -> ApplyOptions:
         return apply_options(
@@ -187,10 +195,10 @@ def command(
     kept: dict[str, HybridPlan] = {}  # OpenTofu plans shown, applied as they are
     with conns, contextlib.ExitStack() as cleanup:
         cleanup.callback(discard_kept, kept)
-        # the credentials of what only the states record (a pruned resource's provider)
-        hybrid = [s for s in selected if has_terraform(s, specs[s.path])]
-        states = read_states(hybrid, conns.kube)
-        require_credentials(selected, specs, tofu.environment, states=states)
+        if tofu is not None:
+            # the credentials of what only the states record (a pruned resource's provider)
+            states = read_states(hybrid, conns.kube)
+            require_credentials(selected, specs, tofu.environment, states=states)
         check_shared(selected, specs, conns)
         shown: dict[str, StackPlan] = {}
         if not yes or saved is not None:

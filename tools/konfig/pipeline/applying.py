@@ -33,19 +33,13 @@ from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.locking import LockWait, run_locked
-from konfig.pipeline.terraform import (
-    HybridPlan,
-    TofuContext,
-    apply_hybrid,
-    discard,
-    plan_hybrid,
-)
 from konfig.repo.layout import Repository, Stack
 from konfig.secrets.refs import Resolver, secret_data, unresolved
 from konfig.spec import Spec
 from konfig.tofu.model import has_terraform
 
 if TYPE_CHECKING:
+    from konfig.pipeline.terraform import HybridPlan, TofuContext
     from konfig.secrets.keys import Keyring
 
 
@@ -247,6 +241,8 @@ def plan_all(
         kube = conns.kube(stack)
         spec = specs[stack.path]
         if has_terraform(stack, spec):
+            from konfig.pipeline.terraform import discard, plan_hybrid  # OpenTofu: only here
+
             hybrid = plan_hybrid(
                 kube,
                 stack,
@@ -296,6 +292,10 @@ def shown_entry(plan: StackPlan) -> dict[str, Any]:
 
 def discard_kept(kept: Mapping[str, HybridPlan]) -> None:
     """Remove the OpenTofu plan files :func:`plan_all` kept (those not applied)."""
+    if not kept:
+        return
+    from konfig.pipeline.terraform import discard
+
     for hybrid in kept.values():
         discard(hybrid)
 
@@ -339,6 +339,8 @@ def apply_locked(
     def work(lock: StackLock) -> StackResult:
         prior = read_inventory(kube, planned.stack)
         if has_terraform(planned.stack, planned.spec):
+            from konfig.pipeline.terraform import apply_hybrid  # OpenTofu's runtime: only here
+
             return apply_hybrid(
                 kube,
                 planned.stack,
