@@ -244,9 +244,11 @@ def test_unknown_kind_without_its_crd_is_a_clear_error(kube: Kube, ns: str) -> N
         plan_stack(kube, make_stack(), spec_of(thing), None)
 
 
-def test_crd_created_mid_session_is_found_after_discovery_refresh(kube: Kube, ns: str) -> None:
+def test_crd_created_mid_session_is_found_after_discovery_refresh(
+    kube: Kube, ns: str, cluster: Cluster
+) -> None:
     group = f"{unique('g')}.konfig.test"
-    assert not kube.has_kind(f"{group}/v1", "Gadget")
+    assert not kube.has_kind(f"{group}/v1", "Gadget")  # this client read the group: absent
     kube.apply(crd(group, "Gadget", "gadgets"), dry_run=False)
 
     def established() -> bool:
@@ -257,6 +259,15 @@ def test_crd_created_mid_session_is_found_after_discovery_refresh(kube: Kube, ns
         return any(c.get("type") == "Established" and c.get("status") == "True" for c in conds)
 
     wait_for(established, "the CRD to be established")
+
+    # The API server serves the new group version a moment after Established (its
+    # discovery is updated asynchronously): wait for that with a client of its own, so
+    # that the client under test has not seen it yet and must read its discovery again.
+    def served() -> bool:
+        with connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context)) as fresh:
+            return fresh.has_kind(f"{group}/v1", "Gadget")
+
+    wait_for(served, "the API server to serve the new kind")
     gadget = {
         "apiVersion": f"{group}/v1",
         "kind": "Gadget",
