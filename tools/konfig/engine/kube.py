@@ -679,6 +679,12 @@ class _Transport(Protocol):
     def close(self) -> None: ...
 
 
+def _path_and_query(path: str, query: Mapping[str, Any]) -> str:
+    """A request's path, quoted, with its query string (when there is one)."""
+    quoted = quote(path, safe="/:@")
+    return f"{quoted}?{urlencode(query)}" if query else quoted
+
+
 def _headers(authorization: Callable[[], str | None], content_type: str | None) -> dict[str, str]:
     headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
     value = (authorization() or "").strip()  # a token file's newline
@@ -768,9 +774,7 @@ class _Http:
         body: bytes | None,
         content_type: str,
     ) -> Any:
-        target = self.prefix + quote(path, safe="/:@")
-        if query:
-            target += "?" + urlencode(query)
+        target = self.prefix + _path_and_query(path, query)
         headers = _headers(self.authorization, content_type if body is not None else None)
         stale = refused = 0
         while True:
@@ -891,9 +895,7 @@ class _ProxiedHttp:
     ) -> Any:
         import urllib3
 
-        url = self.base + quote(path, safe="/:@")
-        if query:
-            url += "?" + urlencode(query)
+        url = self.base + _path_and_query(path, query)
         headers = _headers(self.authorization, content_type if body is not None else None)
         try:
             response = self.pool.request(
