@@ -6,11 +6,13 @@ where its download of the binary is not possible, the pinned Go module built onc
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -144,3 +146,42 @@ def test_shard_matrices_match_the_changed_jobs_shard_count() -> None:
         assert jobs[name]["strategy"]["matrix"]["shard"] == list(range(count)), name
         assert jobs[name]["needs"] == "changed"
         assert "include" not in jobs[name]["strategy"]["matrix"], "no dynamic matrix"
+
+
+def _guard(workflow: str) -> dict[str, Any]:
+    jobs = yaml.safe_load((ROOT / ".github/workflows" / workflow).read_text())["jobs"]
+    [job] = jobs.values()
+    return cast("dict[str, Any]", job)
+
+
+@pytest.mark.parametrize("workflow", ["apply.yml", "drift.yml"])
+def test_apply_and_drift_refuse_every_ref_but_the_default_branch(workflow: str) -> None:
+    """Issue 26: a dispatch from a branch applied that branch to production. The job's
+    first step (before any checkout or secret) fails for any ref but the default branch,
+    whatever the trigger; its shell is run here with the values a dispatch gives."""
+    steps = _guard(workflow)["steps"]
+    first = steps[0]
+    assert first["name"] == "Refuse any ref but the default branch"
+    assert "uses" not in first and "secrets." not in json.dumps(first)
+    assert first["env"]["REF"] == "${{ github.ref }}"
+
+    def run_guard(ref: str, default: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ["PATH"], "REF": ref, "DEFAULT_BRANCH": default}
+        return subprocess.run(
+            ["bash", "-e", "-c", first["run"]], env=env, capture_output=True, text=True
+        )
+
+    ok = run_guard("refs/heads/main", "main")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    for ref, default in [
+        ("refs/heads/feature", "main"),
+        ("refs/heads/main", "trunk"),
+        ("refs/tags/v1", "main"),
+        ("refs/pull/3/merge", "main"),
+        ("refs/heads/main-evil", "main"),
+    ]:
+        refused = run_guard(ref, default)
+        assert refused.returncode == 1, (ref, default)
+        assert f"runs only on the default branch (refs/heads/{default}), not on {ref}" in (
+            refused.stdout
+        )
