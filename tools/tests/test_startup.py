@@ -156,7 +156,7 @@ def test_preview_and_apply_of_a_plain_stack_load_only_what_it_needs(
     code, modules, out = loaded(["apply", f"{project}/dev", "--yes", "--no-wait", *kc], root)
     assert code == 0, out
     assert "konfig.engine.applier" in modules  # it did apply
-    unwanted = NOT_ON_THE_PLAIN_PATH | {"konfig.pipeline.terraform"}
+    unwanted = NOT_ON_THE_PLAIN_PATH | {"konfig.tofu.hybrid", "konfig.tofu.preflight"}
     assert not modules & unwanted, sorted(modules & unwanted)
     code, _, out = loaded(["destroy", f"{project}/dev", "--yes", *kc], root)
     assert code == 0, out

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from konfig.build.compiler import CompileSettings
     from konfig.engine.kube import Timeouts
     from konfig.pipeline.connections import Connections
-    from konfig.pipeline.terraform import TofuContext
+    from konfig.tofu.context import TofuContext
 
 COMPILE_TIMEOUT_ENV = "KONFIG_COMPILE_TIMEOUT"
 COMPILE_MEMORY_ENV = "KONFIG_COMPILE_MEMORY"
@@ -184,8 +184,8 @@ def tofu_context(root: Path) -> TofuContext:
     JSON object in ``$KONFIG_TERRAFORM_ENV`` for names the environment does not set.
     Only the names a stack declares are ever read from either; tofu and its provider
     never see the bundle."""
-    from konfig.pipeline.terraform import TofuContext
     from konfig.repo.files import WriteScope
+    from konfig.tofu.context import TofuContext
     from konfig.tofu.model import credentials_bundle
     from konfig.tofu.runner import TofuSettings
 

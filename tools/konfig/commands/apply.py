@@ -5,7 +5,7 @@ confirmation each stack is applied under its Lease: the plan is recomputed under
 the lock and must equal the one shown (or the one in ``--plan FILE``), then
 :func:`konfig.engine.applier.apply_stack` runs the inventory protocol. A stack's
 OpenTofu plan shown is applied as it is (not planned twice) unless its state changed
-since (:func:`konfig.pipeline.terraform.reuse_plan`). The steps are those of
+since (:func:`konfig.tofu.hybrid.reuse_plan`). The steps are those of
 :mod:`konfig.pipeline.applying`.
 """
 
@@ -61,7 +61,7 @@ from konfig.report.previews import StackPreview
 from konfig.tofu.model import has_terraform
 
 if TYPE_CHECKING:
-    from konfig.pipeline.terraform import HybridPlan
+    from konfig.tofu.hybrid import HybridPlan
 
 
 @click.command("apply")
@@ -183,7 +183,7 @@ def command(
     # OpenTofu's runtime is imported only for stacks that have Terraform resources
     tofu = tofu_context(repo.root) if hybrid else None
     if tofu is not None:
-        from konfig.pipeline.terraform import read_states, require_credentials
+        from konfig.tofu.preflight import read_states, require_credentials
 
         require_credentials(selected, specs, tofu.environment)  # the providers' credentials
 

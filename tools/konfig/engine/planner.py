@@ -155,7 +155,7 @@ def plan_stack(
     encrypted files. A Secret missing from it is planned with its live values (nothing
     shows as removed) and its keys are reported "not compared". Keys Konfig generates
     (``extensions.generated``: a database password) come the same way, from the caller
-    (:mod:`konfig.pipeline.terraform`: the live value, else a new one).
+    (:mod:`konfig.tofu.values`: the live value, else a new one).
     """
     set_id = inventory.applyset_id(inventory.inventory_name(stack.path))
     prior_ids = prior.ids() if prior else frozenset()

@@ -39,8 +39,9 @@ from konfig.spec import Spec
 from konfig.tofu.model import has_terraform
 
 if TYPE_CHECKING:
-    from konfig.pipeline.terraform import HybridPlan, TofuContext
     from konfig.secrets.keys import Keyring
+    from konfig.tofu.context import TofuContext
+    from konfig.tofu.hybrid import HybridPlan
 
 
 def check_committed(
@@ -241,7 +242,7 @@ def plan_all(
         kube = conns.kube(stack)
         spec = specs[stack.path]
         if has_terraform(stack, spec):
-            from konfig.pipeline.terraform import discard, plan_hybrid  # OpenTofu: only here
+            from konfig.tofu.hybrid import discard, plan_hybrid  # OpenTofu: only here
 
             hybrid = plan_hybrid(
                 kube,
@@ -294,7 +295,7 @@ def discard_kept(kept: Mapping[str, HybridPlan]) -> None:
     """Remove the OpenTofu plan files :func:`plan_all` kept (those not applied)."""
     if not kept:
         return
-    from konfig.pipeline.terraform import discard
+    from konfig.tofu.hybrid import discard
 
     for hybrid in kept.values():
         discard(hybrid)
@@ -329,7 +330,7 @@ def apply_locked(
     tofu: TofuContext | None = None,
 ) -> StackResult:
     """Apply one stack under its Lease: plan again, compare with the plan shown, apply
-    (a stack with Terraform resources: OpenTofu first, :mod:`konfig.pipeline.terraform`).
+    (a stack with Terraform resources: OpenTofu first, :mod:`konfig.tofu.hybrid_apply`).
 
     ``stop`` set (SIGTERM, SIGINT): a stack not started is not touched; one being applied
     finishes its requests in flight, records what exists and releases its Lease."""
@@ -339,7 +340,7 @@ def apply_locked(
     def work(lock: StackLock) -> StackResult:
         prior = read_inventory(kube, planned.stack)
         if has_terraform(planned.stack, planned.spec):
-            from konfig.pipeline.terraform import apply_hybrid  # OpenTofu's runtime: only here
+            from konfig.tofu.hybrid_apply import apply_hybrid  # OpenTofu's runtime: only here
 
             return apply_hybrid(
                 kube,

@@ -21,15 +21,6 @@ from konfig.errors import KonfigError, UsageError
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.locking import LockWait, run_locked
 from konfig.pipeline.selection import gone_stack
-from konfig.pipeline.terraform import (
-    TofuContext,
-    destroy_hybrid,
-    discard,
-    kept_terraform,
-    plan_destroy_hybrid,
-    read_states,
-    require_credentials,
-)
 from konfig.repo.layout import (
     Repository,
     Stack,
@@ -37,7 +28,11 @@ from konfig.repo.layout import (
     resolve_stacks,
     unusable_error,
 )
+from konfig.tofu.context import TofuContext
+from konfig.tofu.hybrid import discard, kept_terraform, plan_destroy_hybrid
+from konfig.tofu.hybrid_apply import destroy_hybrid
 from konfig.tofu.model import has_terraform
+from konfig.tofu.preflight import read_states, require_credentials
 
 
 @dataclass(frozen=True)
@@ -143,7 +138,7 @@ def destroy_locked(
 ) -> StackResult:
     """Destroy one stack under its Lease (planned again under the lock); ``stop`` as in
     :func:`konfig.pipeline.applying.apply_locked`. A stack with Terraform resources:
-    :func:`konfig.pipeline.terraform.destroy_hybrid`."""
+    :func:`konfig.tofu.hybrid_apply.destroy_hybrid`."""
     kube = conns.kube(stack)
 
     def work(lock: StackLock) -> StackResult:

@@ -23,7 +23,7 @@ from konfig.spec import Spec
 from konfig.tofu.model import has_terraform
 
 if TYPE_CHECKING:
-    from konfig.pipeline.terraform import TofuContext
+    from konfig.tofu.context import TofuContext
 
 # Told what a reader should know that is not an error (e.g. a stack with no inventory).
 Note = Callable[[str], None]
@@ -76,7 +76,7 @@ def preview_stack(
         kube = conns.kube(stack)
         prior = read_inventory(kube, stack)
         if has_terraform(stack, compiled.spec):
-            from konfig.pipeline.terraform import preview_hybrid  # OpenTofu: only when used
+            from konfig.tofu.hybrid import preview_hybrid  # OpenTofu: only when used
 
             if tofu is None:
                 raise KonfigError(
@@ -141,7 +141,7 @@ def preview_deleted(
         prior = read_inventory(kube, stack)
         if prior is None and note is not None:
             note(f"{stack.path}: no inventory in the cluster, nothing to delete")
-        from konfig.pipeline.terraform import kept_terraform  # OpenTofu's state: when used
+        from konfig.tofu.hybrid import kept_terraform  # OpenTofu's state: when used
 
         kept = kept_terraform(kube, stack)
         if kept is not None and note is not None:

@@ -30,7 +30,7 @@ from konfig.spec import Spec
 from konfig.tofu.model import has_terraform
 
 if TYPE_CHECKING:  # OpenTofu's part loads only for stacks that have one
-    from konfig.pipeline.terraform import TofuContext
+    from konfig.tofu.context import TofuContext
 
 SCHEMA_VERSION = 1
 KIND = "KonfigStatus"
@@ -223,8 +223,8 @@ def collect_status(
     that cannot be read is reported as such but is not an error of the report. An
     applied stack with a ``terraform`` section gets its Terraform resources as objects
     of its status next to its Kubernetes objects, as ``terraform`` says: ``refresh``
-    (needs ``tofu``: :func:`konfig.pipeline.terraform.terraform_objects`), ``state``
-    (:func:`konfig.pipeline.terraform.state_objects`) or ``skip`` (not read; the stack
+    (needs ``tofu``: :func:`konfig.tofu.observe.terraform_objects`), ``state``
+    (:func:`konfig.tofu.observe.state_objects`) or ``skip`` (not read; the stack
     is marked so that its drift is unknown, never "none")."""
     groups = conns.groups(stacks)
     extra = {t: g for t, g in conns.groups(gone).items() if t not in groups} if orphans else {}
@@ -344,7 +344,7 @@ def _with_terraform(
         for index in chosen:
             out[index] = replace(out[index], terraform=mode)
         return out
-    from konfig.pipeline.terraform import state_objects, terraform_objects
+    from konfig.tofu.observe import state_objects, terraform_objects
 
     if mode == "refresh" and tofu is None:
         raise ValueError("a refresh of the Terraform resources needs the OpenTofu context")

@@ -8,5 +8,16 @@ changes of the common preview model; :mod:`~konfig.tofu.schema` checks resources
 the provider's schema; :mod:`~konfig.tofu.model` reads the Spec's Terraform resources and
 the stack's ``terraform`` settings; :mod:`~konfig.tofu.stackrun` plans and applies one
 stack; :mod:`~konfig.tofu.refresh` reads its drift (``plan -refresh-only``) for status
-and drift. The design and the reasons are in docs/terraform.md.
+and drift.
+
+A stack with Terraform resources runs in both runtimes (the hybrid):
+:mod:`~konfig.tofu.context` (how this run drives OpenTofu, per stack),
+:mod:`~konfig.tofu.records` (the state and the intent record in the stack's cluster),
+:mod:`~konfig.tofu.values` (generated Secret values, write-only values, SCRAM),
+:mod:`~konfig.tofu.references` (references to Terraform attributes resolved in
+Kubernetes objects), :mod:`~konfig.tofu.preflight` (the providers' credentials, before
+any write), :mod:`~konfig.tofu.hybrid` (one plan of both runtimes, the preview),
+:mod:`~konfig.tofu.hybrid_apply` (apply and destroy) and :mod:`~konfig.tofu.observe`
+(the state's resources for status and drift). The design and the reasons are in
+docs/terraform.md.
 """

@@ -22,8 +22,8 @@ from fixtures.tofu import TOFU_SCRIPT, Tofu
 from kubeutil import unique
 
 from konfig.engine.kube import Kube, KubeTarget, connect
-from konfig.pipeline.terraform import state_suffix
 from konfig.tofu.config import STATE_NAMESPACE
+from konfig.tofu.records import state_suffix
 from konfig.tofu.state import decode_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tofu]
@@ -883,8 +883,8 @@ def test_apply_runs_each_opentofu_step_once_and_a_stale_shown_plan_is_not_applie
     from konfig.commands._common import tofu_context
     from konfig.engine.inventory import read_inventory
     from konfig.pipeline.applying import compile_specs
-    from konfig.pipeline.terraform import discard, plan_hybrid, reuse_plan
     from konfig.repo.layout import discover
+    from konfig.tofu.hybrid import discard, plan_hybrid, reuse_plan
     from konfig.tofu.stackrun import apply_stack as tofu_apply
 
     name = unique("reusedb")

@@ -25,10 +25,10 @@ from konfig.pipeline.status import (
     StatusReport,
     TerraformMode,
 )
-from konfig.pipeline.terraform import NOT_REFRESHED
 from konfig.report import drift as drift_report
 from konfig.report import status as status_report
 from konfig.report.progress import StackLog, block, object_line, summary_lines
+from konfig.tofu.observe import NOT_REFRESHED
 from konfig.words import plural
 
 GOLDEN = Path(__file__).parent / "golden"

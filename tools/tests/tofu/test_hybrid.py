@@ -1,4 +1,4 @@
-"""konfig.pipeline.terraform's pure parts: references into Kubernetes objects, refusals,
+"""The OpenTofu runtime's pure parts: references into Kubernetes objects, refusals,
 state names, the SCRAM verifier."""
 
 from __future__ import annotations
@@ -14,23 +14,16 @@ from konfig import outputs
 from konfig.engine.kube import Kube
 from konfig.engine.plan import Change
 from konfig.errors import KonfigError
-from konfig.pipeline.terraform import (
-    kubernetes_spec,
-    live_where_unknown,
-    lookup_of,
-    missing_credentials,
-    not_previewed,
-    read_states,
-    refuse_destroys,
-    require_credentials,
-    scram_verifier,
-    state_suffix,
-)
 from konfig.repo.layout import Stack
 from konfig.spec import Spec, spec_from_items
+from konfig.tofu.hybrid import not_previewed, refuse_destroys
 from konfig.tofu.model import TerraformSpecError, stack_terraform
+from konfig.tofu.preflight import missing_credentials, read_states, require_credentials
+from konfig.tofu.records import state_suffix
+from konfig.tofu.references import kubernetes_spec, live_where_unknown, lookup_of
 from konfig.tofu.state import configs as state_configs
 from konfig.tofu.state import ids as state_ids
+from konfig.tofu.values import scram_verifier
 
 DB = "cyrilgdn/postgresql:postgresql_database:shop"
 PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}

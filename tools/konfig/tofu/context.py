@@ -1,0 +1,49 @@
+"""How this run drives OpenTofu, and one stack's OpenTofu settings from it.
+
+The CLI builds the :class:`TofuContext` (flags, the environment, the cache folder);
+:func:`stack_tofu` turns it into the :class:`~konfig.tofu.stackrun.StackTofu` of one
+stack: its ``terraform`` settings, its working directory and its state backend in the
+stack's cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from konfig.engine.kube import KubeTarget
+from konfig.repo.files import WriteScope
+from konfig.repo.layout import Stack
+from konfig.tofu.config import Backend
+from konfig.tofu.model import stack_terraform
+from konfig.tofu.records import state_suffix
+from konfig.tofu.runner import Cluster, TofuSettings
+from konfig.tofu.stackrun import StackTofu
+
+
+@dataclass(frozen=True)
+class TofuContext:
+    """How this run drives OpenTofu (the CLI builds it from flags and the environment)."""
+
+    settings: TofuSettings
+    workroot: Path  # one working directory per stack below it (a cache folder)
+    environment: Mapping[str, str] = field(default_factory=dict, repr=False)
+    scope: WriteScope | None = None
+
+
+def stack_tofu(tctx: TofuContext, stack: Stack, target: KubeTarget) -> StackTofu:
+    """The Terraform settings of one stack: stack.yaml's ``terraform``, its working
+    directory, its state backend in the stack's cluster."""
+    suffix = state_suffix(stack.path)
+    kubeconfig = target.kubeconfig or str(Path("~/.kube/config").expanduser())
+    return StackTofu(
+        stack_path=stack.path,
+        workdir=tctx.workroot / suffix,
+        backend=Backend(suffix=suffix),
+        settings=tctx.settings,
+        cluster=Cluster(kubeconfig=kubeconfig, context=target.context),
+        terraform=stack_terraform(stack.raw, stack.path),
+        environment=tctx.environment,
+        scope=tctx.scope,
+    )
