@@ -76,7 +76,7 @@ def timeout_options(fn: _F) -> _F:
         envvar="KONFIG_REQUEST_TIMEOUT",
         show_envvar=True,
         type=click.FloatRange(min=0, min_open=True),
-        default=60.0,  # engine/kube.py DEFAULT_REQUEST_TIMEOUT, the API server's own limit
+        default=60.0,  # engine/kube/client.py DEFAULT_REQUEST_TIMEOUT, the API server's own limit
         show_default=True,
         expose_value=False,
         callback=_keep,

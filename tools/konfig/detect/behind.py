@@ -22,7 +22,7 @@ but which a layout error makes unusable (a ``name`` that does not match, a missi
 (another repository sharing the cluster, an apply that never finished) is left alone
 and listed as ``foreign``: a destroy must never be inferred from a name alone.
 
-Pure: the caller reads the inventories (kube.py + inventory.py) and passes them in.
+Pure: the caller reads the inventories (engine/kube + inventory.py) and passes them in.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ class InventoryError(KonfigError):
 
 
 class KubeApi(Protocol):
-    """The part of ``konfig.engine.kube.Kube`` the inventory needs (see kube.py)."""
+    """The part of ``konfig.engine.kube.Kube`` the inventory needs (see engine/kube/client.py)."""
 
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None

@@ -109,7 +109,7 @@ def lease_state(obj: dict[str, Any]) -> LeaseState:
 
 
 def is_conflict(exc: BaseException) -> bool:
-    """A 409 from the API server, however kube.py reports it."""
+    """A 409 from the API server, however engine/kube reports it."""
     for attr in ("status", "code"):
         if getattr(exc, attr, None) == 409:
             return True

@@ -222,7 +222,7 @@ def test_rejected_credentials_name_the_user_and_how_to_fix(
 
 
 def test_apply_body_sends_emoji_as_utf8_not_as_escapes() -> None:
-    from konfig.engine.kube import apply_body
+    from konfig.engine.kube.request import apply_body
 
     manifest = {
         "apiVersion": "v1",
