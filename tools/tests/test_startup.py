@@ -126,7 +126,7 @@ NOT_ON_THE_PLAIN_PATH = {
     "pyrage",
     "konfig.secrets.sopsfile",
     "konfig.tofu.runner",
-    "konfig.tofu.stackrun",
+    "konfig.tofu.plan_apply",
     "konfig.build.workers",
     "konfig.detect.changeset",
     *HEAVY,

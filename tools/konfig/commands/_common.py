@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from konfig.build.compiler import CompileSettings
     from konfig.engine.kube import Timeouts
     from konfig.pipeline.connections import Connections
+    from konfig.pipeline.runtime import Contexts
     from konfig.tofu.context import TofuContext
 
 COMPILE_TIMEOUT_ENV = "KONFIG_COMPILE_TIMEOUT"
@@ -172,6 +173,15 @@ TOFU_DIR_ENV = "KONFIG_TOFU_WORKDIR"
 # Provider credentials given as one JSON object (one CI secret for all stacks; the
 # workflows pass KONFIG_{PREVIEW,APPLY,DRIFT}_TERRAFORM_ENV): docs/terraform.md.
 TERRAFORM_ENV = "KONFIG_TERRAFORM_ENV"
+
+
+def runtime_contexts(root: Path, *, opentofu: bool) -> Contexts:
+    """The runtimes this run sets up beside the Kubernetes engine: OpenTofu only when
+    ``opentofu`` (a selected stack uses it: :func:`konfig.pipeline.runtime.uses_opentofu`),
+    so that its part of Konfig is not even imported otherwise."""
+    from konfig.pipeline.runtime import Contexts
+
+    return Contexts(tofu=tofu_context(root) if opentofu else None)
 
 
 def tofu_context(root: Path) -> TofuContext:

@@ -83,3 +83,88 @@ def timeout_options(fn: _F) -> _F:
         help="Seconds one Kubernetes API request may take before konfig gives up on the "
         "server and says which one did not answer.",
     )(fn)
+
+
+def pace_options(
+    *, timeout: str, concurrency: str, stack_concurrency: str, no_wait: str
+) -> Callable[[_F], _F]:
+    """``--timeout``, ``--concurrency``, ``--stack-concurrency`` and ``--no-wait`` of
+    apply and destroy (each command words their help for what it does)."""
+    from konfig.commands._results import DEFAULT_TIMEOUT
+
+    def decorate(fn: _F) -> _F:
+        fn = click.option("--no-wait", is_flag=True, help=no_wait)(fn)
+        fn = click.option(
+            "--stack-concurrency",
+            type=click.IntRange(min=1, max=64),
+            default=4,
+            show_default=True,
+            help=stack_concurrency,
+        )(fn)
+        fn = click.option(
+            "--concurrency",
+            type=click.IntRange(min=1, max=64),
+            default=5,
+            show_default=True,
+            help=concurrency,
+        )(fn)
+        return click.option(
+            "--timeout",
+            type=click.FloatRange(min=1),
+            default=DEFAULT_TIMEOUT,
+            show_default=True,
+            help=timeout,
+        )(fn)
+
+    return decorate
+
+
+def lock_options(*, lock_timeout: str) -> Callable[[_F], _F]:
+    """``--lock-timeout`` and ``--lease-duration`` of apply and destroy (the stack's Lease)."""
+    from konfig.commands._results import DEFAULT_LOCK_TIMEOUT
+    from konfig.engine.lock import DEFAULT_DURATION
+
+    def decorate(fn: _F) -> _F:
+        fn = click.option(
+            "--lease-duration",
+            type=click.IntRange(min=2),
+            default=DEFAULT_DURATION,
+            show_default=True,
+            help="Seconds after which a lock whose holder stopped renewing it is stale.",
+        )(fn)
+        return click.option(
+            "--lock-timeout",
+            type=click.FloatRange(min=0),
+            default=DEFAULT_LOCK_TIMEOUT,
+            show_default=True,
+            help=lock_timeout,
+        )(fn)
+
+    return decorate
+
+
+def terraform_option(fn: _F) -> _F:
+    """``--terraform`` (how status and drift read the stacks' Terraform resources) and
+    ``--terraform-concurrency``."""
+    from konfig.pipeline.status import DEFAULT_REFRESHES, TERRAFORM_MODES
+
+    fn = click.option(
+        "--terraform-concurrency",
+        type=click.IntRange(min=1, max=32),
+        default=DEFAULT_REFRESHES,
+        show_default=True,
+        help="Stacks refreshed by OpenTofu at once (each a tofu process and a provider; "
+        "read-only, no state lock).",
+    )(fn)
+    return click.option(
+        "--terraform",
+        "terraform_mode",
+        type=click.Choice(TERRAFORM_MODES),
+        default="refresh",
+        show_default=True,
+        help="How to read the Terraform resources of stacks with a `terraform` section: "
+        "refresh (their state, and `tofu plan -refresh-only` for drift: needs the "
+        "provider credentials, one OpenTofu run per stack), state (the state only: no "
+        "OpenTofu, no credentials, drift not checked), skip (not read at all: their "
+        "drift is unknown).",
+    )(fn)

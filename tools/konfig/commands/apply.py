@@ -5,15 +5,15 @@ confirmation each stack is applied under its Lease: the plan is recomputed under
 the lock and must equal the one shown (or the one in ``--plan FILE``), then
 :func:`konfig.engine.applier.apply_stack` runs the inventory protocol. A stack's
 OpenTofu plan shown is applied as it is (not planned twice) unless its state changed
-since (:func:`konfig.tofu.hybrid.reuse_plan`). The steps are those of
-:mod:`konfig.pipeline.applying`.
+since (:func:`konfig.tofu.hybrid.reuse_plan`). The steps, and the safety order before
+any write, are :mod:`konfig.pipeline.applying`'s; this command reads the flags and the
+environment, shows, asks and prints.
 """
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -22,20 +22,13 @@ from konfig.commands._common import (
     compile_settings,
     connections,
     load_repository,
-    tofu_context,
+    runtime_contexts,
 )
 from konfig.commands._keys import take_keyring_from_env
-from konfig.commands._options import kube_options
+from konfig.commands._options import kube_options, lock_options, pace_options
 from konfig.commands._progress import StackProgress
-from konfig.commands._results import (
-    DEFAULT_LOCK_TIMEOUT,
-    DEFAULT_TIMEOUT,
-    confirm,
-    finish,
-    show_plans,
-)
+from konfig.commands._results import confirm, finish, show_plans
 from konfig.commands._signals import Stop, graceful, stopped
-from konfig.engine.lock import DEFAULT_DURATION
 from konfig.engine.plan import StackPlan
 from konfig.engine.stackrun import ApplyOptions, StackResult
 from konfig.errors import UsageError
@@ -43,53 +36,29 @@ from konfig.pipeline.applying import (
     Planned,
     apply_locked,
     apply_options,
-    check_committed,
-    check_order,
-    check_shared,
-    check_system_namespaces,
+    check_against_clusters,
+    check_before_write,
     compare_saved,
-    compile_specs,
     discard_kept,
-    load_saved_preview,
     plan_all,
-    resolve_secrets,
 )
 from konfig.pipeline.concurrency import run_concurrently
+from konfig.pipeline.runtime import SavedPlan
 from konfig.pipeline.selection import select_stacks
 from konfig.repo.layout import Stack
 from konfig.report.previews import StackPreview
-from konfig.tofu.model import has_terraform
-
-if TYPE_CHECKING:
-    from konfig.tofu.hybrid import HybridPlan
 
 
 @click.command("apply")
 @click.argument("stacks", nargs=-1)
 @click.option("--all", "all_stacks", is_flag=True, help="Apply every stack.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=1),
-    default=DEFAULT_TIMEOUT,
-    show_default=True,
-    help="Seconds to wait for each level to become healthy (and for each deletion wave).",
+@pace_options(
+    timeout="Seconds to wait for each level to become healthy (and for each deletion wave).",
+    concurrency="Objects applied at once within a level.",
+    stack_concurrency="Stacks applied at once.",
+    no_wait="Do not wait for objects to become healthy.",
 )
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1, max=64),
-    default=5,
-    show_default=True,
-    help="Objects applied at once within a level.",
-)
-@click.option(
-    "--stack-concurrency",
-    type=click.IntRange(min=1, max=64),
-    default=4,
-    show_default=True,
-    help="Stacks applied at once.",
-)
-@click.option("--no-wait", is_flag=True, help="Do not wait for objects to become healthy.")
 @click.option(
     "--plan",
     "plan_file",
@@ -110,20 +79,7 @@ if TYPE_CHECKING:
     "the inventory records the apply as dirty and `konfig pending` lists the stack until "
     "a commit is applied.",
 )
-@click.option(
-    "--lock-timeout",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_LOCK_TIMEOUT,
-    show_default=True,
-    help="Seconds to wait for another apply of the same stack to finish.",
-)
-@click.option(
-    "--lease-duration",
-    type=click.IntRange(min=2),
-    default=DEFAULT_DURATION,
-    show_default=True,
-    help="Seconds after which a lock whose holder stopped renewing it is stale.",
-)
+@lock_options(lock_timeout="Seconds to wait for another apply of the same stack to finish.")
 @kube_options
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Compile workers.")
@@ -168,38 +124,30 @@ def command(
     if not selected:
         raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")
     conns = connections(ctx, repo, kubeconfig, context)
-    conns.check(selected)  # every stack's cluster is in the kubeconfig: before anything else
-    saved = load_saved_preview(plan_file) if plan_file else None
-    state = cache_state(repo.root, enabled=not no_cache)
-    tree = check_committed(
-        repo, selected, allow_dirty=allow_dirty, commit=commit, cache=state
-    )  # what is applied is a commit: before anything else
-    specs = compile_specs(repo, selected, jobs=jobs, state=state, settings=compile_settings())
-    for stack in selected:
-        check_order(stack.path, specs[stack.path])  # cycles, unknown ids: before any write
-        check_system_namespaces(repo, stack, specs[stack.path])  # what check refuses, too
-    secrets = resolve_secrets(repo.root, selected, specs, keyring)  # also before any write
-    hybrid = [s for s in selected if has_terraform(s, specs[s.path])]
-    # OpenTofu's runtime is imported only for stacks that have Terraform resources
-    tofu = tofu_context(repo.root) if hybrid else None
-    if tofu is not None:
-        from konfig.tofu.preflight import read_states, require_credentials
-
-        require_credentials(selected, specs, tofu.environment)  # the providers' credentials
+    inputs = check_before_write(  # the safety order: nothing written until it passed
+        repo,
+        selected,
+        conns,
+        lambda opentofu: runtime_contexts(repo.root, opentofu=opentofu),
+        keyring=keyring,
+        plan_file=plan_file,
+        allow_dirty=allow_dirty,
+        commit=commit,
+        cache=cache_state(repo.root, enabled=not no_cache),
+        jobs=jobs,
+        settings=compile_settings(),
+    )
+    specs, saved = inputs.specs, inputs.saved
 
     def options_of(stack: Stack) -> ApplyOptions:
         return apply_options(
-            stack, tree=tree, timeout=timeout, concurrency=concurrency, wait=not no_wait
+            stack, tree=inputs.tree, timeout=timeout, concurrency=concurrency, wait=not no_wait
         )
 
-    kept: dict[str, HybridPlan] = {}  # OpenTofu plans shown, applied as they are
+    kept: dict[str, SavedPlan] = {}  # OpenTofu plans shown, applied as they are
     with conns, contextlib.ExitStack() as cleanup:
         cleanup.callback(discard_kept, kept)
-        if tofu is not None:
-            # the credentials of what only the states record (a pruned resource's provider)
-            states = read_states(hybrid, conns.kube)
-            require_credentials(selected, specs, tofu.environment, states=states)
-        check_shared(selected, specs, conns)
+        check_against_clusters(selected, inputs, conns)
         shown: dict[str, StackPlan] = {}
         if not yes or saved is not None:
             # Plan every stack first: to show it and ask, or to compare it with the saved
@@ -210,8 +158,8 @@ def command(
                 conns,
                 options_of,
                 workers=stack_concurrency,
-                secrets=secrets,
-                tofu=tofu,
+                secrets=inputs.secrets,
+                contexts=inputs.contexts,
                 keep=kept,
             )
             shown = {p.path: p for p in plans}
@@ -232,7 +180,7 @@ def command(
                         stack,
                         specs[stack.path],
                         shown.get(stack.path),
-                        secrets.get(stack.path),
+                        inputs.secrets.get(stack.path),
                         kept.get(stack.path),
                     ),
                     options_of(stack),
@@ -242,7 +190,7 @@ def command(
                     on_lock_wait=progress.lock_wait,
                     show_plan=progress.plan if show else None,
                     stop=stop.event,
-                    tofu=tofu,
+                    contexts=inputs.contexts,
                 )
                 progress.finish(result)
                 return result

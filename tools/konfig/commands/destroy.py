@@ -10,30 +10,20 @@ from __future__ import annotations
 
 import click
 
-from konfig.commands._common import connections, load_repository, tofu_context
+from konfig.commands._common import connections, load_repository, runtime_contexts
 from konfig.commands._console import info
-from konfig.commands._options import kube_options
+from konfig.commands._options import kube_options, lock_options, pace_options
 from konfig.commands._progress import StackProgress
-from konfig.commands._results import (
-    DEFAULT_LOCK_TIMEOUT,
-    DEFAULT_TIMEOUT,
-    confirm,
-    finish,
-    show_plans,
-)
+from konfig.commands._results import confirm, finish, show_plans
 from konfig.commands._signals import Stop, graceful, stopped
-from konfig.engine.lock import DEFAULT_DURATION
 from konfig.engine.stackrun import ApplyOptions, StackResult
-from konfig.pipeline.applying import check_committed
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.destroying import (
     DestroyTarget,
+    check_before_destroy,
     destroy_locked,
-    destroy_targets,
-    plan_destroys,
-    require_destroy_credentials,
+    plan_destroy_all,
 )
-from konfig.repo.layout import cache_dir
 from konfig.report.previews import StackPreview
 
 
@@ -45,42 +35,13 @@ from konfig.report.previews import StackPreview
     is_flag=True,
     help="The STACKs are paths of stacks whose directories are gone (appops/<project>/<stack>).",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=1),
-    default=DEFAULT_TIMEOUT,
-    show_default=True,
-    help="Seconds to wait for each deletion wave to finish.",
+@pace_options(
+    timeout="Seconds to wait for each deletion wave to finish.",
+    concurrency="Objects deleted at once within a wave.",
+    stack_concurrency="Stacks destroyed at once.",
+    no_wait="Do not wait until deleted objects are gone.",
 )
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1, max=64),
-    default=5,
-    show_default=True,
-    help="Objects deleted at once within a wave.",
-)
-@click.option(
-    "--stack-concurrency",
-    type=click.IntRange(min=1, max=64),
-    default=4,
-    show_default=True,
-    help="Stacks destroyed at once.",
-)
-@click.option("--no-wait", is_flag=True, help="Do not wait until deleted objects are gone.")
-@click.option(
-    "--lock-timeout",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_LOCK_TIMEOUT,
-    show_default=True,
-    help="Seconds to wait for an apply or destroy of the same stack to finish.",
-)
-@click.option(
-    "--lease-duration",
-    type=click.IntRange(min=2),
-    default=DEFAULT_DURATION,
-    show_default=True,
-    help="Seconds after which a lock whose holder stopped renewing it is stale.",
-)
+@lock_options(lock_timeout="Seconds to wait for an apply or destroy of the same stack to finish.")
 @click.option(
     "--allow-dirty",
     is_flag=True,
@@ -120,20 +81,15 @@ def command(
       konfig destroy appops/old/dev --deleted --yes
     """
     repo = load_repository(ctx)
-    targets = destroy_targets(repo, stacks, deleted=deleted)
-    check_committed(
-        repo,
-        [t.stack for t in targets],
-        allow_dirty=allow_dirty,
-        verb="destroy",
-        cache=cache_dir(repo.root),
-    )
+    targets = check_before_destroy(repo, stacks, deleted=deleted, allow_dirty=allow_dirty)
     options = ApplyOptions(concurrency=concurrency, timeout=timeout, wait=not no_wait)
     with connections(ctx, repo, kubeconfig, context) as conns:
-        tofu = tofu_context(repo.root)
-        conns.check([t.stack for t in targets if not t.deleted])
-        require_destroy_credentials(conns, targets, tofu)  # before any plan or write
-        plans = plan_destroys(conns, targets, note=None if as_json else info, tofu=tofu)
+        runtimes, plans = plan_destroy_all(  # before any write
+            conns,
+            targets,
+            lambda opentofu: runtime_contexts(repo.root, opentofu=opentofu),
+            note=None if as_json else info,
+        )
         if not as_json:
             show_plans([StackPreview(p.path, deleted=True, plan=p) for p in plans])
         confirm("destroy these stacks", yes=yes)
@@ -152,7 +108,7 @@ def command(
                     lease_duration=lease_duration,
                     on_lock_wait=progress.lock_wait,
                     stop=stop.event,
-                    tofu=tofu,
+                    contexts=runtimes,
                 )
                 progress.finish(result)
                 return result

@@ -6,18 +6,17 @@ from pathlib import Path
 
 import click
 
-from konfig.commands._common import connections, load_repository, tofu_context
+from konfig.commands._common import connections, load_repository, runtime_contexts
 from konfig.commands._console import error, info
-from konfig.commands._options import kube_options
-from konfig.commands.status import terraform_option
+from konfig.commands._options import kube_options, terraform_option
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
+from konfig.pipeline.runtime import uses_opentofu
 from konfig.pipeline.selection import select_stacks
 from konfig.pipeline.status import TerraformMode, collect_status, planned_values
 from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.repo.layout import cache_dir
 from konfig.report.drift import DriftReport, render_json, render_markdown, render_text
-from konfig.tofu.model import has_terraform
 from konfig.words import about
 
 EXIT_DRIFT = 2
@@ -107,15 +106,14 @@ def command(
     repo = load_repository(ctx)
     selected = select_stacks(repo, stacks, all_stacks=not stacks)
     with connections(ctx, repo, kubeconfig, context) as conns:
-        refresh = terraform_mode == "refresh" and any(has_terraform(s, None) for s in selected)
-        tofu = tofu_context(repo.root) if refresh else None
+        refresh = terraform_mode == "refresh" and any(uses_opentofu(s) for s in selected)
         status = collect_status(
             repo.root,
             selected,
             repo.stacks,
             conns,
             orphans=False,
-            tofu=tofu,
+            contexts=runtime_contexts(repo.root, opentofu=refresh),
             terraform=terraform_mode,
             refreshes=terraform_concurrency,
         )

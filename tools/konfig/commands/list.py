@@ -41,9 +41,9 @@ def command(ctx: click.Context, stacks: tuple[str, ...], as_json: bool, terrafor
 
         listed = select_stacks(repo, stacks, all_stacks=False)
     if terraform:
-        from konfig.tofu.model import has_terraform  # the one home of that question
+        from konfig.pipeline.runtime import uses_opentofu  # the one home of that question
 
-        listed = [s for s in listed if has_terraform(s, None)]
+        listed = [s for s in listed if uses_opentofu(s)]
     if as_json:
         echo_json([{"project": s.project, "stack": s.name, "path": s.path} for s in listed])
     else:

@@ -17,7 +17,7 @@ from konfig.commands._common import (
     compile_settings,
     connections,
     load_repository,
-    tofu_context,
+    runtime_contexts,
 )
 from konfig.commands._console import compile_progress, error, info, use_color
 from konfig.commands._keys import take_keyring_from_env
@@ -27,11 +27,11 @@ from konfig.engine.planner import DEFAULT_WORKERS
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.previewing import preview_stacks
+from konfig.pipeline.runtime import uses_opentofu
 from konfig.pipeline.selection import gone_stack, select_stacks, stacks_affected_since
 from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.report.previews import Preview, render_json, render_markdown, render_text
 from konfig.secrets.refs import Resolver
-from konfig.tofu.model import has_terraform
 from konfig.words import about
 
 EXIT_CHANGES = 2
@@ -184,7 +184,7 @@ def command(
             settings=compile_settings(),
         )
         by_path = {r.stack_path: r for r in compiled}
-        terraform = any(has_terraform(s, by_path[s.path].spec) for s in selected)
+        terraform = any(uses_opentofu(s, by_path[s.path].spec) for s in selected)
         results = preview_stacks(
             conns,
             selected,
@@ -193,7 +193,7 @@ def command(
             workers=workers,
             note=info,
             resolver=Resolver(repo.root, keyring),
-            tofu=tofu_context(repo.root) if terraform else None,
+            contexts=runtime_contexts(repo.root, opentofu=terraform),
         )
 
     preview = Preview.of(results)

@@ -2,51 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
-
 import click
 
-from konfig.commands._common import connections, load_repository, tofu_context
+from konfig.commands._common import connections, load_repository, runtime_contexts
 from konfig.commands._console import out_console
-from konfig.commands._options import kube_options
+from konfig.commands._options import kube_options, terraform_option
 from konfig.errors import EXIT_FINDINGS, EXIT_OK
+from konfig.pipeline.runtime import uses_opentofu
 from konfig.pipeline.selection import select_stacks, stacks_gone_in_history
-from konfig.pipeline.status import (
-    DEFAULT_REFRESHES,
-    TERRAFORM_MODES,
-    TerraformMode,
-    collect_status,
-)
+from konfig.pipeline.status import TerraformMode, collect_status
 from konfig.report.status import render_json, tables
-from konfig.tofu.model import has_terraform
-
-_F = TypeVar("_F", bound=Callable[..., object])
-
-
-def terraform_option(fn: _F) -> _F:
-    """``--terraform`` (how status and drift read the stacks' Terraform resources) and
-    ``--terraform-concurrency``."""
-    fn = click.option(
-        "--terraform-concurrency",
-        type=click.IntRange(min=1, max=32),
-        default=DEFAULT_REFRESHES,
-        show_default=True,
-        help="Stacks refreshed by OpenTofu at once (each a tofu process and a provider; "
-        "read-only, no state lock).",
-    )(fn)
-    return click.option(
-        "--terraform",
-        "terraform_mode",
-        type=click.Choice(TERRAFORM_MODES),
-        default="refresh",
-        show_default=True,
-        help="How to read the Terraform resources of stacks with a `terraform` section: "
-        "refresh (their state, and `tofu plan -refresh-only` for drift: needs the "
-        "provider credentials, one OpenTofu run per stack), state (the state only: no "
-        "OpenTofu, no credentials, drift not checked), skip (not read at all: their "
-        "drift is unknown).",
-    )(fn)
 
 
 @click.command("status")
@@ -103,9 +68,10 @@ def command(
             gone=[] if stacks else stacks_gone_in_history(repo),
             head=head,
             # OpenTofu (and its part of Konfig) only to refresh stacks with `terraform`
-            tofu=tofu_context(repo.root)
-            if terraform_mode == "refresh" and any(has_terraform(s, None) for s in selected)
-            else None,
+            contexts=runtime_contexts(
+                repo.root,
+                opentofu=terraform_mode == "refresh" and any(uses_opentofu(s) for s in selected),
+            ),
             terraform=terraform_mode,
             refreshes=terraform_concurrency,
         )

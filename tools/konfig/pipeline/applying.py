@@ -11,37 +11,41 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from konfig import contracts
 from konfig.build.compiler import CompileSettings
 from konfig.check.ownership import shared_objects
-from konfig.check.specrules import system_namespace_findings, system_namespace_refusal
 from konfig.detect import gitrepo
 from konfig.detect.dirty import TreeState, tree_state
-from konfig.engine import ordering
-from konfig.engine.applier import ApplyError, apply_stack, check_plan
+from konfig.engine.applier import ApplyError
 from konfig.engine.inventory import read_inventory
 from konfig.engine.lock import StackLock
 from konfig.engine.plan import StackPlan, plan_differences
-from konfig.engine.planner import plan_stack
 from konfig.engine.stackrun import INTERRUPTED, ApplyOptions, EventSink, StackResult
 from konfig.errors import KonfigError, UsageError
 from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.locking import LockWait, run_locked
+from konfig.pipeline.refusals import first_refusal
+from konfig.pipeline.runtime import (
+    NOTHING_SET_UP,
+    Contexts,
+    SavedPlan,
+    check_credentials,
+    runtime_of,
+    shown_entry,
+    uses_opentofu,
+)
 from konfig.repo.layout import Repository, Stack
 from konfig.secrets.refs import Resolver, secret_data, unresolved
 from konfig.spec import Spec
-from konfig.tofu.model import has_terraform
 
 if TYPE_CHECKING:
     from konfig.secrets.keys import Keyring
-    from konfig.tofu.context import TofuContext
-    from konfig.tofu.hybrid import HybridPlan
 
 
 def check_committed(
@@ -109,27 +113,12 @@ def compile_specs(
     return {r.stack_path: r.spec for r in results if r.spec is not None}
 
 
-def check_order(path: str, spec: Spec) -> None:
-    """Cycles and references to unknown ids fail before any write."""
-    items = [ordering.item_from_manifest(r.id, r.attributes, r.depends_on) for r in spec.resources]
-    try:
-        ordering.build_graph(items)
-    except ordering.OrderError as exc:
-        raise ApplyError(f"{path}: {exc.message}; nothing was applied", hint=exc.hint) from None
-
-
-def check_system_namespaces(repo: Repository, stack: Stack, spec: Spec) -> None:
-    """Objects in system namespaces konfig.yaml does not allow (the rule `konfig check`
-    reports as ``spec/system-namespace``) fail before any write."""
-    found = system_namespace_findings(repo.root, stack, spec, repo.config.allow_system_namespaces)
-    if found:
-        first = found[0]
-        raise ApplyError(
-            f"{first.location()}: {stack.path}: nothing was applied: "
-            + system_namespace_refusal(found),
-            hint="`konfig check` lists every such object; system namespaces a stack may write "
-            "to are listed in konfig.yaml `allowSystemNamespaces` (docs/apply.md)",
-        )
+def check_refusals(repo: Repository, stack: Stack, spec: Spec) -> None:
+    """What :data:`~konfig.pipeline.refusals.PRE_WRITE_REFUSALS` refuses (the preview
+    shows the same instead of a plan) fails before any write."""
+    refused = first_refusal(repo, stack, spec)
+    if refused is not None:
+        raise ApplyError(refused.apply, hint=refused.hint)
 
 
 def check_shared(stacks: Sequence[Stack], specs: Mapping[str, Spec], conns: Connections) -> None:
@@ -222,6 +211,66 @@ def resolve_secrets(
     return {path: secret_data(specs[path], resolver) for path in needing}
 
 
+@dataclass(frozen=True)
+class ApplyInputs:
+    """What apply checked before anything is written, for the plans and the applies."""
+
+    tree: TreeState  # the commit applied (and which stacks' inputs are dirty)
+    specs: dict[str, Spec]
+    secrets: dict[str, SecretData]  # values from encrypted files, in memory
+    contexts: Contexts  # the runtimes set up beside the Kubernetes engine
+    saved: dict[str, dict[str, Any]] | None = None  # --plan: the saved preview's stacks
+
+
+def check_before_write(
+    repo: Repository,
+    stacks: Sequence[Stack],
+    conns: Connections,
+    set_up: Callable[[bool], Contexts],
+    *,
+    keyring: Keyring | None,
+    plan_file: Path | None = None,
+    allow_dirty: bool = False,
+    commit: str | None = None,
+    cache: Path | None = None,
+    jobs: int | None = None,
+    settings: CompileSettings | None = None,
+) -> ApplyInputs:
+    """Apply's safety order, before any plan or write; each step raises, and then
+    nothing is applied anywhere:
+
+    1. every stack's cluster is in the kubeconfig;
+    2. the saved preview (``--plan``) is one;
+    3. what is applied is a commit (:func:`check_committed`);
+    4. every stack compiles (:func:`compile_specs`);
+    5. no stack is refused by :data:`~konfig.pipeline.refusals.PRE_WRITE_REFUSALS`;
+    6. every value from an encrypted file decrypts (:func:`resolve_secrets`);
+    7. the runtimes the stacks use are set up (``set_up(True)``: OpenTofu takes part,
+       its runtime imported only then) and their credentials are in the environment.
+
+    Then, connected: :func:`check_against_clusters`."""
+    conns.check(stacks)
+    saved = load_saved_preview(plan_file) if plan_file else None
+    tree = check_committed(repo, stacks, allow_dirty=allow_dirty, commit=commit, cache=cache)
+    specs = compile_specs(repo, stacks, jobs=jobs, state=cache, settings=settings)
+    for stack in stacks:
+        check_refusals(repo, stack, specs[stack.path])
+    secrets = resolve_secrets(repo.root, stacks, specs, keyring)
+    contexts = set_up(any(uses_opentofu(s, specs[s.path]) for s in stacks))
+    check_credentials(stacks, specs, contexts)
+    return ApplyInputs(tree, specs, secrets, contexts, saved)
+
+
+def check_against_clusters(
+    stacks: Sequence[Stack], inputs: ApplyInputs, conns: Connections
+) -> None:
+    """Connected, before any plan: the credentials of what only a runtime's records in
+    the cluster use (the provider of a Terraform resource apply prunes), and no object
+    declared by two stacks (:func:`check_shared`)."""
+    check_credentials(stacks, inputs.specs, inputs.contexts, conns.kube)
+    check_shared(stacks, inputs.specs, conns)
+
+
 def plan_all(
     stacks: Sequence[Stack],
     specs: Mapping[str, Spec],
@@ -230,75 +279,38 @@ def plan_all(
     *,
     workers: int,
     secrets: Mapping[str, SecretData] | None = None,
-    tofu: TofuContext | None = None,
-    keep: dict[str, HybridPlan] | None = None,
+    contexts: Contexts = NOTHING_SET_UP,
+    keep: dict[str, SavedPlan] | None = None,
 ) -> list[StackPlan]:
     """Every stack's plan, checked as apply will check it (order, replaces, Terraform
-    resources it would destroy without the stack's opt-in). ``keep``: where the plans of
-    stacks with Terraform resources go (stack path -> plan, its OpenTofu plan file kept
-    for :func:`apply_locked`; the caller discards them) instead of being discarded."""
+    resources it would destroy without the stack's opt-in). ``keep``: where what a
+    runtime keeps of a plan goes (stack path -> saved plan: OpenTofu's plan file, for
+    :func:`apply_locked`; the caller discards them) instead of being discarded."""
 
     def plan_one(stack: Stack) -> StackPlan:
         kube = conns.kube(stack)
         spec = specs[stack.path]
-        if has_terraform(stack, spec):
-            from konfig.tofu.hybrid import discard, plan_hybrid  # OpenTofu: only here
-
-            hybrid = plan_hybrid(
-                kube,
-                stack,
-                spec,
-                read_inventory(kube, stack),
-                _need(tofu, stack),
-                conns.target(stack),
-                lock=False,
-                secret_data=(secrets or {}).get(stack.path),
-            )
-            if keep is None:
-                discard(hybrid)
-            else:
-                keep[stack.path] = hybrid
-            kube_only = replace(
-                hybrid.plan,
-                changes=tuple(c for c in hybrid.plan.changes if c.runtime != "Terraform"),
-            )
-            check_plan(kube_only, hybrid.kube_spec, options_of(stack))
-            refused = hybrid.plan.refusals()
-            if refused:
-                raise ApplyError(
-                    f"{stack.path}: nothing was applied: " + "; ".join(c.refused for c in refused)
-                )
-            return hybrid.plan
-        plan = plan_stack(
+        plan, saved = runtime_of(stack, spec, contexts).plan(
             kube,
             stack,
-            specs[stack.path],
+            spec,
             read_inventory(kube, stack),
+            conns.target(stack),
+            options_of(stack),
             secret_data=(secrets or {}).get(stack.path),
+            keep=keep is not None,
         )
-        check_plan(plan, specs[stack.path], options_of(stack))
+        if saved is not None and keep is not None:
+            keep[stack.path] = saved
         return plan
 
     return run_concurrently(stacks, plan_one, workers)
 
 
-def shown_entry(plan: StackPlan) -> dict[str, Any]:
-    """A plan as a saved preview's stack entry (to compare it with the recomputed one)."""
-    return {
-        "status": "ok",
-        "specDigest": plan.spec_digest,
-        "changes": [c.to_dict() for c in plan.changes],
-    }
-
-
-def discard_kept(kept: Mapping[str, HybridPlan]) -> None:
-    """Remove the OpenTofu plan files :func:`plan_all` kept (those not applied)."""
-    if not kept:
-        return
-    from konfig.tofu.hybrid import discard
-
-    for hybrid in kept.values():
-        discard(hybrid)
+def discard_kept(kept: Mapping[str, SavedPlan]) -> None:
+    """Remove the saved plans :func:`plan_all` kept (those not applied)."""
+    for saved in kept.values():
+        saved.discard()
 
 
 @dataclass(frozen=True)
@@ -307,13 +319,7 @@ class Planned:
     spec: Spec
     plan: StackPlan | None  # the plan shown (None: planned only under the lock)
     secret_data: SecretData | None = None  # values from encrypted files, in memory
-    hybrid: HybridPlan | None = None  # the plan shown, with its OpenTofu plan file
-
-
-def _need(tofu: TofuContext | None, stack: Stack) -> TofuContext:
-    if tofu is None:
-        raise KonfigError(f"{stack.path}: has Terraform resources and OpenTofu is not set up")
-    return tofu
+    saved: SavedPlan | None = None  # the plan shown, as its runtime kept it (OpenTofu's)
 
 
 def apply_locked(
@@ -327,10 +333,11 @@ def apply_locked(
     on_lock_wait: LockWait | None = None,
     show_plan: Callable[[StackPlan], None] | None = None,
     stop: threading.Event | None = None,
-    tofu: TofuContext | None = None,
+    contexts: Contexts = NOTHING_SET_UP,
 ) -> StackResult:
-    """Apply one stack under its Lease: plan again, compare with the plan shown, apply
-    (a stack with Terraform resources: OpenTofu first, :mod:`konfig.tofu.hybrid_apply`).
+    """Apply one stack under its Lease: its runtime plans again, compares with the plan
+    shown and applies (:func:`konfig.pipeline.runtime.runtime_of`: a stack with
+    Terraform resources runs OpenTofu first, :mod:`konfig.tofu.hybrid_apply`).
 
     ``stop`` set (SIGTERM, SIGINT): a stack not started is not touched; one being applied
     finishes its requests in flight, records what exists and releases its Lease."""
@@ -339,39 +346,20 @@ def apply_locked(
 
     def work(lock: StackLock) -> StackResult:
         prior = read_inventory(kube, planned.stack)
-        if has_terraform(planned.stack, planned.spec):
-            from konfig.tofu.hybrid_apply import apply_hybrid  # OpenTofu's runtime: only here
-
-            return apply_hybrid(
-                kube,
-                planned.stack,
-                planned.spec,
-                prior,
-                _need(tofu, planned.stack),
-                conns.target(planned.stack),
-                options,
-                emit,
-                shown_entry=None if planned.plan is None else shown_entry(planned.plan),
-                secret_data=planned.secret_data,
-                lost=lock.lost,
-                show_plan=show_plan,
-                stop=stop,
-                saved=planned.hybrid,
-            )
-        plan = plan_stack(kube, planned.stack, planned.spec, prior, secret_data=planned.secret_data)
-        problems = [] if planned.plan is None else plan_differences(shown_entry(planned.plan), plan)
-        if show_plan is not None:
-            show_plan(plan)
-        if problems:
-            return StackResult(
-                path,
-                False,
-                (),
-                f"{path}: the cluster changed since the plan was shown; nothing was applied "
-                "to this stack:\n  " + "\n  ".join(problems),
-            )
-        return apply_stack(
-            kube, plan, planned.spec, prior, options, emit, lost=lock.lost, stop=stop
+        return runtime_of(planned.stack, planned.spec, contexts).apply(
+            kube,
+            planned.stack,
+            planned.spec,
+            prior,
+            conns.target(planned.stack),
+            options,
+            emit,
+            shown=None if planned.plan is None else shown_entry(planned.plan),
+            secret_data=planned.secret_data,
+            lost=lock.lost,
+            show_plan=show_plan,
+            stop=stop,
+            saved=planned.saved,
         )
 
     if stop is not None and stop.is_set():

@@ -11,28 +11,31 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from konfig.engine.destroyer import destroy_stack
 from konfig.engine.inventory import read_inventory
 from konfig.engine.lock import StackLock
 from konfig.engine.plan import StackPlan
-from konfig.engine.planner import plan_stack
 from konfig.engine.stackrun import INTERRUPTED, ApplyOptions, EventSink, StackResult
-from konfig.errors import KonfigError, UsageError
+from konfig.errors import UsageError
+from konfig.pipeline.applying import check_committed
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.locking import LockWait, run_locked
+from konfig.pipeline.runtime import (
+    NOTHING_SET_UP,
+    Contexts,
+    check_credentials,
+    kept_of_gone,
+    runtime_of,
+    uses_opentofu,
+)
 from konfig.pipeline.selection import gone_stack
 from konfig.repo.layout import (
     Repository,
     Stack,
+    cache_dir,
     parse_stack_address,
     resolve_stacks,
     unusable_error,
 )
-from konfig.tofu.context import TofuContext
-from konfig.tofu.hybrid import discard, kept_terraform, plan_destroy_hybrid
-from konfig.tofu.hybrid_apply import destroy_hybrid
-from konfig.tofu.model import has_terraform
-from konfig.tofu.preflight import read_states, require_credentials
 
 
 @dataclass(frozen=True)
@@ -70,19 +73,52 @@ def _target(repo: Repository, address: str, *, deleted: bool) -> DestroyTarget:
     return DestroyTarget(gone_stack(repo, address, what=address, must_be_gone=hint), True)
 
 
+def check_before_destroy(
+    repo: Repository, addresses: Sequence[str], *, deleted: bool, allow_dirty: bool
+) -> list[DestroyTarget]:
+    """Destroy's safety order before connecting: the targets (:func:`destroy_targets`),
+    and what is destroyed is a commit (a deletion not committed is refused unless
+    ``allow_dirty``). Then, connected: :func:`plan_destroy_all`."""
+    targets = destroy_targets(repo, addresses, deleted=deleted)
+    check_committed(
+        repo,
+        [t.stack for t in targets],
+        allow_dirty=allow_dirty,
+        verb="destroy",
+        cache=cache_dir(repo.root),
+    )
+    return targets
+
+
+def plan_destroy_all(
+    conns: Connections,
+    targets: Sequence[DestroyTarget],
+    set_up: Callable[[bool], Contexts],
+    *,
+    note: Callable[[str], None] | None = None,
+) -> tuple[Contexts, list[StackPlan]]:
+    """Connected, before any write: the runtimes the targets use set up (``set_up(True)``:
+    OpenTofu takes part), every existing target's cluster in the kubeconfig, what the
+    runtimes need from the environment (:func:`require_destroy_credentials`), then each
+    target's plan (:func:`plan_destroys`: raises for what a runtime refuses)."""
+    contexts = set_up(any(uses_opentofu(t.stack) for t in targets))
+    conns.check([t.stack for t in targets if not t.deleted])
+    require_destroy_credentials(conns, targets, contexts)
+    return contexts, plan_destroys(conns, targets, note=note, contexts=contexts)
+
+
 def require_destroy_credentials(
-    conns: Connections, targets: Sequence[DestroyTarget], tofu: TofuContext
+    conns: Connections, targets: Sequence[DestroyTarget], contexts: Contexts
 ) -> None:
-    """Before any plan or write: the provider credentials of every resource the state of
-    a target with a ``terraform`` section records are in ``tofu.environment`` (OpenTofu
-    starts each provider to destroy them); else one error naming every stack, provider
-    configuration and variable."""
-    chosen = [t.stack for t in targets if has_terraform(t.stack, None)]
+    """Before any plan or write: what each target's runtime needs from the environment
+    (the provider credentials of every resource the OpenTofu state of a target with a
+    ``terraform`` section records: OpenTofu starts each provider to destroy them); else
+    one error naming every stack, provider configuration and variable."""
     for t in targets:
-        if t.deleted and t.stack in chosen:
+        if t.deleted and uses_opentofu(t.stack):
             conns.locate(t.stack)
-    states = read_states(chosen, conns.kube)
-    require_credentials(chosen, {}, tofu.environment, states=states, verb="destroy")
+    stacks = [t.stack for t in targets]
+    check_credentials(stacks, {}, contexts, conns.kube, verb="destroy")
 
 
 def plan_destroys(
@@ -90,11 +126,11 @@ def plan_destroys(
     targets: Sequence[DestroyTarget],
     *,
     note: Callable[[str], None] | None = None,
-    tofu: TofuContext | None = None,
+    contexts: Contexts = NOTHING_SET_UP,
 ) -> list[StackPlan]:
-    """Each target's plan with no Spec: every owned, existing member is a delete, and
-    every Terraform resource of a stack whose stack.yaml has a ``terraform`` section
-    (refused without its ``allowDestroy``: raises before anything is written)."""
+    """Each target's plan with no Spec, by its runtime: every owned, existing member is a
+    delete, and every Terraform resource of a stack whose stack.yaml has a ``terraform``
+    section (refused without its ``allowDestroy``: raises before anything is written)."""
     plans: list[StackPlan] = []
     for t in targets:
         if t.deleted:
@@ -104,23 +140,10 @@ def plan_destroys(
         if prior is None and note is not None:
             note(f"{t.stack.path}: no inventory in the cluster, nothing to destroy")
         if t.deleted and note is not None:
-            kept = kept_terraform(kube, t.stack)
-            if kept is not None:
+            for kept in kept_of_gone(kube, t.stack, contexts):
                 note(kept)
-        if tofu is not None and has_terraform(t.stack, None):
-            hybrid = plan_destroy_hybrid(
-                kube, t.stack, prior, tofu, conns.target(t.stack), lock=False
-            )
-            discard(hybrid)
-            refused = hybrid.plan.refusals()
-            if refused:
-                raise KonfigError(
-                    f"{t.stack.path}: nothing was destroyed: "
-                    + "; ".join(c.refused for c in refused)
-                )
-            plans.append(hybrid.plan)
-        else:
-            plans.append(plan_stack(kube, t.stack, None, prior, deleted=True))
+        runtime = runtime_of(t.stack, None, contexts)
+        plans.append(runtime.plan_destroy(kube, t.stack, prior, conns.target(t.stack)))
     return plans
 
 
@@ -134,29 +157,19 @@ def destroy_locked(
     lease_duration: int,
     on_lock_wait: LockWait | None = None,
     stop: threading.Event | None = None,
-    tofu: TofuContext | None = None,
+    contexts: Contexts = NOTHING_SET_UP,
 ) -> StackResult:
-    """Destroy one stack under its Lease (planned again under the lock); ``stop`` as in
-    :func:`konfig.pipeline.applying.apply_locked`. A stack with Terraform resources:
-    :func:`konfig.tofu.hybrid_apply.destroy_hybrid`."""
+    """Destroy one stack under its Lease (planned again under the lock) by its runtime;
+    ``stop`` as in :func:`konfig.pipeline.applying.apply_locked`. A stack with Terraform
+    resources: :func:`konfig.tofu.hybrid_apply.destroy_hybrid`."""
     kube = conns.kube(stack)
 
     def work(lock: StackLock) -> StackResult:
         prior = read_inventory(kube, stack)
-        if tofu is not None and has_terraform(stack, None):
-            return destroy_hybrid(
-                kube,
-                stack,
-                prior,
-                tofu,
-                conns.target(stack),
-                options,
-                emit,
-                lost=lock.lost,
-                stop=stop,
-            )
-        plan = plan_stack(kube, stack, None, prior, deleted=True)
-        return destroy_stack(kube, plan, prior, options, emit, lost=lock.lost, stop=stop)
+        runtime = runtime_of(stack, None, contexts)
+        return runtime.destroy(
+            kube, stack, prior, conns.target(stack), options, emit, lost=lock.lost, stop=stop
+        )
 
     if stop is not None and stop.is_set():
         message = f"{stack.path}: {INTERRUPTED}; nothing was written"

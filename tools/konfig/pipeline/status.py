@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from konfig.detect import gitrepo
 from konfig.detect.behind import Pending, pending_stacks
@@ -25,12 +25,9 @@ from konfig.engine.survey import ClusterSurvey, InventoryStatus, ObjectStatus, s
 from konfig.errors import KonfigError
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
+from konfig.pipeline.runtime import NOTHING_SET_UP, Contexts, runtime_of, uses_opentofu
 from konfig.repo.layout import Stack
 from konfig.spec import Spec
-from konfig.tofu.model import has_terraform
-
-if TYPE_CHECKING:  # OpenTofu's part loads only for stacks that have one
-    from konfig.tofu.context import TofuContext
 
 SCHEMA_VERSION = 1
 KIND = "KonfigStatus"
@@ -213,7 +210,7 @@ def collect_status(
     orphans: bool,
     gone: Sequence[Stack] = (),
     head: str = "HEAD",
-    tofu: TofuContext | None = None,
+    contexts: Contexts = NOTHING_SET_UP,
     terraform: TerraformMode = "refresh",
     refreshes: int = DEFAULT_REFRESHES,
 ) -> StatusReport:
@@ -223,9 +220,10 @@ def collect_status(
     that cannot be read is reported as such but is not an error of the report. An
     applied stack with a ``terraform`` section gets its Terraform resources as objects
     of its status next to its Kubernetes objects, as ``terraform`` says: ``refresh``
-    (needs ``tofu``: :func:`konfig.tofu.observe.terraform_objects`), ``state``
-    (:func:`konfig.tofu.observe.state_objects`) or ``skip`` (not read; the stack
-    is marked so that its drift is unknown, never "none")."""
+    (needs OpenTofu set up in ``contexts``: :func:`konfig.tofu.observe.terraform_objects`),
+    ``state`` (:func:`konfig.tofu.observe.state_objects`) or ``skip`` (not read; the
+    stack is marked so that its drift is unknown, never "none"); its runtime reads them
+    (:func:`konfig.pipeline.runtime.runtime_of`)."""
     groups = conns.groups(stacks)
     extra = {t: g for t, g in conns.groups(gone).items() if t not in groups} if orphans else {}
     targets = [*groups, *extra]
@@ -303,7 +301,7 @@ def collect_status(
                     pending=tuple(reasons.get(stack.path, ())),
                 )
             )
-    result = _with_terraform(result, stacks, conns, tofu, terraform, refreshes)
+    result = _with_terraform(result, stacks, conns, contexts, terraform, refreshes)
     for context, st in sorted(orphan_of, key=lambda o: o[1].inventory.stack_path):
         inv = st.inventory
         result.append(
@@ -325,7 +323,7 @@ def _with_terraform(
     result: list[StackStatus],
     stacks: Sequence[Stack],
     conns: Connections,
-    tofu: TofuContext | None,
+    contexts: Contexts,
     mode: TerraformMode,
     refreshes: int,
 ) -> list[StackStatus]:
@@ -337,25 +335,21 @@ def _with_terraform(
     chosen = [
         i
         for i, st in enumerate(result)
-        if st.status is not None and has_terraform(by_path[st.path], None)
+        if st.status is not None and uses_opentofu(by_path[st.path])
     ]
     out = list(result)
     if mode == "skip" or not chosen:
         for index in chosen:
             out[index] = replace(out[index], terraform=mode)
         return out
-    from konfig.tofu.observe import state_objects, terraform_objects
-
-    if mode == "refresh" and tofu is None:
+    if mode == "refresh" and contexts.tofu is None:
         raise ValueError("a refresh of the Terraform resources needs the OpenTofu context")
 
     def read(index: int) -> tuple[ObjectStatus, ...] | KonfigError:
         stack = by_path[result[index].path]
         try:
-            if mode == "state":
-                return state_objects(conns.kube(stack), stack)
-            assert tofu is not None
-            return terraform_objects(conns.kube(stack), stack, tofu, conns.target(stack))
+            runtime = runtime_of(stack, None, contexts)
+            return runtime.survey(conns.kube(stack), stack, conns.target(stack), mode)
         except KonfigError as exc:  # the state cannot be read: said, the rest goes on
             return exc
 

@@ -6,7 +6,7 @@ become one OpenTofu working directory, generated as JSON configuration
 the ``tofu`` process; :mod:`~konfig.tofu.plans` turns OpenTofu's JSON plan into the
 changes of the common preview model; :mod:`~konfig.tofu.schema` checks resources against
 the provider's schema; :mod:`~konfig.tofu.model` reads the Spec's Terraform resources and
-the stack's ``terraform`` settings; :mod:`~konfig.tofu.stackrun` plans and applies one
+the stack's ``terraform`` settings; :mod:`~konfig.tofu.plan_apply` plans and applies one
 stack; :mod:`~konfig.tofu.refresh` reads its drift (``plan -refresh-only``) for status
 and drift.
 

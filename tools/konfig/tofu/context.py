@@ -1,7 +1,7 @@
 """How this run drives OpenTofu, and one stack's OpenTofu settings from it.
 
 The CLI builds the :class:`TofuContext` (flags, the environment, the cache folder);
-:func:`stack_tofu` turns it into the :class:`~konfig.tofu.stackrun.StackTofu` of one
+:func:`stack_tofu` turns it into the :class:`~konfig.tofu.plan_apply.StackTofu` of one
 stack: its ``terraform`` settings, its working directory and its state backend in the
 stack's cluster.
 """
@@ -17,9 +17,9 @@ from konfig.repo.files import WriteScope
 from konfig.repo.layout import Stack
 from konfig.tofu.config import Backend
 from konfig.tofu.model import stack_terraform
+from konfig.tofu.plan_apply import StackTofu
 from konfig.tofu.records import state_suffix
 from konfig.tofu.runner import Cluster, TofuSettings
-from konfig.tofu.stackrun import StackTofu
 
 
 @dataclass(frozen=True)

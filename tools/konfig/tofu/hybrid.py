@@ -35,11 +35,16 @@ from konfig.tofu import plans
 from konfig.tofu.config import Backend
 from konfig.tofu.context import TofuContext, stack_tofu
 from konfig.tofu.model import StackTerraform
+from konfig.tofu.plan_apply import (
+    PlannedStack,
+    StackTofu,
+    plan_from_actions,
+    show_plan,
+    tofu_plan,
+)
 from konfig.tofu.preflight import missing_credentials
 from konfig.tofu.records import read_intent, read_state, state_serial, state_suffix
 from konfig.tofu.references import keeplive_where_unknown, kubernetes_spec, lookup_of
-from konfig.tofu.stackrun import PlannedStack, StackTofu, plan_from_actions, show_plan
-from konfig.tofu.stackrun import plan_stack as tofu_plan
 from konfig.tofu.state import addresses as state_addresses
 from konfig.tofu.state import ids as state_resource_ids
 from konfig.tofu.values import SecretData, generated_data, merged_data, write_only_values
@@ -93,6 +98,10 @@ class HybridPlan:
     # the Kubernetes part as planned (with ``kube_spec``): reused after OpenTofu applied
     # when the values it refers to did not change (None: planned after OpenTofu applied)
     kube_plan: StackPlan | None = None
+
+    def discard(self) -> None:
+        """Remove its saved OpenTofu plan (not applied)."""
+        discard(self)
 
 
 def plan_hybrid(

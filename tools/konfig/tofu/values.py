@@ -18,7 +18,7 @@ from konfig.engine.kube import Kube
 from konfig.secrets.refs import key_refs
 from konfig.spec import Spec
 from konfig.tofu.model import TerraformSpecError, generated_keys, terraform_resources
-from konfig.tofu.stackrun import WriteOnlyValue
+from konfig.tofu.plan_apply import WriteOnlyValue
 
 SecretData = Mapping[str, Mapping[str, str]]  # resource id -> data key -> base64 value
 

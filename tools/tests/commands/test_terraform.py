@@ -885,7 +885,7 @@ def test_apply_runs_each_opentofu_step_once_and_a_stale_shown_plan_is_not_applie
     from konfig.pipeline.applying import compile_specs
     from konfig.repo.layout import discover
     from konfig.tofu.hybrid import discard, plan_hybrid, reuse_plan
-    from konfig.tofu.stackrun import apply_stack as tofu_apply
+    from konfig.tofu.plan_apply import tofu_apply
 
     name = unique("reusedb")
     db = name.replace("-", "_")

@@ -323,8 +323,8 @@ def test_check_validates_terraform_resources_against_the_provider_schema(tmp_pat
 
 
 def test_only_a_plan_that_creates_and_updates_is_not_read_back(tmp_path: Path) -> None:
+    from konfig.tofu.plan_apply import PlannedActions, PlannedStack, plan_from_actions
     from konfig.tofu.runner import TofuSettings, Workdir
-    from konfig.tofu.stackrun import PlannedActions, PlannedStack, plan_from_actions
 
     quiet = {"add": 0, "change": 1, "import": 0, "remove": 0, "forget": 0}
 
@@ -359,7 +359,7 @@ def test_the_plan_files_of_a_konfig_that_is_gone_are_found(tmp_path: Path) -> No
     import os
     import subprocess
 
-    from konfig.tofu.stackrun import _orphaned_plans
+    from konfig.tofu.plan_apply import _orphaned_plans
 
     gone = subprocess.Popen(["true"])
     gone.wait()

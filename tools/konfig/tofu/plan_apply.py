@@ -1,6 +1,6 @@
-"""Plan and apply the Terraform resources of one stack.
+"""Plan and apply the Terraform resources of one stack with OpenTofu.
 
-:func:`plan_stack` writes the stack's configuration into its working directory,
+:func:`tofu_plan` writes the stack's configuration into its working directory,
 initialises it when its providers or backend changed, runs ``tofu plan -out`` and
 translates the plan (:mod:`konfig.tofu.plans`). Values the environment or a secret gives
 reach OpenTofu only as ephemeral variables. Objects in the stack's inventory that the
@@ -14,7 +14,7 @@ back (``tofu show -json`` starts the provider once more); one made with ``show=F
 neither: :func:`plan_from_actions` tells its changes from the messages when it only
 creates and updates; :func:`show_plan` reads it back otherwise.
 
-:func:`apply_stack` applies exactly the saved plan and says, per resource, what
+:func:`tofu_apply` applies exactly the saved plan and says, per resource, what
 happened; after a failure the state (read again by the caller) tells what exists. The
 plan file is named after the process (``konfig-<pid>.tfplan``): a plan kept between
 ``konfig apply``'s first plan and its apply under the lock is not replaced by another
@@ -143,7 +143,7 @@ def _variables(
     return out
 
 
-def plan_stack(
+def tofu_plan(
     ctx: StackTofu,
     spec: Spec | None,
     *,
@@ -273,7 +273,7 @@ def show_plan(planned: PlannedStack) -> PlannedStack:
 
 
 def plan_from_actions(planned: PlannedStack) -> PlannedStack | None:
-    """A plan of ``plan_stack(show=False)`` translated from its messages alone
+    """A plan of ``tofu_plan(show=False)`` translated from its messages alone
     (:func:`konfig.tofu.plans.from_actions`: actions, no field changes) when it creates,
     updates or leaves alone and destroys, replaces, forgets, moves and adopts nothing;
     None otherwise: :func:`show_plan` reads it back."""
@@ -345,7 +345,7 @@ def _address(rid: str) -> str:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class TofuOutcome:
     """What applying one stack's Terraform plan did."""
 
     ok: bool
@@ -354,7 +354,7 @@ class Outcome:
     error: str = ""  # the whole run's error ("" when ok)
 
 
-def apply_stack(planned: PlannedStack, *, keep_plan: bool = False) -> Outcome:
+def tofu_apply(planned: PlannedStack, *, keep_plan: bool = False) -> TofuOutcome:
     """``tofu apply`` of the saved plan; the plan file is removed afterwards (unless
     ``keep_plan``: the caller still reads it and removes it)."""
     workdir = planned.workdir
@@ -364,9 +364,9 @@ def apply_stack(planned: PlannedStack, *, keep_plan: bool = False) -> Outcome:
         if not keep_plan:
             remove([workdir.path / planned.plan_file], scope=workdir.scope)
     if run.code == 0:
-        return Outcome(True, run.output, {})
+        return TofuOutcome(True, run.output, {})
     failure = workdir.failure(run, "apply")
-    return Outcome(False, run.output, _errors_by_address(run), str(failure))
+    return TofuOutcome(False, run.output, _errors_by_address(run), str(failure))
 
 
 def _errors_by_address(run: Run) -> dict[str, str]:

@@ -1,0 +1,81 @@
+"""What apply refuses before anything is written, and preview shows instead of a plan.
+
+One list, :data:`PRE_WRITE_REFUSALS`, read by both (:func:`konfig.pipeline.previewing.
+preview_stack` and :func:`konfig.pipeline.applying.check_before_write`), so that a
+preview never shows a plan apply would reject. Each rule is one `konfig check` reports
+too (one named rule, three places). A rule takes a compiled stack and returns its
+:class:`Refusal` or None; the first refusal of a stack is the one said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from konfig.repo.layout import Repository, Stack
+from konfig.spec import Spec
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a stack cannot be applied, worded for the preview and for apply."""
+
+    preview: str  # the preview's error for the stack
+    apply: str  # apply's error: names the stack and says nothing was applied
+    hint: str | None = None
+    file: str | None = None  # where, when the rule knows the line
+    line: int | None = None
+
+
+def system_namespaces(repo: Repository, stack: Stack, spec: Spec) -> Refusal | None:
+    """Objects in system namespaces konfig.yaml does not allow (``konfig check``'s
+    ``spec/system-namespace``), at the place of the first."""
+    from konfig.check.specrules import (  # networkx: not for `konfig preview --help`
+        system_namespace_findings,
+        system_namespace_refusal,
+    )
+
+    found = system_namespace_findings(repo.root, stack, spec, repo.config.allow_system_namespaces)
+    if not found:
+        return None
+    first = found[0]
+    refusal = system_namespace_refusal(found)
+    return Refusal(
+        preview=refusal,
+        apply=f"{first.location()}: {stack.path}: nothing was applied: {refusal}",
+        hint="`konfig check` lists every such object; system namespaces a stack may write "
+        "to are listed in konfig.yaml `allowSystemNamespaces` (docs/apply.md)",
+        file=first.file,
+        line=first.line,
+    )
+
+
+def unordered(repo: Repository, stack: Stack, spec: Spec) -> Refusal | None:
+    """A Spec that cannot be ordered (two objects with one id, a dependency cycle, a
+    ``dependsOn`` on an object the stack lacks: ``konfig check``'s ``spec/*`` rules)."""
+    from konfig.engine import ordering  # networkx: not for `konfig preview --help`
+
+    items = [ordering.item_from_manifest(r.id, r.attributes, r.depends_on) for r in spec.resources]
+    try:
+        ordering.build_graph(items)
+    except ordering.OrderError as exc:
+        return Refusal(
+            preview=f"cannot be applied: {exc.message} (`konfig check` shows where)",
+            apply=f"{stack.path}: {exc.message}; nothing was applied",
+            hint=exc.hint,
+        )
+    return None
+
+
+Rule = Callable[[Repository, Stack, Spec], "Refusal | None"]
+
+PRE_WRITE_REFUSALS: tuple[Rule, ...] = (system_namespaces, unordered)
+
+
+def first_refusal(repo: Repository, stack: Stack, spec: Spec) -> Refusal | None:
+    """The first of :data:`PRE_WRITE_REFUSALS` that refuses the stack, or None."""
+    for rule in PRE_WRITE_REFUSALS:
+        found = rule(repo, stack, spec)
+        if found is not None:
+            return found
+    return None
