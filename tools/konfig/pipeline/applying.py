@@ -41,7 +41,7 @@ from konfig.pipeline.runtime import (
     uses_opentofu,
 )
 from konfig.repo.layout import Repository, Stack
-from konfig.secrets.refs import Resolver, secret_data, unresolved
+from konfig.secrets.refs import Resolver, SecretData, secret_data, unresolved
 from konfig.spec import Spec
 
 if TYPE_CHECKING:
@@ -186,9 +186,6 @@ def compare_saved(
                 "nothing was applied:\n  " + "\n  ".join(problems),
                 hint="preview again, review, and apply the new preview",
             )
-
-
-SecretData = Mapping[str, Mapping[str, str]]  # resource id -> data key -> base64 value
 
 
 def resolve_secrets(

@@ -31,9 +31,9 @@ if TYPE_CHECKING:  # the seam itself stays light: `konfig list --terraform` asks
     from konfig.engine.plan import StackPlan
     from konfig.engine.stackrun import ApplyOptions, EventSink, StackResult
     from konfig.engine.survey import ObjectStatus
+    from konfig.secrets.refs import SecretData
     from konfig.tofu.context import TofuContext  # the OpenTofu runtime: only when used
 
-SecretData = Mapping[str, Mapping[str, str]]  # resource id -> data key -> base64 value
 # How status and drift read what a runtime keeps beside the Kubernetes objects:
 # ``refresh`` (asking the providers), ``state`` (the runtime's records only) or ``skip``.
 SurveyMode = Literal["refresh", "state", "skip"]

@@ -315,6 +315,11 @@ def unresolved(spec: Spec) -> list[str]:
     return [r.id for r in spec.resources if key_refs(r.id, r.extensions)]
 
 
+# What secret_data yields and preview and apply carry (in memory, never written):
+# resource id -> data key -> base64 value.
+SecretData = Mapping[str, Mapping[str, str]]
+
+
 def secret_data(spec: Spec, resolver: Resolver) -> dict[str, dict[str, str]]:
     """Preview / apply: resource id -> {data key: base64 value} for every referenced key,
     decrypted in memory (each file once). Raises SecretsError (file and key named) on the

@@ -30,6 +30,7 @@ from konfig.engine.plan import Change, NotPreviewed, StackPlan
 from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
 from konfig.repo.files import remove
 from konfig.repo.layout import Stack
+from konfig.secrets.refs import SecretData
 from konfig.spec import Spec
 from konfig.tofu import plans
 from konfig.tofu.config import Backend
@@ -47,7 +48,7 @@ from konfig.tofu.records import read_intent, read_state, state_serial, state_suf
 from konfig.tofu.references import keeplive_where_unknown, kubernetes_spec, lookup_of
 from konfig.tofu.state import addresses as state_addresses
 from konfig.tofu.state import ids as state_resource_ids
-from konfig.tofu.values import SecretData, generated_data, merged_data, write_only_values
+from konfig.tofu.values import generated_data, merged_data, write_only_values
 
 PREVIEW_STATE = "konfig-preview.tfstate"  # an empty state (a preview before any apply)
 

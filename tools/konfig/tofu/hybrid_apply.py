@@ -29,6 +29,7 @@ from konfig.engine.stackrun import (
 )
 from konfig.errors import KonfigError
 from konfig.repo.layout import Stack
+from konfig.secrets.refs import SecretData
 from konfig.spec import Spec
 from konfig.tofu.context import TofuContext
 from konfig.tofu.hybrid import (
@@ -45,7 +46,6 @@ from konfig.tofu.hybrid import (
 from konfig.tofu.plan_apply import TofuOutcome, tofu_apply
 from konfig.tofu.records import ensure_state_namespace, read_intent, read_state, write_intent
 from konfig.tofu.references import kubernetes_spec, lookup_of
-from konfig.tofu.values import SecretData
 from konfig.words import about
 
 _APPLIED: dict[str, Outcome] = {

@@ -22,6 +22,7 @@ from konfig.engine.stackrun import ApplyOptions, EventSink, StackResult
 from konfig.engine.survey import ObjectStatus
 from konfig.errors import KonfigError
 from konfig.repo.layout import Stack
+from konfig.secrets.refs import SecretData
 from konfig.spec import Spec
 from konfig.tofu.context import TofuContext
 from konfig.tofu.hybrid import (
@@ -35,7 +36,6 @@ from konfig.tofu.hybrid import (
 from konfig.tofu.hybrid_apply import apply_hybrid, destroy_hybrid
 from konfig.tofu.observe import state_objects, terraform_objects
 from konfig.tofu.preflight import read_states, require_credentials
-from konfig.tofu.values import SecretData
 
 
 class HybridRuntime:

@@ -9,6 +9,7 @@ set; each variable is named, never a value. A preview degrades instead
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from konfig.engine.kube import Kube
@@ -42,7 +43,6 @@ def read_states(
     for :func:`require_credentials` to see the providers only the state still uses. A
     stack whose state cannot be read (its cluster does not answer) is left out: its own
     run reports that, and the other stacks go on as they would have."""
-    from konfig.pipeline.concurrency import run_concurrently
 
     def one(stack: Stack) -> dict[str, Any] | KonfigError | None:
         backend = Backend(suffix=state_suffix(stack.path))
@@ -51,7 +51,12 @@ def read_states(
         except KonfigError as exc:
             return exc
 
-    found = zip([s.path for s in stacks], run_concurrently(stacks, one, 8), strict=True)
+    if len(stacks) <= 1:
+        states = [one(s) for s in stacks]
+    else:
+        with ThreadPoolExecutor(max_workers=min(8, len(stacks))) as pool:
+            states = list(pool.map(one, stacks))
+    found = zip([s.path for s in stacks], states, strict=True)
     return {path: state for path, state in found if not isinstance(state, KonfigError)}
 
 

@@ -15,12 +15,10 @@ import secrets
 from collections.abc import Mapping
 
 from konfig.engine.kube import Kube
-from konfig.secrets.refs import key_refs
+from konfig.secrets.refs import SecretData, key_refs
 from konfig.spec import Spec
 from konfig.tofu.model import TerraformSpecError, generated_keys, terraform_resources
 from konfig.tofu.plan_apply import WriteOnlyValue
-
-SecretData = Mapping[str, Mapping[str, str]]  # resource id -> data key -> base64 value
 
 
 def generated_data(kube: Kube, spec: Spec) -> dict[str, dict[str, str]]:
