@@ -46,8 +46,7 @@ from konfig.tofu.plan_apply import (
 from konfig.tofu.preflight import missing_credentials
 from konfig.tofu.records import read_intent, read_state, state_serial, state_suffix
 from konfig.tofu.references import keeplive_where_unknown, kubernetes_spec, lookup_of
-from konfig.tofu.state import addresses as state_addresses
-from konfig.tofu.state import ids as state_resource_ids
+from konfig.tofu.state import state_addresses, state_ids
 from konfig.tofu.values import generated_data, merged_data, write_only_values
 
 PREVIEW_STATE = "konfig-preview.tfstate"  # an empty state (a preview before any apply)
@@ -59,7 +58,7 @@ def not_previewed(
     """Every Terraform resource of the Spec and of the state, not previewed because the
     credentials ``missing`` (variable names) are not set."""
     reason = f"not previewed: credentials {', '.join(missing)} missing"
-    ids = {r.id for r in spec.terraform()} | set(state_resource_ids(state).values())
+    ids = {r.id for r in spec.terraform()} | set(state_ids(state).values())
     return tuple(NotPreviewed(i, plans.RUNTIME, reason) for i in sorted(ids))
 
 

@@ -17,7 +17,7 @@ from konfig.tofu.context import TofuContext, stack_tofu
 from konfig.tofu.preflight import missing_credentials
 from konfig.tofu.records import read_state, state_suffix
 from konfig.tofu.refresh import ResourceDrift, refresh_stack
-from konfig.tofu.state import ids as state_resource_ids
+from konfig.tofu.state import state_ids
 from konfig.words import plural
 
 
@@ -31,7 +31,7 @@ def terraform_objects(
     resource's drift is unknown, with why."""
     ctx = stack_tofu(tctx, stack, target)
     state = read_state(kube, ctx.backend, where=stack.path)
-    ids = state_resource_ids(state)
+    ids = state_ids(state)
     if state is None or not ids:
         return ()
     missing = missing_credentials(ctx.terraform, None, state, tctx.environment)
@@ -73,7 +73,7 @@ def state_objects(kube: Kube, stack: Stack) -> tuple[ObjectStatus, ...]:
     """The Terraform resources the stack's state records, read from the state Secret
     only (no OpenTofu, no credentials): applied, their drift not checked."""
     backend = Backend(suffix=state_suffix(stack.path))
-    ids = state_resource_ids(read_state(kube, backend, where=stack.path))
+    ids = state_ids(read_state(kube, backend, where=stack.path))
     return tuple(
         ObjectStatus(rid, _APPLIED_HEALTH, ObjectDrift(rid, "unknown", message=NOT_REFRESHED))
         for rid in sorted(ids.values())

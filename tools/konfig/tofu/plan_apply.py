@@ -177,7 +177,7 @@ def tofu_plan(
         for r in resources_in_config
         for w in r.write_only
     }
-    from konfig.tofu.state import addresses as state_addresses
+    from konfig.tofu.state import state_addresses
 
     recorded = state_addresses(state)
     imports = {

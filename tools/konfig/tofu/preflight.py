@@ -20,7 +20,7 @@ from konfig.tofu import credentials
 from konfig.tofu.config import Backend, state_providers
 from konfig.tofu.model import StackTerraform, stack_terraform, terraform_resources
 from konfig.tofu.records import read_state, state_suffix
-from konfig.tofu.state import configs as state_configs
+from konfig.tofu.state import state_configs
 
 
 def missing_credentials(

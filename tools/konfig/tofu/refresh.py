@@ -28,7 +28,7 @@ from konfig.tofu import plans
 from konfig.tofu.config import CONFIG_FILE, configuration, state_providers
 from konfig.tofu.plan_apply import StackTofu
 from konfig.tofu.runner import Workdir
-from konfig.tofu.state import ids as state_ids
+from konfig.tofu.state import state_ids
 
 PLAN_PREFIX = "konfig-refresh-"  # + the process id: two status runs never share one
 SUFFIX = ".refresh"

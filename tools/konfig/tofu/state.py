@@ -50,7 +50,7 @@ def decode_state(secret: Mapping[str, Any] | None, *, where: str) -> dict[str, A
     return state
 
 
-def addresses(state: Mapping[str, Any] | None) -> set[str]:
+def state_addresses(state: Mapping[str, Any] | None) -> set[str]:
     """The addresses (``type.name``) of the managed resources the state records."""
     out: set[str] = set()
     for res in (state or {}).get("resources") or []:
@@ -59,7 +59,7 @@ def addresses(state: Mapping[str, Any] | None) -> set[str]:
     return out
 
 
-def ids(state: Mapping[str, Any] | None) -> dict[str, str]:
+def state_ids(state: Mapping[str, Any] | None) -> dict[str, str]:
     """Address (``type.name``) -> resource id (``<namespace>/<provider>:<type>:<name>``)
     of each managed resource the state records (its provider names the namespace)."""
     out: dict[str, str] = {}
@@ -74,10 +74,10 @@ def ids(state: Mapping[str, Any] | None) -> dict[str, str]:
     return out
 
 
-def configs(state: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
+def state_configs(state: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
     """Provider configuration (``provider["<source>"].<alias>``'s alias, else the
     provider's local name) -> the ids of the state's managed resources that use it."""
-    by_address = ids(state)
+    by_address = state_ids(state)
     out: dict[str, set[str]] = {}
     for res in (state or {}).get("resources") or []:
         if not isinstance(res, Mapping) or res.get("mode") != "managed" or res.get("module"):

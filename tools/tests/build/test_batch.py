@@ -19,7 +19,7 @@ import pytest
 from fixtures.monorepo import load_generator
 from fixtures.repos import TEMPLATE_ROOT, RepoBuilder, copy_template
 
-from konfig.build import batch
+from konfig.build import kclsource
 from konfig.build.compiler import CompileResult, compile_input, compile_many, compile_one
 from konfig.repo.layout import discover
 
@@ -377,5 +377,7 @@ def test_generated_repository_batches_and_equals_its_own_runs(tmp_path: Path) ->
 
 
 def test_render_entry_with_an_unknown_instances_call_is_not_batched() -> None:
-    with pytest.raises(batch.Unbatchable, match="instances"):
-        batch.plan_last("import base.pkg.models.frontend\nx = frontend.Server.instances(True)\n")
+    with pytest.raises(kclsource.Unbatchable, match="instances"):
+        kclsource.plan_last(
+            "import base.pkg.models.frontend\nx = frontend.Server.instances(True)\n"
+        )

@@ -21,8 +21,7 @@ from konfig.tofu.model import TerraformSpecError, stack_terraform
 from konfig.tofu.preflight import missing_credentials, read_states, require_credentials
 from konfig.tofu.records import state_suffix
 from konfig.tofu.references import kubernetes_spec, live_where_unknown, lookup_of
-from konfig.tofu.state import configs as state_configs
-from konfig.tofu.state import ids as state_ids
+from konfig.tofu.state import state_configs, state_ids
 from konfig.tofu.values import scram_verifier
 
 DB = "cyrilgdn/postgresql:postgresql_database:shop"

@@ -5,7 +5,7 @@ commands/test_terraform.py."""
 from __future__ import annotations
 
 from konfig.tofu.refresh import drift_of
-from konfig.tofu.state import ids
+from konfig.tofu.state import state_ids
 
 ROLE = "cyrilgdn/postgresql:postgresql_role:shop"
 DB = "cyrilgdn/postgresql:postgresql_database:shop"
@@ -100,5 +100,5 @@ def test_state_ids_name_the_provider_namespace() -> None:
             },
         ]
     }
-    assert ids(state) == {"postgresql_role.shop": ROLE, "x_thing.b": "acme/x:x_thing:b"}
-    assert ids(None) == {}
+    assert state_ids(state) == {"postgresql_role.shop": ROLE, "x_thing.b": "acme/x:x_thing:b"}
+    assert state_ids(None) == {}
