@@ -20,7 +20,7 @@ from konfig.commands._help import Group
 from konfig.commands._keys import KEY_ENV, KEY_FILE_ENV, take_keyring_from_env
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.secrets import edit as edits
-from konfig.secrets import sopsfile
+from konfig.secrets import plainyaml, sopsfile
 from konfig.secrets.audit import audit_files, encrypted_files
 from konfig.secrets.errors import SecretsError
 from konfig.secrets.keys import Keyring
@@ -155,7 +155,7 @@ def edit_cmd(ctx: click.Context, file: str) -> int:
     rules = _rules(root)
     rules.for_file(rel)  # fail before decrypting when no rule covers the file
     previous = edits.decrypt_for_edit(root, rel, take_keyring_from_env())
-    start = sopsfile.dump_plaintext(previous.data) if previous else "{}\n"
+    start = plainyaml.dump_plaintext(previous.data) if previous else "{}\n"
     with edits.private_plaintext(start) as path:
         while True:
             _run_editor(path)

@@ -28,7 +28,7 @@ from typing import Any
 from konfig.errors import UsageError
 from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.repo.layout import find_root
-from konfig.secrets import sopsfile
+from konfig.secrets import plainyaml, sopsfile
 from konfig.secrets.errors import SecretsError, key_path
 from konfig.secrets.keys import Keyring
 from konfig.secrets.rules import CreationRule, Rules
@@ -37,7 +37,7 @@ from konfig.secrets.sopsfile import Decrypted
 
 def encrypt_text(plaintext: str, rel: str, rules: Rules) -> str:
     """Encrypt a plaintext YAML mapping for the recipients the rules give ``rel``."""
-    data = sopsfile.load_plaintext(plaintext, name=rel)
+    data = plainyaml.load_plaintext(plaintext, name=rel)
     rule = rules.for_file(rel)
     return sopsfile.encrypt(data, rule.recipients, name=rel, rule=rule.crypt)
 
@@ -61,7 +61,7 @@ def reencrypt_edited(edited: str, rel: str, rules: Rules, previous: Decrypted | 
     Recipients and encryption rule come from the rules (a changed rule file takes effect
     on the next edit); the data key is kept unless the recipients changed.
     """
-    data = sopsfile.load_plaintext(edited, name=f"{rel} (edited)")
+    data = plainyaml.load_plaintext(edited, name=f"{rel} (edited)")
     rule = rules.for_file(rel)
     if previous is not None and data == previous.data and _same_keys(previous, rule):
         return None

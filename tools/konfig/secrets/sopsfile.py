@@ -694,35 +694,3 @@ def _check_keys(node: Any, path: Path_, name: str) -> None:
     elif isinstance(node, list):
         for index, value in enumerate(node):
             _check_keys(value, (*path, index), name)
-
-
-def load_plaintext(text: str, *, name: str) -> dict[str, Any]:
-    """A plaintext document to encrypt, read as sops reads it (one YAML mapping).
-
-    Comments are refused: Konfig does not write them into encrypted files, and would
-    otherwise drop them silently.
-    """
-    comment = yamlcore.has_comments(text)
-    if comment is not None:
-        raise SecretsError(
-            "has a YAML comment, which Konfig cannot keep in an encrypted file",
-            file=name,
-            line=comment,
-            hint="remove the comment (put notes in a README beside the file), or edit the "
-            "file with the sops CLI, which encrypts comments",
-        )
-    try:
-        node = yamlcore.compose(text)
-        document = {} if node is None else yamlcore.construct(node)
-    except yamlcore.LoadError as exc:
-        raise SecretsError(exc.message, file=name, line=exc.line) from exc
-    if not isinstance(document, dict):
-        raise SecretsError("is not a YAML mapping of keys to values", file=name)
-    if METADATA_KEY in document:
-        raise SecretsError("is already encrypted (it has `sops` metadata)", file=name)
-    return document
-
-
-def dump_plaintext(data: Mapping[str, Any]) -> str:
-    """Plaintext YAML for an editor (as ``sops decrypt`` prints it)."""
-    return yamlcore.dump(dict(data)) if data else "{}\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from konfig.secrets import edit, sopsfile
+from konfig.secrets import edit, plainyaml, sopsfile
 from konfig.secrets.errors import SecretsError
 from konfig.secrets.keys import Keyring
 from konfig.secrets.rules import Rules, parse_rules
@@ -37,7 +37,7 @@ def test_encrypt_then_edit_one_key_changes_one_value(
     edit.write_encrypted(path, text)
     previous = edit.decrypt_for_edit(tmp_path, REL, mine)
     assert previous is not None
-    plain = sopsfile.dump_plaintext(previous.data)
+    plain = plainyaml.dump_plaintext(previous.data)
     assert edit.reencrypt_edited(plain, REL, rules, previous) is None
     changed = edit.reencrypt_edited(plain.replace("shop", "shop2"), REL, rules, previous)
     assert changed is not None

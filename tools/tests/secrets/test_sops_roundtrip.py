@@ -16,7 +16,7 @@ import pytest
 import yaml
 from fixtures.sops import REPO_ROOT, SopsCli
 
-from konfig.secrets import sopsfile
+from konfig.secrets import plainyaml, sopsfile
 from konfig.secrets.errors import SecretsError
 from konfig.secrets.keys import Keyring
 
@@ -122,14 +122,14 @@ def test_sops_encrypts_konfig_decrypts(
     assert file.version == sopsfile.SOPS_FORMAT_VERSION
     # the MAC check passes, so plain values were typed as sops typed them; the
     # encrypted ones carry sops' type, which must be what Konfig reads from the plaintext
-    assert sopsfile.decrypt(file, keyring).data == sopsfile.load_plaintext(PLAINTEXT, name="p")
+    assert sopsfile.decrypt(file, keyring).data == plainyaml.load_plaintext(PLAINTEXT, name="p")
 
 
 def test_konfig_encrypts_sops_decrypts(
     sops_cli: SopsCli, tmp_path: Path, key: tuple[Path, str, Keyring]
 ) -> None:
     key_file, recipient, _ = key
-    data = sopsfile.load_plaintext(PLAINTEXT, name="p")
+    data = plainyaml.load_plaintext(PLAINTEXT, name="p")
     text = sopsfile.encrypt(data, [recipient], name="by-konfig.enc.yaml")
     assert CANARY not in text
     assert sops_decrypt(sops_cli, tmp_path, text, key_file) == data
@@ -189,7 +189,7 @@ def test_encryption_rules_both_ways(
         sops_encrypt(
             sops_cli,
             tmp_path,
-            sopsfile.dump_plaintext(data),
+            plainyaml.dump_plaintext(data),
             None if rule.mac_only_encrypted else recipient,
             *flags,
         ),
@@ -240,7 +240,7 @@ def test_tampered_files_are_refused_by_both(
     key_file, recipient, keyring = key
     data = {"a": CANARY, "b": "other", "items": ["one", "two"], "c_unencrypted": "visible"}
     if writer == "sops":
-        text = sops_encrypt(sops_cli, tmp_path, sopsfile.dump_plaintext(data), recipient)
+        text = sops_encrypt(sops_cli, tmp_path, plainyaml.dump_plaintext(data), recipient)
     else:
         text = sopsfile.encrypt(data, [recipient], name="t")
     assert sops_decrypt(sops_cli, tmp_path, text, key_file) == data  # untampered: fine

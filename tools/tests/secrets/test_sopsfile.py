@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from konfig.secrets import sopsfile
+from konfig.secrets import plainyaml, sopsfile
 from konfig.secrets.errors import SecretsError
 from konfig.secrets.keys import Keyring
 
@@ -305,15 +305,15 @@ def test_lastmodified_is_utc_seconds(keyring: Keyring) -> None:
 
 def test_plaintext_with_comments_is_refused() -> None:
     with pytest.raises(SecretsError, match=r"^p.yaml:2: has a YAML comment"):
-        sopsfile.load_plaintext("a: 1\n# note\nb: 2\n", name="p.yaml")
-    assert sopsfile.load_plaintext("a: 'x # not a comment'\n", name="p") == {
+        plainyaml.load_plaintext("a: 1\n# note\nb: 2\n", name="p.yaml")
+    assert plainyaml.load_plaintext("a: 'x # not a comment'\n", name="p") == {
         "a": "x # not a comment"
     }
 
 
 def test_refuses_to_encrypt_a_file_that_is_already_encrypted(keyring: Keyring) -> None:
     with pytest.raises(SecretsError, match="already encrypted"):
-        sopsfile.load_plaintext(encrypted(keyring), name="x")
+        plainyaml.load_plaintext(encrypted(keyring), name="x")
 
 
 def test_values_never_appear_in_reprs(keyring: Keyring) -> None:
