@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from konfig.build.specfiles import read_specs
 from konfig.commands._common import (
     cache_state,
     compile_settings,
@@ -51,6 +52,16 @@ EXIT_CHANGES = 2
     "--no-cache",
     is_flag=True,
     help="Compile every stack even when .cache/konfig/compile holds its Spec.",
+)
+@click.option(
+    "--specs",
+    "specs",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Preview the Specs in DIR (as `konfig compile --out DIR` writes them) instead of "
+    "compiling: no KCL runs. Every file is checked against the spec contract and the "
+    "whole folder refused when one breaks it (in CI: the compile job's artifact, "
+    "docs/security.md).",
 )
 @click.option(
     "--deleted",
@@ -118,6 +129,7 @@ def command(
     all_stacks: bool,
     changed_from: str | None,
     no_cache: bool,
+    specs: Path | None,
     deleted: tuple[str, ...],
     fmt: str,
     out: Path | None,
@@ -174,16 +186,22 @@ def command(
     ]
 
     quiet = fmt != "text" or out is not None
+    # Compiled elsewhere (the unprivileged job of a pull request): read as hostile data,
+    # all of it checked before any cluster is contacted; no KCL runs.
+    read = read_specs(specs, [s.path for s in selected]) if specs is not None else None
     with connections(ctx, repo, kubeconfig, context) as conns:
-        compiled = compile_stacks(
-            repo,
-            selected,
-            jobs=jobs,
-            state=state,
-            meter=compile_progress(enabled=not quiet),
-            settings=compile_settings(),
-        )
-        by_path = {r.stack_path: r for r in compiled}
+        if read is not None:
+            by_path = read
+        else:
+            compiled = compile_stacks(
+                repo,
+                selected,
+                jobs=jobs,
+                state=state,
+                meter=compile_progress(enabled=not quiet),
+                settings=compile_settings(),
+            )
+            by_path = {r.stack_path: r for r in compiled}
         terraform = any(uses_opentofu(s, by_path[s.path].spec) for s in selected)
         results = preview_stacks(
             conns,

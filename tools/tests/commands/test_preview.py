@@ -456,3 +456,38 @@ def test_a_spec_apply_would_refuse_is_an_error_in_preview_and_apply_writes_nothi
     cm = ("v1", "ConfigMap", "cm", ns)
     inventory = ("v1", "ConfigMap", inv.inventory_name(f"appops/{project}/dev"), inv.NAMESPACE)
     assert set(snapshot(kube, [cm, inventory]).values()) == {None}
+
+
+def test_preview_of_specs_compiled_elsewhere_runs_no_kcl_and_equals_the_compiled_preview(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, tmp_path: Path
+) -> None:
+    """The privileged half of a pull request's pipeline (docs/security.md) previews the
+    Specs the unprivileged half compiled (`konfig compile --out`, an artifact): the same
+    preview as compiling, and the stack's KCL is never run (it is broken here after the
+    compile, and a KCL that would read the environment is not evaluated)."""
+    ns = unique("p6s")
+    project = unique("proj")
+    path = raw_stack(repo_builder, project, [namespace(ns), configmap(ns)])
+    stack = f"appops/{project}/dev"
+    specs = tmp_path / "specs"
+    compiled = konfig("--root", str(repo_builder.root), "compile", stack, "--out", str(specs))
+    assert compiled.code == 0, compiled.err
+    direct = preview(konfig, repo_builder.root, cluster, stack, "--format", "json")
+    assert direct.code == 0, direct.err
+    (path / "main.k").write_text('import file\nx = file.read_env("HOME") + 1\n')
+    res = preview(
+        konfig, repo_builder.root, cluster, stack, "--format", "json", "--specs", str(specs)
+    )
+    assert res.code == 0, res.err
+    assert json.loads(res.out) == json.loads(direct.out)
+    # without --specs the broken KCL is compiled and fails: --specs did not compile it
+    broken = preview(konfig, repo_builder.root, cluster, stack, "--format", "json")
+    assert broken.code == 1 and "compile failed" in broken.out, broken.out
+
+    # A tampered artifact is refused whole, file and line, before any cluster request.
+    spec_file = specs / stack / "spec.yaml"
+    spec_file.write_text(spec_file.read_text().replace("type: Kubernetes", "type: Shell", 1))
+    refused = preview(konfig, repo_builder.root, cluster, stack, "--specs", str(specs))
+    assert refused.code == 1, refused.out + refused.err
+    assert f"{specs.as_posix()}/{stack}/spec.yaml:" in refused.err, refused.err
+    assert "Shell" in refused.err and refused.out == ""
