@@ -37,6 +37,7 @@ COMMANDS = {
     "list": "konfig.commands.list",
     "matrix": "konfig.commands.matrix",
     "pending": "konfig.commands.pending",
+    "pr": "konfig.commands.pr",
     "preview": "konfig.commands.preview",
     "report": "konfig.commands.report",
     "secrets": "konfig.commands.secrets",

@@ -58,6 +58,23 @@ AuthorSource = Literal["given", "GET /user", "GITHUB_TOKEN fallback"]
 
 
 @dataclass(frozen=True)
+class PullRequest:
+    """An open pull request, as the forge says (never as an artifact or a branch says)."""
+
+    number: int
+    head_sha: str
+    head_repo: str | None  # None: the fork is gone
+    base_repo: str
+    base_ref: str
+    base_sha: str
+
+    @property
+    def fork(self) -> bool:
+        """From another repository: its author may not be a writer of this one."""
+        return self.head_repo is None or self.head_repo.lower() != self.base_repo.lower()
+
+
+@dataclass(frozen=True)
 class Issue:
     number: int
     title: str
@@ -210,6 +227,31 @@ class GitHub:
             lambda: str(self._gh.get_repo(repo).get_pull(number).head.sha),
         )
 
+    def open_pulls_at(self, repo: str, head_sha: str) -> list[PullRequest]:
+        """The open pull requests whose head is commit ``head_sha`` (every page), by
+        number. Paged by number while ``Link`` names a next page, as :meth:`list_issues`
+        (Gitea's ``Link`` header is not one PyGithub's list follows)."""
+        path = f"/repos/{repo}/pulls"
+
+        def call() -> list[PullRequest]:
+            found: list[PullRequest] = []
+            page = 1
+            while True:
+                headers, data = self._gh.requester.requestJsonAndCheck(
+                    "GET",
+                    path,
+                    parameters={"state": "open", "per_page": 100, "limit": 50, "page": page},
+                )
+                if not isinstance(data, list):
+                    raise GitHubError(f"GET {path} answered {type(data).__name__}, not a list")
+                found += [_pull(item) for item in data if _sha(item, "head") == head_sha]
+                link = next((str(v) for k, v in headers.items() if k.lower() == "link"), "")
+                if not data or 'rel="next"' not in link:
+                    return sorted(found, key=lambda p: p.number)
+                page += 1
+
+        return self._call(f"GET {path}?state=open", "find the pull request of a commit", call)
+
     def list_comments(self, repo: str, number: int) -> list[Comment]:
         """Every comment on issue/PR ``number``, following every page."""
 
@@ -349,6 +391,23 @@ def _api_message(exc: GithubException) -> str:
             message = f"{message} ({details})"
         return message
     return str(data) if data else "no message"
+
+
+def _sha(item: Any, side: str) -> str:
+    return str(((item.get(side) or {}).get("sha")) or "")
+
+
+def _pull(item: Any) -> PullRequest:
+    head, base = item.get("head") or {}, item.get("base") or {}
+    head_repo = head.get("repo") or None
+    return PullRequest(
+        number=int(item["number"]),
+        head_sha=str(head.get("sha") or ""),
+        head_repo=str(head_repo["full_name"]) if head_repo else None,
+        base_repo=str((base.get("repo") or {}).get("full_name") or ""),
+        base_ref=str(base.get("ref") or ""),
+        base_sha=str(base.get("sha") or ""),
+    )
 
 
 def _issue(item: Any) -> Issue:

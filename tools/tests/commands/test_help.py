@@ -129,6 +129,7 @@ NOT_RUN = {
     "destroy": "deletes from the cluster; tests/commands/test_destroy.py destroys",
     "comment": "posts to a GitHub pull request; tests/commands/test_comment.py posts",
     "issue": "opens or closes a GitHub issue; tests/forge/test_issues.py does",
+    "pr": "asks a forge's API; tests/forge/test_gitea.py asks Gitea",
     "report": "reads the results of a CI run; tests/commands/test_report.py has them",
     "secrets edit": "opens $EDITOR",
     "secrets encrypt": "replaces the plaintext file it is given",

@@ -253,3 +253,81 @@ def test_drift_issue_created_updated_closed_and_created_again_on_gitea(
     assert len(theirs) == 52 and all(i["state"] == "open" and not i["comments"] for i in theirs)
     pr = forge.get(f"/repos/{repo}/pulls/{pr_number}")
     assert (pr["state"], pr["body"], pr["comments"]) == ("open", f"{DRIFT_MARK}\na pr", 0)
+
+
+def _pr(konfig: KonfigRunner, fg: Forge, repo: str, head: str, out: Path, *extra: str) -> CliResult:
+    out.write_text("", encoding="utf-8")
+    return konfig(
+        "pr", "--repo", repo, "--head-sha", head, "--api-url", fg.api_url, "--github-output",
+        *extra,
+    )  # fmt: skip
+
+
+def _outputs(path: Path) -> dict[str, str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found: dict[str, str] = {}
+    for i, line in enumerate(lines):
+        if "<<KONFIG_EOF_" in line:
+            found[line.split("<<", 1)[0]] = lines[i + 1]
+    return found
+
+
+def test_pr_finds_the_pull_request_of_a_commit_and_whether_it_is_a_fork_on_gitea(
+    forge: Forge, konfig: KonfigRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The privileged half of the pipeline learns only a commit (workflow_run's
+    head_sha): `konfig pr` asks Gitea which open pull request has it as head, from
+    which repository and on which base."""
+    repo, number, head = _pull_request(forge)
+    out = tmp_path / "output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    monkeypatch.setenv("GITHUB_TOKEN", forge.token)
+    base = forge.get(f"/repos/{repo}/branches/main")["commit"]["id"]
+
+    same = _pr(konfig, forge, repo, head, out, "--base-ref", "main")
+    assert same.code == 0, same.err
+    assert _outputs(out) == {
+        "found": "true",
+        "number": str(number),
+        "fork": "false",
+        "base-sha": base,
+        "base-ref": "main",
+        "head-sha": head,
+    }
+    assert f"pull request #{number} at {head} (from this repository)" in same.err
+
+    # Another base branch, or a commit no open pull request has: exit 1, found=false.
+    other = _pr(konfig, forge, repo, head, out, "--base-ref", "release")
+    assert other.code == 1 and _outputs(out) == {"found": "false"}
+    gone = _pr(konfig, forge, repo, "f" * 40, out)
+    assert gone.code == 1 and "no open pull request has head" in gone.err
+    bad = _pr(konfig, forge, repo, "HEAD", out)
+    assert bad.code == 2 and "not a full commit id" in bad.err
+
+    # A pull request from a fork.
+    user = unique("forker")
+    token = forge.create_user(user)
+    fork = forge.request("POST", f"/repos/{repo}/forks", {}, token=token, expect=(202,))
+    fork_repo = str(fork["full_name"])
+    forge.wait(
+        "the fork to be ready",
+        lambda: forge.exists(f"/repos/{fork_repo}/branches/main", token=token),
+        timeout=60,
+    )
+    forge.request(
+        "POST",
+        f"/repos/{fork_repo}/contents/fork.txt",
+        {"content": base64.b64encode(b"x\n").decode(), "message": "x", "new_branch": "f"},
+        token=token,
+    )
+    pr = forge.request(
+        "POST",
+        f"/repos/{repo}/pulls",
+        {"head": f"{user}:f", "base": "main", "title": "from a fork"},
+        token=token,
+    )
+    forked = _pr(konfig, forge, repo, str(pr["head"]["sha"]), out)
+    assert forked.code == 0, forked.err
+    got = _outputs(out)
+    assert (got["number"], got["fork"]) == (str(pr["number"]), "true"), got
+    assert f"from the fork {fork_repo}" in forked.err

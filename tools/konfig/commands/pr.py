@@ -1,0 +1,108 @@
+"""``konfig pr``: the open pull request of a commit, as the forge says.
+
+The privileged half of the pull-request pipeline (``workflow_run``, docs/security.md)
+learns only which commit the unprivileged run was for. Which pull request that is,
+whether it comes from a fork and what its base is are asked here, from the forge's
+API: never from the artifact or the branch, which the pull request controls.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from konfig.commands._console import info
+from konfig.commands._outputs import append_github_output, github_output_file
+from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from konfig.forge.client import DEFAULT_API_URL, GitHub, parse_repo
+
+
+@click.command("pr")
+@click.option("--repo", "repo", required=True, help="Repository as OWNER/NAME.")
+@click.option(
+    "--head-sha",
+    required=True,
+    metavar="SHA",
+    help="The commit: the pull request whose head it is now.",
+)
+@click.option(
+    "--base-ref",
+    default=None,
+    metavar="BRANCH",
+    help="Only a pull request into BRANCH (e.g. the default branch).",
+)
+@click.option(
+    "--github-output",
+    is_flag=True,
+    help="Also write `found`, `number`, `fork`, `base-sha`, `base-ref` and `head-sha` "
+    "to $GITHUB_OUTPUT.",
+)
+@click.option(
+    "--api-url",
+    default=DEFAULT_API_URL,
+    show_default=True,
+    help="API base URL (GitHub Enterprise: https://HOST/api/v3, Gitea: https://HOST/api/v1).",
+)
+@click.option(
+    "--token-env",
+    default="GITHUB_TOKEN",
+    show_default=True,
+    help="Environment variable holding the token (pull requests: read).",
+)
+def command(
+    repo: str,
+    head_sha: str,
+    base_ref: str | None,
+    github_output: bool,
+    api_url: str,
+    token_env: str,
+) -> int:
+    """Find the open pull request whose head is commit SHA.
+
+    Exit 0 with its number, whether it comes from a fork and its base commit; exit 1
+    when no open pull request has that head (closed, or pushed to since). Several: the
+    lowest number.
+
+    \b
+    Example:
+      konfig pr --repo acme/config --head-sha "$HEAD_SHA" --base-ref main \\
+        --api-url "$GITHUB_API_URL" --github-output
+    """
+    repo = parse_repo(repo)
+    if len(head_sha) not in (40, 64) or any(c not in "0123456789abcdef" for c in head_sha):
+        raise UsageError(f"--head-sha {head_sha!r} is not a full commit id (hex, lower case)")
+    output = github_output_file() if github_output else None
+    token = os.environ.get(token_env, "")
+    if not token:
+        raise UsageError(
+            f"no token in ${token_env}",
+            hint="in a workflow: env: {GITHUB_TOKEN: ${{ github.token }}}",
+        )
+    with GitHub(token, api_url=api_url) as client:
+        pulls = client.open_pulls_at(repo, head_sha)
+    if base_ref is not None:
+        pulls = [p for p in pulls if p.base_ref == base_ref]
+    if not pulls:
+        into = f" into {base_ref}" if base_ref else ""
+        info(f"no open pull request{into} has head {head_sha} (closed, or pushed to since)")
+        if output is not None:
+            append_github_output(output, {"found": "false"})
+        return EXIT_FINDINGS
+    pr = pulls[0]
+    origin = f"from the fork {pr.head_repo}" if pr.fork else "from this repository"
+    base = f"into {pr.base_ref} at {pr.base_sha}"
+    info(f"pull request #{pr.number} at {pr.head_sha} ({origin}), {base}")
+    if output is not None:
+        append_github_output(
+            output,
+            {
+                "found": "true",
+                "number": str(pr.number),
+                "fork": "true" if pr.fork else "false",
+                "base-sha": pr.base_sha,
+                "base-ref": pr.base_ref,
+                "head-sha": pr.head_sha,
+            },
+        )
+    return EXIT_OK
