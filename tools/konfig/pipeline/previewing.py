@@ -19,7 +19,8 @@ from konfig.pipeline.refusals import first_refusal
 from konfig.pipeline.runtime import NOTHING_SET_UP, Contexts, kept_of_gone, runtime_of
 from konfig.repo.layout import Stack
 from konfig.report.previews import StackError, StackPreview
-from konfig.secrets.refs import Resolver, secret_data
+from konfig.secrets.refs import Resolver, referenced_files, secret_data
+from konfig.spec import Spec
 
 # Told what a reader should know that is not an error (e.g. a stack with no inventory).
 Note = Callable[[str], None]
@@ -59,7 +60,7 @@ def preview_stack(
         )
     try:
         data = None
-        if resolver is not None and resolver.can_decrypt:
+        if resolver is not None and _can_decrypt_all(compiled.spec, resolver):
             data = secret_data(compiled.spec, resolver)
         kube = conns.kube(stack)
         prior = read_inventory(kube, stack)
@@ -135,3 +136,14 @@ def preview_stacks(
         preview_deleted(conns, s, workers=workers, note=note, contexts=contexts) for s in gone
     ]
     return results
+
+
+def _can_decrypt_all(spec: Spec, resolver: Resolver) -> bool:
+    """The key(s) given open every file the stack's Secrets read. A key for other
+    recipients only (a preview's non-production key and a production stack) is no
+    error: those Secrets are compared as without a key ("not compared"), and their
+    values are never decrypted here."""
+    if not resolver.can_decrypt:
+        return False
+    files = referenced_files(r.extensions for r in spec.resources)
+    return all(resolver.holds_key_for(f) for f in files)

@@ -88,6 +88,14 @@ class Resolver:
     def can_decrypt(self) -> bool:
         return self.keyring is not None
 
+    def holds_key_for(self, rel: str) -> bool:
+        """Whether the keyring holds a key of one of the file's recipients. A preview
+        holds the key of non-production recipients only (docs/secrets.md): a production
+        file is then not decrypted, and its Secrets are reported not compared."""
+        if self.keyring is None:
+            return False
+        return bool(set(self.file(rel).recipients) & set(self.keyring.recipients))
+
     def file(self, rel: str) -> SopsFile:
         rel = _checked_rel(rel)
         if rel not in self._files:
