@@ -234,6 +234,58 @@ def test_compile_test_check_reports_and_fails(
     assert empty.code == 0 and empty.outputs["ok"] == "true"
 
 
+LEAKY_MAIN = """\
+import base.pkg.models.frontend
+import file
+
+leak: frontend.Manifests {
+    manifests = [{
+        apiVersion = "v1"
+        kind = "ConfigMap"
+        metadata = {name = "leak", namespace = "leak"}
+        data = {
+            key = file.read_env("SOPS_AGE_KEY") or "unset"
+            env = file.read_env("KONFIG_PREVIEW_TERRAFORM_ENV") or "unset"
+            home = file.read_env("HOME") or "unset"
+        }
+    }]
+}
+"""
+
+
+def test_compile_test_check_gives_the_stacks_kcl_a_scrubbed_environment(
+    config_repo: tuple[RepoBuilder, str], tmp_path: Path
+) -> None:
+    """Issue 26: the job that runs a pull request's KCL holds no secret, and konfig runs
+    there with nothing of the job's environment: a canary set in the step's environment
+    reaches neither the Spec nor any result. The Specs land under specs/ for the
+    privileged preview (`konfig preview --specs`)."""
+    repo, _ = config_repo
+    repo.stack("leaky", "dev", main=LEAKY_MAIN)
+    canary = "AGE-SECRET-KEY-1" + "CANARY" * 8
+    tf_canary = '{"PGPASSWORD": "tf-canary-4711"}'
+    run = run_action(
+        "compile-test-check",
+        {
+            "config-path": str(repo.root),
+            "stacks": json.dumps(["appops/leaky/dev"]),
+            "fail-on-findings": "false",
+        },
+        tmp_path,
+        env={"SOPS_AGE_KEY": canary, "KONFIG_PREVIEW_TERRAFORM_ENV": tf_canary},
+    )
+    assert run.code == 0, run.log
+    results = Path(json.loads(run.outputs["results-dir"]))
+    specs = Path(json.loads(run.outputs["specs-dir"]))
+    assert specs == results / "specs"
+    spec = (specs / "appops/leaky/dev/spec.yaml").read_text()
+    assert "key: unset" in spec and "env: unset" in spec, spec
+    assert str(Path.home()) not in spec  # an empty HOME of its own
+    every = "".join(p.read_text(errors="replace") for p in results.rglob("*") if p.is_file())
+    assert canary not in every and "tf-canary-4711" not in every
+    assert canary not in run.log
+
+
 def test_comment_action_upserts(github_server: FakeGitHub, tmp_path: Path) -> None:
     github_server.tokens["ghs_actions"] = None  # like GITHUB_TOKEN: no GET /user
     body = tmp_path / "report.md"

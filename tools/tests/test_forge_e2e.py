@@ -3,7 +3,10 @@
 A repository made from this template (its tracked files, without the project's own
 CI workflows) is pushed to the local forge (``hack/forge``) with Actions off, then
 Actions is switched on and the preview and apply kubeconfigs of a private local
-control plane (``hack/cluster``) become repository secrets. Then, as a user would:
+control plane (``hack/cluster``) become repository secrets. A pull request runs in two
+halves (docs/security.md): preview.yml (unprivileged, the PR's code) and
+preview-cluster.yml (workflow_run, the default branch's, the credentials). Then, as a
+user would:
 
 - a PR changing one stack gets exactly one Konfig comment, the placeholder first,
   then the preview (changed field, why the stack is affected, status); a second push
@@ -13,7 +16,11 @@ control plane (``hack/cluster``) become repository secrets. Then, as a user woul
 - a PR that does not compile gets the file and line in the comment and fails;
 - a stack deleted in a PR is destroyed once merged;
 - a PR from a second user's fork gets compile/test/check only: no preview against the
-  cluster, no comment;
+  cluster, its results in the one comment (rendered by the privileged half), and a job
+  it adds to its own preview.yml to print every secret gets none;
+- a same-repository PR whose KCL, stack.yaml and preview.yml try to read the secrets
+  (issue 26) gets none of their values into any log, artifact or the comment, and
+  apply.yml dispatched on its branch refuses to run;
 - a PR that gives webshop/prod its database (OpenTofu resources of the PostgreSQL
   provider, against a PostgreSQL on loopback from ``hack/tofu``) and changes the stack on
   the second cluster (http-echo/edge, context ``edge``) previews the database, the role
@@ -38,11 +45,16 @@ Every wait is bounded and prints the jobs' logs when it runs out.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +137,7 @@ class E2E:
     pg_password: str  # the superuser's: the canary of the database test
     kubectl_env: dict[str, str] = field(default_factory=dict)
     terraform_env: str = ""  # the workflows' provider credentials (one JSON secret each)
+    canaries: dict[str, list[str]] = field(default_factory=dict)  # every secret's values
 
     def git(self, *args: str, cwd: Path | None = None) -> str:
         res = subprocess.run(
@@ -186,6 +199,51 @@ class E2E:
             self.repo, workflow=workflow, head_sha=head, event=event, timeout=RUN_TIMEOUT
         )
 
+    def cluster_run(self, head: str) -> dict[str, Any]:
+        """The finished run of preview-cluster.yml (workflow_run, the privileged half)
+        for the pull request at ``head``. Gitea records such a run at the default
+        branch's commit; its first job names the head it found (`konfig pr`)."""
+        seen: dict[int, bool] = {}
+
+        def find() -> dict[str, Any] | None:
+            for run in self.forge.runs(self.repo, event="workflow_run"):
+                name = Path(str(run.get("path", "")).split("@")[0]).name
+                if name != "preview-cluster.yml" or run.get("status") != "completed":
+                    continue
+                jobs = self.forge.jobs(self.repo, int(run["id"]))
+                if not all(j.get("status") == "completed" for j in jobs):
+                    continue
+                rid = int(run["id"])
+                if rid not in seen:
+                    first = [j for j in jobs if j["name"] == "pull request and changed stacks"]
+                    seen[rid] = bool(first) and f" at {head} " in self.forge.job_log(
+                        self.repo, int(first[0]["id"])
+                    )
+                if seen[rid]:
+                    return run
+            return None
+
+        return self.forge.wait(
+            f"the preview-cluster.yml run for {head}",
+            find,
+            timeout=RUN_TIMEOUT,
+            interval=2,
+            logs=lambda: _logs_for(self, head),
+        )
+
+    def artifact_texts(self, run: dict[str, Any]) -> dict[str, str]:
+        """Every file of every artifact of ``run``, by ``artifact/path``, as text."""
+        data = self.forge.get(f"/repos/{self.repo}/actions/runs/{run['id']}/artifacts")
+        found: dict[str, str] = {}
+        for artifact in data.get("artifacts") or []:
+            blob = _artifact_zip(self.forge, self.repo, int(artifact["id"]))
+            with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+                for member in archive.namelist():
+                    found[f"{artifact['name']}/{member}"] = archive.read(member).decode(
+                        errors="replace"
+                    )
+        return found
+
     def jobs(self, run: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return {j["name"]: j for j in self.forge.jobs(self.repo, int(run["id"]))}
 
@@ -204,7 +262,7 @@ class E2E:
     def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.cluster.kubectl(*args, check=check)
 
-    def dispatch(self, workflow: str) -> dict[str, Any]:
+    def dispatch(self, workflow: str, ref: str = "main") -> dict[str, Any]:
         """Run ``workflow`` on main as a user does from the Actions page
         (``workflow_dispatch``) and wait for the run to finish.
 
@@ -214,13 +272,16 @@ class E2E:
         once the workflow is disabled again; its schedule never does.
         """
         path = f"/repos/{self.repo}/actions/workflows/{workflow}"
-        self.forge.request("PUT", f"{path}/enable", expect=(204,))
+        disabled = self.forge.get(path)["state"] != "active"
+        if disabled:
+            self.forge.request("PUT", f"{path}/enable", expect=(204,))
         try:
             details = self.forge.request(
-                "POST", f"{path}/dispatches?return_run_details=true", {"ref": "main"}
+                "POST", f"{path}/dispatches?return_run_details=true", {"ref": ref}
             )
         finally:
-            self.forge.request("PUT", f"{path}/disable", expect=(204,))
+            if disabled:
+                self.forge.request("PUT", f"{path}/disable", expect=(204,))
         run_id = int(details["workflow_run_id"])
 
         def done() -> dict[str, Any] | None:
@@ -255,6 +316,50 @@ class E2E:
             "jsonpath={.data.PGPASSWORD}",
         ).stdout
         return base64.b64decode(encoded).decode()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _artifact_zip(forge: Forge, repo: str, artifact_id: int) -> bytes:
+    """An artifact's zip: the API answers 302 to a signed URL on the forge's public
+    name (forge.localhost, which only the runners resolve): fetched on loopback."""
+    req = urllib.request.Request(
+        f"{forge.api_url}/repos/{repo}/actions/artifacts/{artifact_id}/zip"
+    )
+    req.add_header("Authorization", f"token {forge.token}")
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        opener.open(req, timeout=60)
+        raise AssertionError("the artifact download did not redirect")
+    except urllib.error.HTTPError as e:
+        assert e.code == 302, e.code
+        location = e.headers["Location"]
+    parts = urllib.parse.urlsplit(location)
+    api = urllib.parse.urlsplit(forge.api_url)
+    direct = urllib.parse.urlunsplit((api.scheme, api.netloc, parts.path, parts.query, ""))
+    with urllib.request.urlopen(direct, timeout=60) as resp:
+        return bytes(resp.read())
+
+
+def _forms(value: str) -> list[str]:
+    """A secret and the base64 spellings a log, a Spec or a Secret could carry."""
+    raw = value.encode()
+    out = [value, base64.b64encode(raw).decode()]
+    for shift in (1, 2):  # base64 of the value inside a longer text
+        out.append(base64.b64encode(b"x" * shift + raw).decode()[4:-4])
+    return [o for o in out if len(o) >= 8]
+
+
+def _leaks(canaries: dict[str, list[str]], texts: dict[str, str]) -> list[str]:
+    found = []
+    for what, values in canaries.items():
+        for value in values:
+            for form in _forms(value):
+                found += [f"{what} in {where}" for where, text in texts.items() if form in text]
+    return sorted(set(found))
 
 
 def template_files() -> list[str]:
@@ -319,17 +424,31 @@ def e2e(
     shop_main = work / SHOP / "main.k"
     assert DATABASE_LINE in shop_main.read_text(encoding="utf-8")
     shop_main.write_text(shop_main.read_text(encoding="utf-8").replace(DATABASE_LINE, ""))
-    # The example secrets are encrypted for keys nobody holds: a test key of our own
-    # (outside the repository), the example files re-created for it, their goldens
-    # brought up to date, as a user adopting the template would. Never printed: the
-    # workflows get it as the SOPS_AGE_KEY secret.
+    # The example secrets are encrypted for keys nobody holds: two test keys of our own
+    # (outside the repository), one for production's recipients and one for the others
+    # (docs/secrets.md), the example files re-created for them, their goldens brought up
+    # to date, as a user adopting the template would. Never printed: the preview gets
+    # the dev key (KONFIG_PREVIEW_SOPS_AGE_KEY), apply both (SOPS_AGE_KEY).
+    dev_key, prod_key = scratch / "dev-age.key", scratch / "prod-age.key"
+    recipients = []
+    for key in (dev_key, prod_key):
+        keygen = konfig_cli(
+            "secrets", "keygen", "-o", str(key), cwd=work, kubeconfig=Path(os.devnull)
+        )
+        assert keygen.returncode == 0, keygen.stderr
+        recipients.append(keygen.stdout.strip())
     age_key = scratch / "age.key"
-    keygen = konfig_cli(
-        "secrets", "keygen", "-o", str(age_key), cwd=work, kubeconfig=Path(os.devnull)
-    )
-    assert keygen.returncode == 0, keygen.stderr
+    age_key.write_text(dev_key.read_text() + prod_key.read_text(), encoding="utf-8")
+    age_key.chmod(0o600)
     rekey = subprocess.run(
-        [sys.executable, str(ROOT / "hack" / "demo-secrets"), keygen.stdout.strip(), str(work)],
+        [
+            sys.executable,
+            str(ROOT / "hack" / "demo-secrets"),
+            recipients[0],
+            str(work),
+            "--prod",
+            recipients[1],
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -362,6 +481,7 @@ def e2e(
     forge.set_secret(repo, "KONFIG_APPLY_KUBECONFIG", kubeconfig)
     forge.set_secret(repo, "KONFIG_DRIFT_KUBECONFIG", kubeconfig)
     forge.set_secret(repo, "SOPS_AGE_KEY", age_key.read_text(encoding="utf-8"))
+    forge.set_secret(repo, "KONFIG_PREVIEW_SOPS_AGE_KEY", dev_key.read_text(encoding="utf-8"))
     # webshop/prod's stack.yaml names the variables; one secret per workflow holds them.
     terraform_env = json.dumps(
         {
@@ -376,6 +496,22 @@ def e2e(
     forge.set_secret(repo, "KONFIG_APPLY_TERRAFORM_ENV", terraform_env)
     forge.set_secret(repo, "KONFIG_DRIFT_TERRAFORM_ENV", terraform_env)
     state.terraform_env = terraform_env
+    # Every secret value the workflows hold: none may appear in any log, artifact,
+    # comment or summary (test_a_hostile_pull_request_reaches_no_secret).
+    state.canaries = {
+        "age keys": [
+            line.strip()
+            for line in age_key.read_text(encoding="utf-8").splitlines()
+            if line.startswith("AGE-SECRET-KEY-")
+        ],
+        "kubeconfig credentials": [
+            line.split(":", 1)[1].strip()
+            for line in kubeconfig.splitlines()
+            if line.strip().startswith(("token:", "client-key-data:"))
+        ],
+        "PostgreSQL password": [pg_password],
+    }
+    assert all(state.canaries.values()), state.canaries
 
     # The cluster runs what main declares (as in a repository adopting Konfig), so a PR's
     # preview shows updates of live objects, and the first merge applies only its change.
@@ -546,9 +682,12 @@ def test_database_pr_previews_then_creates_it_and_no_password_is_shown(e2e: E2E)
     # Each preview shard asked konfig whether OpenTofu takes part for its own stacks
     # (actions/setup, `tofu: auto`): webshop/prod's shard installed it from the runners'
     # tool cache (built nothing), http-echo/edge's did not install it at all.
+    cluster = e2e.cluster_run(head)
+    logs += e2e.logs(cluster)
+    assert e2e.pg_password not in logs
     shard_logs = {
         name: e2e.forge.job_log(e2e.repo, int(job["id"]))
-        for name, job in e2e.jobs(run).items()
+        for name, job in e2e.jobs(cluster).items()
         if name.startswith("preview ") and job["conclusion"] == "success"
     }
     [shop_log] = [t for t in shard_logs.values() if f'stacks=["{SHOP}"]' in t]
@@ -673,6 +812,129 @@ def test_drift_workflow_opens_an_issue_for_a_role_changed_by_hand_then_closes_it
         assert secret not in seen
 
 
+# The routes a pull request's KCL, stack.yaml and workflow files try (issue 26).
+LEAKY_KCL = """
+leak: frontend.Manifests {
+    manifests = [{
+        apiVersion = "v1"
+        kind = "ConfigMap"
+        metadata = {name = "leak", namespace = "guestbook-dev"}
+        data = {
+            age = file.read_env("SOPS_AGE_KEY") or "-"
+            previewAge = file.read_env("KONFIG_PREVIEW_SOPS_AGE_KEY") or "-"
+            terraform = file.read_env("KONFIG_TERRAFORM_ENV") or "-"
+            previewTerraform = file.read_env("KONFIG_PREVIEW_TERRAFORM_ENV") or "-"
+            kubeconfig = file.read_env("KONFIG_PREVIEW_KUBECONFIG") or "-"
+            kubeconfigPath = file.read_env("KUBECONFIG") or "-"
+            token = file.read_env("GITHUB_TOKEN") or file.read_env("ACTIONS_RUNTIME_TOKEN") or "-"
+            environ = base64.encode(file.read("environ"))
+        }
+    }]
+}
+"""
+# A job added to the pull request's own preview.yml: on Gitea 1.26 a same-repository
+# pull request's run is handed every repository secret (docs/security.md): it says
+# whether it sees one, never its value.
+PROBE_JOB = """
+  probe:
+    runs-on: ubuntu-24.04
+    permissions: {}
+    steps:
+      - env:
+          VISIBLE: ${{ secrets.KONFIG_PREVIEW_SOPS_AGE_KEY != '' }}
+        run: echo "secret-visible=$VISIBLE"
+"""
+# The same job in a fork's pull request, printing every secret it could get, in base64.
+EXFILTRATE_JOB = """
+  exfiltrate:
+    runs-on: ubuntu-24.04
+    steps:
+      - env:
+          A: ${{ secrets.SOPS_AGE_KEY }}
+          B: ${{ secrets.KONFIG_PREVIEW_SOPS_AGE_KEY }}
+          C: ${{ secrets.KONFIG_PREVIEW_KUBECONFIG }}
+          D: ${{ secrets.KONFIG_PREVIEW_TERRAFORM_ENV }}
+          E: ${{ secrets.KONFIG_APPLY_KUBECONFIG }}
+        run: |
+          echo "fork-secret-visible=[${A:+A}${B:+B}${C:+C}${D:+D}${E:+E}]"
+          printf '%s' "$A$B$C$D$E" | base64 -w0; echo
+"""
+
+
+def test_a_hostile_pull_request_reaches_no_secret(e2e: E2E) -> None:
+    """A same-repository pull request whose KCL reads the job's environment
+    (`file.read_env` of the age keys, the provider credentials, the kubeconfig, the
+    tokens) and `/proc/self/environ` (through a link in the stack), whose webshop/prod
+    `stack.yaml` asks OpenTofu to read `/proc/self/environ`, and whose preview.yml gains
+    a job that looks for a secret. The repository's secrets are set as CI sets them (the
+    fixture): none of their values, nor their base64, is in any job log, any artifact
+    (the job summary is the report artifact's report-full.md) or the comment of either
+    half of the pipeline. Then apply.yml dispatched on that branch refuses to run."""
+    branch = "hostile"
+    e2e.git("fetch", "-q", "origin", "main")
+    e2e.git("checkout", "-q", "-B", branch, "origin/main")
+    dev = e2e.work / DEV
+    main_k = (dev / "main.k").read_text(encoding="utf-8")
+    (dev / "main.k").write_text("import file\nimport base64\n" + main_k + LEAKY_KCL)
+    link = dev / "environ"
+    link.unlink(missing_ok=True)
+    link.symlink_to("/proc/self/environ")
+    shop = (ROOT / SHOP / "main.k").read_text(encoding="utf-8")
+    (e2e.work / SHOP / "main.k").write_text(shop)  # with its database: OpenTofu plans
+    stack_yaml = e2e.work / SHOP / "stack.yaml"
+    text = stack_yaml.read_text(encoding="utf-8")
+    assert "connect_timeout: 10" in text
+    stack_yaml.write_text(
+        text.replace(
+            "connect_timeout: 10", """connect_timeout: '${tonumber(file("/proc/self/environ"))}'"""
+        )
+    )
+    workflow = e2e.work / ".github/workflows/preview.yml"
+    workflow.write_text(workflow.read_text(encoding="utf-8") + PROBE_JOB)
+    e2e.git("add", "-A")
+    e2e.git("commit", "-qm", "hostile: read the secrets")
+    e2e.git("push", "-q", "origin", f"{branch}:{branch}")
+    head = e2e.git("rev-parse", "HEAD")
+    pr = e2e.open_pr(branch, "nothing to see here", head)
+
+    run = e2e.wait_run("preview.yml", head, "pull_request")
+    cluster = e2e.cluster_run(head)
+    [comment] = e2e.konfig_comments(pr.number)
+    body = comment["body"]
+    assert _preview_seen(body, head), body
+    logs = e2e.logs(run)
+    cluster_logs = e2e.logs(cluster)
+    texts = {
+        "the pull request's run logs": logs,
+        "the privileged run's logs": cluster_logs,
+        "the comment": body,
+        **{f"artifact {k}": v for k, v in e2e.artifact_texts(run).items()},
+        **{f"artifact {k}": v for k, v in e2e.artifact_texts(cluster).items()},
+    }
+    assert any(k.endswith("report-full.md") for k in texts), sorted(texts)
+    assert _leaks(e2e.canaries, texts) == []
+    # The routes did run: the KCL was compiled where nothing was to be found (or the
+    # compile refused it, and the comment says where), the probe saw what Gitea hands a
+    # writer's run (docs/security.md), OpenTofu planned the stack in the privileged job.
+    specs = [v for k, v in texts.items() if k.endswith(f"{DEV}/spec.yaml")]
+    assert (specs and "age: '-'" in specs[0]) or f"{DEV}/main.k" in body, (specs, body)
+    assert "secret-visible=true" in logs, logs
+    assert SHOP in body
+
+    # apply.yml from the pull request's branch: refused in its first step.
+    refused = e2e.dispatch("apply.yml", ref=branch)
+    refused_logs = e2e.logs(refused)
+    assert refused["conclusion"] == "failure", refused_logs
+    assert f"runs only on the default branch (refs/heads/main), not on refs/heads/{branch}" in (
+        refused_logs
+    )
+    assert "Write the kubeconfig" not in refused_logs
+    assert _leaks(e2e.canaries, {"the dispatched apply's logs": refused_logs}) == []
+    missing = e2e.kubectl("-n", "guestbook-dev", "get", "configmap", "leak", check=False)
+    assert missing.returncode != 0, missing.stdout
+    e2e.forge.request("PATCH", f"/repos/{e2e.repo}/pulls/{pr.number}", {"state": "closed"})
+
+
 def _logs_for(e2e: E2E, head: str) -> str:
     runs = e2e.forge.runs(e2e.repo, head_sha=head)
     return "\n".join(e2e.logs(r) for r in runs) or f"(no run for {head})"
@@ -693,16 +955,22 @@ def test_shared_base_change_fans_out_over_shards(e2e: E2E) -> None:
     pr = e2e.open_pr("shared-base", "guestbook: log level", head)
     run = e2e.wait_run("preview.yml", head, "pull_request")
     assert run["conclusion"] == "success", e2e.logs(run)
-    # One stack per shard: two compile/test/check shards and two preview shards did work.
+    # One stack per shard: two compile/test/check shards (the unprivileged run) and two
+    # preview shards (the privileged run) did work.
     artifacts = e2e.artifacts(run)
     assert {a for a in artifacts if a.startswith("konfig-verify-")} == {
         "konfig-verify-0",
         "konfig-verify-1",
     }, artifacts
-    assert {a for a in artifacts if a.startswith("konfig-preview-")} == {
+    assert {a for a in artifacts if a.startswith("konfig-specs-")} == {
+        "konfig-specs-0",
+        "konfig-specs-1",
+    }, artifacts
+    cluster = e2e.artifacts(e2e.cluster_run(head))
+    assert {a for a in cluster if a.startswith("konfig-preview-")} == {
         "konfig-preview-0",
         "konfig-preview-1",
-    }, artifacts
+    }, cluster
     [comment] = e2e.konfig_comments(pr.number)
     body = comment["body"]
     assert _preview_seen(body, head), body
@@ -789,42 +1057,47 @@ def test_fork_pr_gets_compile_test_check_only(e2e: E2E, tmp_path: Path) -> None:
     # still hold; the contributor, approved once, runs without approval from then on,
     # so the next push is the run that shows the fork path of the workflow.
     first = e2e.wait_run("preview.yml", head, "pull_request")
-    _assert_no_credentials(e2e, first, number)
+    assert "Write the preview kubeconfig" not in e2e.logs(first)
+    # The contributor's next push also adds a job to the pull request's own preview.yml
+    # that prints every secret it can get, in base64: a fork's run gets none.
     prod.write_text(prod.read_text().replace("replicas = 4", "replicas = 5"))
     res = konfig_cli(
         "test", "--update", "appops/guestbook/prod", cwd=clone, kubeconfig=Path(os.devnull)
     )
     assert res.returncode == 0, res.stdout + res.stderr
+    workflow = clone / ".github/workflows/preview.yml"
+    workflow.write_text(workflow.read_text(encoding="utf-8") + EXFILTRATE_JOB)
     e2e.git("commit", "-qam", "guestbook prod: 5", cwd=clone)
     e2e.git("push", "-q", "origin", "main:fork-change", cwd=clone)
     head = e2e.git("rev-parse", "HEAD", cwd=clone)
     run = e2e.wait_run("preview.yml", head, "pull_request")
-    assert run["conclusion"] == "success", e2e.logs(run)
-    _assert_no_credentials(e2e, run, number)
-    # compile/test/check did run, on the changed stack.
+    cluster = e2e.cluster_run(head)
+    logs = e2e.logs(run)
+    assert "fork-secret-visible=[]" in logs, logs
+    # compile/test/check did run, on the changed stack (the unprivileged run).
     artifacts = e2e.artifacts(run)
-    assert "konfig-verify-0" in artifacts, f"{artifacts}\n{e2e.logs(run)}"
+    assert "konfig-verify-0" in artifacts, f"{artifacts}\n{logs}"
     jobs = e2e.jobs(run)
     assert jobs["compile, test, check 0"]["conclusion"] == "success"
     assert "appops/guestbook/prod" in e2e.forge.job_log(
         e2e.repo, int(jobs["compile, test, check 0"]["id"])
     )
-
-
-def _assert_no_credentials(e2e: E2E, run: dict[str, Any], number: int) -> None:
-    """A fork's run: no placeholder, no preview job, no preview result, no comment."""
-    jobs = e2e.jobs(run)
-    assert jobs["placeholder comment"]["conclusion"] == "skipped"
-    previews = [j for name, j in jobs.items() if name.startswith("preview")]
+    # The privileged run: no cluster preview for a fork, but the one comment with its
+    # compile, test and check results, rendered there.
+    cluster_jobs = e2e.jobs(cluster)
+    previews = [j for name, j in cluster_jobs.items() if name.startswith("preview ")]
     assert len(previews) == 8 and all(j["conclusion"] == "skipped" for j in previews), previews
-    artifacts = e2e.artifacts(run)
-    assert not any(a.startswith("konfig-preview") for a in artifacts), artifacts
-    assert e2e.konfig_comments(number) == []
-    logs = e2e.logs(run)
-    assert "Write the preview kubeconfig" not in logs
-    tokens = [
-        line.split(":", 1)[1].strip()
-        for line in e2e.cluster.kubeconfig.read_text().splitlines()
-        if line.strip().startswith("token:")
-    ]
-    assert tokens and not any(t in logs for t in tokens)
+    assert not any(a.startswith("konfig-preview") for a in e2e.artifacts(cluster))
+    assert cluster_jobs["report"]["conclusion"] == "success", e2e.logs(cluster)
+    [comment] = e2e.konfig_comments(number)
+    body = comment["body"]
+    assert _preview_seen(body, head), body
+    assert "appops/guestbook/prod" in body, body
+    texts = {
+        "the fork's run logs": logs,
+        "the privileged run's logs": e2e.logs(cluster),
+        "the comment": body,
+        **{f"artifact {k}": v for k, v in e2e.artifact_texts(run).items()},
+        **{f"artifact {k}": v for k, v in e2e.artifact_texts(cluster).items()},
+    }
+    assert _leaks(e2e.canaries, texts) == []

@@ -138,20 +138,10 @@ def test_markdown_links_resolve(doc: str) -> None:
     assert link_problems(ROOT / doc, ROOT) == []
 
 
-# Broken references in the workflows' comments, which only the workflows' owner edits
-# (issue 34, item 6: reported to them, not fixed here), without their line. The test
-# fails on any other; one that gets fixed simply leaves this list (then delete it here).
-KNOWN_BROKEN = {
-    ".github/workflows/preview.yml: GITHUB.md does not exist",
-    ".github/workflows/apply.yml: docs/security.md does not exist",
-    ".github/workflows/drift.yml: docs/security.md does not exist",
-}
-
-
 @pytest.mark.parametrize("file", yaml_with_comments())
 def test_workflow_and_action_comments_name_files_that_exist(file: str) -> None:
     found = {re.sub(r":\d+: ", ": ", p, count=1) for p in comment_problems(ROOT / file, ROOT)}
-    assert found - KNOWN_BROKEN == set()
+    assert found == set()
 
 
 def test_the_documents_checked_include_every_readme_and_docs() -> None:

@@ -130,27 +130,133 @@ def test_third_party_actions_pinned_by_sha() -> None:
             assert "# v" in line, f"{path}: {ref} has no version comment"
 
 
-def test_shard_matrices_match_the_changed_jobs_shard_count() -> None:
+def _jobs(workflow: str) -> dict[str, Any]:
+    data = yaml.safe_load((ROOT / ".github/workflows" / workflow).read_text(encoding="utf-8"))
+    return cast("dict[str, Any]", data["jobs"])
+
+
+def _triggers(workflow: str) -> dict[str, Any]:
+    data = yaml.safe_load((ROOT / ".github/workflows" / workflow).read_text(encoding="utf-8"))
+    # PyYAML reads the key `on` as True
+    return cast("dict[str, Any]", data.get("on", data.get(True)))
+
+
+@pytest.mark.parametrize(
+    ("workflow", "counter", "counter_step", "sharded"),
+    [
+        ("preview.yml", "changed", "changed", "verify"),
+        ("preview-cluster.yml", "pull-request", "changed", "preview"),
+    ],
+)
+def test_shard_matrices_match_the_shard_count(
+    workflow: str, counter: str, counter_step: str, sharded: str
+) -> None:
     """The fan-out is a static matrix (Gitea expands no matrix built from a job output):
-    every shard job's list must be exactly 0..N-1 for the N shards `changed` makes,
-    or stacks would go unchecked (a missing shard) or fail (a shard that is not there)."""
-    workflow = yaml.safe_load((ROOT / ".github/workflows/preview.yml").read_text())
-    jobs = workflow["jobs"]
-    [changed_step] = [s for s in jobs["changed"]["steps"] if s.get("id") == "changed"]
-    count = int(changed_step["with"]["shards"])
-    sharded = {
+    every shard job's list must be exactly 0..N-1 for the N shards the job before it
+    makes, or stacks would go unchecked (a missing shard) or fail (a shard that is not
+    there)."""
+    jobs = _jobs(workflow)
+    [step] = [s for s in jobs[counter]["steps"] if s.get("id") == counter_step]
+    count = int(step["with"]["shards"])
+    found = {
         name for name, job in jobs.items() if "shard" in job.get("strategy", {}).get("matrix", {})
     }
-    assert sharded == {"verify", "preview"}
-    for name in sharded:
-        assert jobs[name]["strategy"]["matrix"]["shard"] == list(range(count)), name
-        assert jobs[name]["needs"] == "changed"
-        assert "include" not in jobs[name]["strategy"]["matrix"], "no dynamic matrix"
+    assert found == {sharded}
+    assert jobs[sharded]["strategy"]["matrix"]["shard"] == list(range(count))
+    assert jobs[sharded]["needs"] == counter
+    assert "include" not in jobs[sharded]["strategy"]["matrix"], "no dynamic matrix"
+
+
+# -- the trust boundary (issue 26, docs/security.md) ---------------------------------
+
+PR_TRIGGERS = {"pull_request", "pull_request_target", "pull_request_review", "issue_comment"}
+# workflow -> the jobs that may read a secret, each in its environment
+SECRET_JOBS = {
+    "preview-cluster.yml": {"preview": "preview"},
+    "apply.yml": {"apply": "production"},
+    "drift.yml": {"drift": "drift"},
+}
+
+
+def test_no_workflow_runs_on_pull_request_target() -> None:
+    for path in WORKFLOWS:
+        assert "pull_request_target" not in _triggers(path.name), path
+
+
+def test_the_pull_request_workflow_holds_no_secret_and_no_write_permission() -> None:
+    """preview.yml runs the pull request's KCL (and a PR may edit it): no secret, no
+    environment, nothing but `contents: read` for its token."""
+    assert set(_triggers("preview.yml")) == {"pull_request"}
+    text = (ROOT / ".github/workflows/preview.yml").read_text(encoding="utf-8")
+    assert "secrets." not in text and "environment:" not in text
+    for name, job in _jobs("preview.yml").items():
+        assert job["permissions"] == {"contents": "read"}, name
+
+
+def test_secrets_only_in_default_branch_jobs_of_their_environment() -> None:
+    """A secret is read only by a job of a workflow that a pull request cannot start
+    with its own definition (workflow_run, push to main, schedule, dispatch refused off
+    the default branch), and each such job runs in its GitHub Environment."""
+    for path in WORKFLOWS:
+        triggers = set(_triggers(path.name))
+        for name, job in _jobs(path.name).items():
+            if "secrets." not in json.dumps(job):
+                continue
+            assert not triggers & PR_TRIGGERS, (path.name, name)
+            assert SECRET_JOBS.get(path.name, {}).get(name) == job.get("environment"), (
+                path.name,
+                name,
+            )
+
+
+def test_the_privileged_half_runs_nothing_of_the_pull_request() -> None:
+    """preview-cluster.yml: triggered by the `preview` run only; every local action it
+    uses is the default branch's checkout (.konfig-tools, checked out without `ref`),
+    the PR head is checked out only elsewhere, and the preview reads the artifact's
+    Specs (`specs`), so no KCL of the pull request is compiled with the credentials."""
+    assert _triggers("preview-cluster.yml") == {
+        "workflow_run": {"workflows": ["preview"], "types": ["completed"]}
+    }
+    for name, job in _jobs("preview-cluster.yml").items():
+        steps = job.get("steps", [])
+        for step in steps:
+            uses = step.get("uses", "")
+            if uses.startswith("./"):
+                assert uses.startswith("./.konfig-tools/actions/"), (name, uses)
+            if uses.startswith("actions/checkout@"):
+                with_ = step.get("with", {})
+                if with_.get("path") == ".konfig-tools":
+                    assert "ref" not in with_, (name, "tools from the default branch only")
+                else:
+                    assert with_.get("ref") == "${{ github.event.workflow_run.head_sha }}"
+                    assert with_.get("persist-credentials") is False
+            if uses.endswith("/actions/preview"):
+                assert step["with"].get("specs"), f"{name}: the preview must read the Specs"
+            if uses.endswith("/actions/comment"):
+                assert (
+                    "needs.pull-request.outputs.number" in step["with"]["pr-number"]
+                    or "steps.pr.outputs.number" in step["with"]["pr-number"]
+                ), name
+                assert step["with"]["head-sha"] == "${{ github.event.workflow_run.head_sha }}"
+            if "run" in step:
+                # no script of the checkout: konfig (the tools' venv), jq, the shell
+                assert "./" not in step["run"] and "config/" not in step["run"], (name, step)
+    preview = _jobs("preview-cluster.yml")["preview"]
+    assert "fork == 'false'" in preview["if"], "forks never get a cluster preview"
+
+
+def test_the_preview_holds_the_non_production_age_key_and_apply_the_production_one() -> None:
+    """Issue 26 item 4 (docs/secrets.md): the preview never holds the key that decrypts
+    production's files."""
+    text = json.dumps(_jobs("preview-cluster.yml")["preview"])
+    assert "secrets.KONFIG_PREVIEW_SOPS_AGE_KEY" in text
+    assert "secrets.SOPS_AGE_KEY" not in text
+    assert "secrets.SOPS_AGE_KEY" in json.dumps(_jobs("apply.yml")["apply"])
+    assert "SOPS_AGE_KEY" not in json.dumps(_jobs("drift.yml"))
 
 
 def _guard(workflow: str) -> dict[str, Any]:
-    jobs = yaml.safe_load((ROOT / ".github/workflows" / workflow).read_text())["jobs"]
-    [job] = jobs.values()
+    [job] = _jobs(workflow).values()
     return cast("dict[str, Any]", job)
 
 
