@@ -96,6 +96,8 @@ def test_a_non_production_key_previews_dev_and_never_decrypts_prod(
     assert [k["status"] for k in secret_keys(prod)] == ["not compared"]
     for canary in (DEV_CANARY, PROD_CANARY):
         assert canary not in res.out + res.err
+    # (each command takes the key out of the environment before anything compiles)
+    monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(keys["dev"]))
     markdown = konfig(
         "preview",
         f"{project}/prod",
@@ -109,6 +111,7 @@ def test_a_non_production_key_previews_dev_and_never_decrypts_prod(
     assert "Could not compare (no decryption key)" in markdown.out, markdown.out
 
     # Apply of production needs production's key: refused before any write with dev's.
+    monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(keys["dev"]))
     applied = konfig(
         "apply",
         f"{project}/prod",
