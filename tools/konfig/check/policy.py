@@ -19,6 +19,7 @@ from typing import Any
 from konfig.build import kcl
 from konfig.check.findings import Finding
 from konfig.check.locate import locate
+from konfig.check.privilege import SWITCHABLE  # konfig's own rules a stack may switch off
 from konfig.check.structure import Exemption, disabled_rules
 from konfig.repo.layout import STACK_FILE, Stack
 from konfig.repo.yamlpos import key_lines
@@ -156,7 +157,7 @@ def _outcome(
 def _unknown_disables(
     root: Path, stack: Stack, disabled: Mapping[str, list[Exemption]], rules: tuple[str, ...]
 ) -> list[Finding]:
-    unknown = [r for r in disabled if r not in rules]
+    unknown = [r for r in disabled if r not in rules and r not in SWITCHABLE]
     if not unknown:
         return []
     rel = f"{stack.path}/{STACK_FILE}"
@@ -172,7 +173,7 @@ def _unknown_disables(
                 Finding(
                     "policy/unknown-rule",
                     f"stack.yaml disables policy {entry['rule']!r}, which does not exist "
-                    f"(policies: {', '.join(rules)})",
+                    f"(policies: {', '.join((*rules, *SWITCHABLE))})",
                     rel,
                     lines.get(("policies", "disable", index, "rule")),
                     stack=stack.path,

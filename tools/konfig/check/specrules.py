@@ -14,7 +14,9 @@
   data may not exceed 1 MiB, and etcd refuses a request over 1.5 MiB);
 - ``spec/system-namespace``: an object in ``default`` or a ``kube-*`` namespace (or such
   a Namespace itself), unless konfig.yaml ``allowSystemNamespaces`` lists it; preview
-  and apply refuse such a stack by the same rule (:func:`system_namespace_findings`).
+  and apply refuse such a stack by the same rule (:func:`system_namespace_findings`);
+- ``spec/cluster-admin-binding``, ``spec/catch-all-webhook``, ``spec/system-rbac``: see
+  :mod:`konfig.check.privilege` (refused by preview and apply by the same rules).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING
 from konfig.check.findings import Finding
 from konfig.check.kinds import KindCatalog
 from konfig.check.locate import locate
+from konfig.check.privilege import privilege_findings
 from konfig.ids import resource_id
 from konfig.repo.layout import Stack
 from konfig.spec import Resource, Spec
@@ -170,6 +173,7 @@ def check_spec(
                     r,
                 )
     findings.extend(system_namespace_findings(root, stack, spec, allowed_system_namespaces))
+    findings.extend(privilege_findings(root, stack, spec))
     findings.extend(_cycles(root, stack, spec))
     return findings
 

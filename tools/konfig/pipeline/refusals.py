@@ -50,6 +50,27 @@ def system_namespaces(repo: Repository, stack: Stack, spec: Spec) -> Refusal | N
     )
 
 
+def privileges(repo: Repository, stack: Stack, spec: Spec) -> Refusal | None:
+    """A binding to cluster-admin, a catch-all failing admission webhook, the API
+    server's own RBAC objects (``konfig check``'s rules of :mod:`konfig.check.privilege`),
+    unless the stack switches the rule off with a reason, at the place of the first."""
+    from konfig.check.privilege import privilege_findings, privilege_refusal
+
+    found = privilege_findings(repo.root, stack, spec)
+    if not found:
+        return None
+    first = found[0]
+    refusal = privilege_refusal(found)
+    return Refusal(
+        preview=refusal,
+        apply=f"{first.location()}: {stack.path}: nothing was applied: {refusal}",
+        hint="`konfig check` lists every such object; docs/apply.md (Privileges) says which "
+        "rules a stack may switch off, with a reason, in its stack.yaml",
+        file=first.file,
+        line=first.line,
+    )
+
+
 def unordered(repo: Repository, stack: Stack, spec: Spec) -> Refusal | None:
     """A Spec that cannot be ordered (two objects with one id, a dependency cycle, a
     ``dependsOn`` on an object the stack lacks: ``konfig check``'s ``spec/*`` rules)."""
@@ -69,7 +90,7 @@ def unordered(repo: Repository, stack: Stack, spec: Spec) -> Refusal | None:
 
 Rule = Callable[[Repository, Stack, Spec], "Refusal | None"]
 
-PRE_WRITE_REFUSALS: tuple[Rule, ...] = (system_namespaces, unordered)
+PRE_WRITE_REFUSALS: tuple[Rule, ...] = (system_namespaces, privileges, unordered)
 
 
 def first_refusal(repo: Repository, stack: Stack, spec: Spec) -> Refusal | None:

@@ -18,6 +18,7 @@ from konfig.pipeline.connections import Connections
 from konfig.pipeline.refusals import (
     PRE_WRITE_REFUSALS,
     first_refusal,
+    privileges,
     system_namespaces,
     unordered,
 )
@@ -67,7 +68,7 @@ def repo(repo_builder: RepoBuilder) -> Repository:
 
 
 def test_one_list_for_preview_and_apply() -> None:
-    assert (system_namespaces, unordered) == PRE_WRITE_REFUSALS
+    assert (system_namespaces, privileges, unordered) == PRE_WRITE_REFUSALS
 
 
 def test_a_system_namespace_is_refused_at_its_file_and_line(repo: Repository) -> None:
