@@ -65,6 +65,7 @@ class _Planned:
     problem: str = ""
     secret_keys: tuple[str, ...] = ()  # data keys from encrypted files
     compared: bool = True  # their values are known (decrypted)
+    foreign: bool = False  # it exists and the stack does not own it: its content is not shown
 
 
 def _ref_from_manifest(manifest: Mapping[str, Any]) -> ObjectRef:
@@ -281,7 +282,7 @@ def plan_stack(
         if change.action != "conflict":
             if prior is not None and item.id in prior_ids and not item.deferred:
                 change = _with_drift(change, prior)
-            if item.secret_keys:
+            if item.secret_keys and not item.foreign:
                 statuses = key_statuses(
                     item.secret_keys, item.desired, item.live, compared=item.compared
                 )
@@ -376,7 +377,14 @@ def _name_owners(kube: Kube, changes: list[Change]) -> list[Change]:
     return named
 
 
+# What a change shows of an object the stack does not own: nothing of its content.
+_UNSHOWN = Comparison((), "")
+
+
 def _conflict(item: _Planned, owner: str, reason: str) -> Change:
+    """An object someone else owns: who (``owner``), never its live content (nor the
+    dry-run's, which holds the other owners' fields): a pull request's preview must not
+    read another team's objects through the preview's identity."""
     return _change(
         item.id,
         item.ref,
@@ -385,9 +393,31 @@ def _conflict(item: _Planned, owner: str, reason: str) -> Change:
         validated=item.dry is not None,
         desired=item.desired,
         live=item.live,
-        before=item.live,
-        after=item.dry,
+        comparison=_UNSHOWN,
         owner=owner,
+    )
+
+
+def _adopted(item: _Planned, managers: str) -> Change:
+    """An unmanaged object the stack opts in to adopting: apply takes it over (and sets
+    this stack's label, so it always changes), but until then it is not the stack's:
+    who manages it is shown, not its live content (nor whether it matches)."""
+    action: Action = "replace" if item.immutable else "update"
+    what = (
+        f"immutable field changed ({', '.join(item.immutable)}): apply must delete and re-create it"
+        if item.immutable
+        else "apply adopts it"
+    )
+    return _change(
+        item.id,
+        item.ref,
+        action,
+        f"exists in the cluster, managed by no Konfig stack (field managers: {managers}): "
+        f"{what} (the stack opts in); its live content is not shown until the stack owns it",
+        validated=not item.immutable,
+        desired=item.desired,
+        live=item.live,
+        comparison=_UNSHOWN,
     )
 
 
@@ -427,6 +457,7 @@ def _planned_change(item: _Planned, set_id: str, in_prior: bool, *, adopt: bool)
     if owner is not None:
         return _conflict(item, owner, f"owned by another inventory ({LABEL_PART_OF}={owner})")
     managers = None if in_prior else unmanaged_by(live)
+    item.foreign = managers is not None
     if managers is not None and not adopt_allowed(item.desired, stack_opts_in=adopt):
         return _conflict(
             item,
@@ -436,6 +467,8 @@ def _planned_change(item: _Planned, set_id: str, in_prior: bool, *, adopt: bool)
             f'{{adoptUnmanaged: true}}` in stack.yaml or the object with {ADOPT_ANNOTATION}: "true"'
             "; or delete it from the cluster, or remove it from this stack",
         )
+    if managers is not None:
+        return _adopted(item, managers)
     if item.immutable:
         fields = ", ".join(item.immutable)
         return _change(
