@@ -138,7 +138,11 @@ def apply_stack(
     if run.stopping():
         return StackResult(plan.path, False, (), f"{plan.path}: {INTERRUPTED}; nothing was written")
     try:
-        if prior is not None and planned_ids <= prior.ids():
+        if (
+            prior is not None
+            and planned_ids <= prior.ids()
+            and prior.name == inventory.inventory_name(plan.path)
+        ):
             current = prior  # the union is the prior inventory: nothing to write yet
         else:
             current = retry(
@@ -252,6 +256,17 @@ def apply_stack(
                 plan.path, "inventory", f"inventory {written.name}: {plural(len(final), 'member')}"
             )
         )
+        if ok and prior is not None and prior.former_name:
+            # every object carries the new id now: the old name goes
+            retry(lambda: inventory.retire_former(kube, prior), options)
+            emit(
+                Event(
+                    plan.path,
+                    "inventory",
+                    f"inventory {prior.former_name} (its name before names were injective) "
+                    f"deleted: moved to {written.name}",
+                )
+            )
     except Unreachable as exc:
         run.unreachable = run.unreachable or exc.error
         ok = False

@@ -58,9 +58,15 @@ def destroy_stack(
     try:
         if not survivors and ok:
             retry(
-                lambda: inventory.delete_inventory(kube, plan.path, uid=prior.uid or None), options
+                lambda: inventory.delete_inventory(
+                    kube, plan.path, uid=prior.uid or None, name=prior.name or None
+                ),
+                options,
             )
             emit(Event(plan.path, "inventory", f"inventory {prior.name} deleted"))
+            if prior.former_name and prior.former_name != prior.name:
+                retry(lambda: inventory.retire_former(kube, prior), options)
+                emit(Event(plan.path, "inventory", f"inventory {prior.former_name} deleted"))
         else:
             written = retry(
                 lambda: inventory.write_inventory(

@@ -33,7 +33,7 @@ engine passes one over the live API (with retries), tests one over plain dicts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -325,7 +325,9 @@ def unmanaged_by(live: Mapping[str, Any]) -> str | None:
     return ", ".join(managers) if managers else "no field manager"
 
 
-def foreign_owner(live: Mapping[str, Any], set_id: str) -> str | None:
-    """``foreign-owner``: the ApplySet id of another inventory that owns ``live``, or None."""
+def foreign_owner(live: Mapping[str, Any], ours: str | Collection[str]) -> str | None:
+    """``foreign-owner``: the ApplySet id of another inventory that owns ``live``, or None.
+    ``ours``: this stack's ApplySet id (or ids: its own and a former name's)."""
     owner = str(_labels(live).get(LABEL_PART_OF) or "")
-    return owner if owner and owner != set_id else None
+    mine = {ours} if isinstance(ours, str) else set(ours)
+    return owner if owner and owner not in mine else None

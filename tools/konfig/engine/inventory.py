@@ -5,8 +5,14 @@ The inventory is an ApplySet-compatible parent object (kubectl
 applyset.kubernetes.io/part-of=<id>`` and ``kubectl apply --prune --applyset``
 understand it too:
 
-* a **ConfigMap** ``konfig.<project>.<stack>`` in namespace ``konfig-system``
-  (the stack's short address with ``/`` turned into ``.``);
+* a **ConfigMap** in namespace ``konfig-system`` named by :func:`inventory_name`:
+  ``konfig.<project>.<stack>`` (the stack's short address with ``/`` turned into
+  ``.``) when no directory on the way has a ``.`` in its name and that is a valid
+  name; otherwise ``konfig-<digest>.<readable>``, the digest the first 16 hex digits
+  of SHA-256 of the exact stack path. No two stack paths share a name: the first form
+  reads back into the path (``.`` only separates), the second never starts like the
+  first, and two paths share a digest only by a SHA-256 collision. The Lease of the
+  stack's lock has the same name;
 * label ``applyset.kubernetes.io/id: applyset-<base64url(sha256(
   "<name>.<namespace>.ConfigMap."))>-v1`` (kubectl's formula: name, namespace,
   kind, group; the core group is empty);
@@ -29,6 +35,15 @@ Every member carries the label ``applyset.kubernetes.io/part-of: <applyset id>``
 Ownership of a live object is proven per object: its part-of label equals this
 inventory's id AND its id is a member (and, when recorded, its UID matches).
 
+**Names konfig gave before they were injective** (``konfig.<parts joined by .>`` for
+every path: ``appops/p.x/y`` and ``appops/p/x.y`` shared ``konfig.p.x.y``): a stack whose
+name changed reads its inventory from the old name when that one records exactly its
+path (:func:`read_inventory`, the old ApplySet id accepted as proof of ownership);
+its next apply writes the inventory under the new name, relabels every object it
+applies, and deletes the old ConfigMap once it completed. An old inventory that
+records another stack is never read as this stack's: a stack whose (unchanged) name
+holds one is refused until that stack has been applied (:func:`parse_inventory`).
+
 The protocol that loses nothing on partial failure (cli-utils, kubectl ApplySet):
 write the union of old and new members before applying, apply, prune, then shrink
 the inventory to what exists. ``commit`` and ``specDigest`` change only when an
@@ -45,7 +60,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any, Protocol
@@ -58,6 +73,8 @@ NAMESPACE = "konfig-system"
 PARENT_API_VERSION = "v1"
 PARENT_KIND = "ConfigMap"
 NAME_PREFIX = "konfig."
+HASHED_PREFIX = "konfig-"  # never the start of a NAME_PREFIX name: the two forms differ
+DIGEST_CHARS = 16  # hex digits of SHA-256 in a hashed name (64 bits)
 APPOPS = "appops"
 
 LABEL_ID = "applyset.kubernetes.io/id"
@@ -148,6 +165,17 @@ class Inventory:
     dirty: bool = False  # the last complete apply came from uncommitted changes
     # member id -> Konfig's fields right after its last write (None: not recorded)
     applied_fields: FieldSets | None = field(default=None, compare=False, repr=False)
+    # The same stack's inventory under the name konfig gave it before names were
+    # injective, still in the cluster: its ApplySet id proves ownership too, until an
+    # apply completed under the new name and deleted it (former_name, former_uid).
+    former_ids: frozenset[str] = frozenset()
+    former_name: str = ""
+    former_uid: str = ""
+
+    @property
+    def accepted_ids(self) -> frozenset[str]:
+        """The ApplySet ids whose part-of label proves this stack's ownership."""
+        return self.former_ids | {self.applyset_id}
 
     def ids(self) -> frozenset[str]:
         return frozenset(m.id for m in self.members)
@@ -165,13 +193,13 @@ class Inventory:
             return False
         meta = live.get("metadata") or {}
         labels = meta.get("labels") or {}
-        if labels.get(LABEL_PART_OF) != self.applyset_id:
+        if labels.get(LABEL_PART_OF) not in self.accepted_ids:
             return False
         return not (member.uid and meta.get("uid") and meta.get("uid") != member.uid)
 
 
-def stack_key(stack_path: str) -> str:
-    """``appops/<project>/<stack>`` (or ``<project>/<stack>``) → ``<project>.<stack>``."""
+def stack_parts(stack_path: str) -> tuple[str, ...]:
+    """``appops/<project>/<stack>`` (or ``<project>/<stack>``) → ``(project, stack...)``."""
     parts = PurePosixPath(stack_path.strip().strip("/")).parts
     if parts and parts[0] == APPOPS:
         parts = parts[1:]
@@ -179,24 +207,36 @@ def stack_key(stack_path: str) -> str:
         raise InventoryError(
             f"cannot name the inventory of {stack_path!r}: expected appops/<project>/<stack>"
         )
-    return ".".join(parts)
+    return tuple(parts)
+
+
+def legacy_inventory_name(stack: str | Any) -> str | None:
+    """The name konfig gave the inventory before names were injective
+    (``konfig.<parts joined by .>``), or None when that was not a valid name."""
+    path = stack if isinstance(stack, str) else str(stack.path)
+    name = NAME_PREFIX + ".".join(stack_parts(path))
+    return name if len(name) <= 253 and _DNS_SUBDOMAIN.match(name) else None
+
+
+def _readable(part: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", part.lower()).strip("-") or "x"
 
 
 def inventory_name(stack: str | Any) -> str:
-    """The inventory (and Lease) name of a stack: ``konfig.<project>.<stack>``.
+    """The inventory (and Lease) name of a stack (see the module docstring): no two
+    stack paths share one.
 
     Accepts a :class:`konfig.repo.layout.Stack` or a stack path, so a stack whose directory
     no longer exists can still be addressed (destroy of a deleted stack).
     """
-    path = stack if isinstance(stack, str) else str(stack.path)
-    name = NAME_PREFIX + stack_key(path)
-    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-        raise InventoryError(
-            f"stack {path!r} gives the inventory name {name!r}, which is not a valid "
-            "Kubernetes object name",
-            hint="use lowercase letters, digits and '-' in project and stack directory names",
-        )
-    return name
+    path = stack_path_of(stack)
+    parts = stack_parts(path)
+    plain = legacy_inventory_name(path)
+    if plain is not None and not any("." in p for p in parts):
+        return plain
+    digest = hashlib.sha256(path.encode()).hexdigest()[:DIGEST_CHARS]
+    name = f"{HASHED_PREFIX}{digest}." + ".".join(_readable(p) for p in parts)
+    return name[:253].rstrip(".-")
 
 
 def stack_path_of(stack: str | Any) -> str:
@@ -319,6 +359,15 @@ def repair_hint(name: str, obj: Mapping[str, Any] | None = None) -> str:
     )
 
 
+def _old_name_of(stack_path: str) -> str | None:
+    """The legacy name of ``stack_path`` when it differs from its name now."""
+    try:
+        old = legacy_inventory_name(stack_path)
+        return old if old != inventory_name(stack_path) else None
+    except InventoryError:
+        return None
+
+
 def parse_inventory(obj: Mapping[str, Any], *, stack: str | None = None) -> Inventory:
     """Read an inventory ConfigMap; raises InventoryError naming the object, the field
     and how to repair it when it is malformed (a hand edit). ``stack``: the stack path
@@ -384,6 +433,16 @@ def parse_inventory(obj: Mapping[str, Any], *, stack: str | None = None) -> Inve
         members.append(Member(item["id"], uid))
     recorded = str(data.get(DATA_STACK) or "")
     if stack is not None and recorded and recorded != stack_path_of(stack):
+        if _old_name_of(recorded) == name:
+            raise InventoryError(
+                f"{where} is the inventory of {recorded!r}, under the name konfig gave it "
+                f"before names were injective; {stack_path_of(stack)!r} has that name now, "
+                "and konfig will not read another stack's inventory as its own: nothing "
+                f"was planned or written for {stack_path_of(stack)!r}",
+                hint=f"apply {recorded!r} first (konfig moves its inventory to its own name, "
+                f"{inventory_name(recorded)}), or destroy it if it is gone from the "
+                f"repository; then {stack_path_of(stack)!r}",
+            )
         raise InventoryError(
             f"{where}: data.{DATA_STACK} is {recorded!r}, but this ConfigMap is the "
             f"inventory of {stack_path_of(stack)!r} (changed or copied by hand?)",
@@ -425,9 +484,29 @@ def list_inventories(kube: KubeLister) -> list[Inventory]:
 
 
 def read_inventory(kube: KubeApi, stack: str | Any) -> Inventory | None:
-    """The stack's inventory in the cluster, or None when it has none."""
-    obj = kube.get(PARENT_API_VERSION, PARENT_KIND, inventory_name(stack), NAMESPACE)
-    return None if obj is None else parse_inventory(obj, stack=stack_path_of(stack))
+    """The stack's inventory in the cluster, or None when it has none.
+
+    A stack whose name changed when names became injective also reads its old name:
+    an inventory there that records exactly this stack path is this stack's (read as
+    it is when the new name has none yet, else its ApplySet id accepted alongside);
+    one that records another stack is not looked at."""
+    path = stack_path_of(stack)
+    obj = kube.get(PARENT_API_VERSION, PARENT_KIND, inventory_name(path), NAMESPACE)
+    current = None if obj is None else parse_inventory(obj, stack=path)
+    old = _old_name_of(path)
+    if old is None:
+        return current
+    old_obj = kube.get(PARENT_API_VERSION, PARENT_KIND, old, NAMESPACE)
+    if old_obj is None or str((old_obj.get("data") or {}).get(DATA_STACK) or "") != path:
+        return current  # none, or another stack's: never this one's
+    legacy = parse_inventory(old_obj, stack=path)
+    base = legacy if current is None else current
+    return replace(
+        base,
+        former_ids=frozenset({legacy.applyset_id}) - {base.applyset_id},
+        former_name=old,
+        former_uid=legacy.uid,
+    )
 
 
 def scan_inventories(kube: KubeLister) -> tuple[list[Inventory], list[str]]:
@@ -500,9 +579,11 @@ def write_inventory(
 def write_union(
     kube: KubeApi, stack: str | Any, prior: Inventory | None, planned: Iterable[Member]
 ) -> Inventory:
-    """Step 1 of the protocol: old ∪ new members, keeping the prior commit and digest."""
+    """Step 1 of the protocol: old ∪ new members, keeping the prior commit and digest
+    (and the ApplySet id of a former name, still proof of ownership until the apply
+    completed)."""
     old = prior.members if prior else ()
-    return write_inventory(
+    written = write_inventory(
         kube,
         stack,
         union_members(old, planned),
@@ -512,17 +593,46 @@ def write_union(
         dirty=prior.dirty if prior else False,
         applied_fields=prior.applied_fields if prior else None,
     )
+    if prior is None or not prior.former_name:
+        return written
+    return replace(
+        written,
+        former_ids=prior.accepted_ids - {written.applyset_id},
+        former_name=prior.former_name,
+        former_uid=prior.former_uid,
+    )
 
 
-def delete_inventory(kube: KubeApi, stack: str | Any, *, uid: str | None = None) -> None:
+def delete_inventory(
+    kube: KubeApi, stack: str | Any, *, uid: str | None = None, name: str | None = None
+) -> None:
+    """Delete the stack's inventory (``name``: the one it was read from, when that is
+    its former name)."""
     kube.delete(
         PARENT_API_VERSION,
         PARENT_KIND,
-        inventory_name(stack),
+        name or inventory_name(stack),
         NAMESPACE,
         uid=uid,
         propagation="Background",
     )
+
+
+def retire_former(kube: KubeApi, prior: Inventory | None) -> str | None:
+    """Delete the inventory under the stack's former name, once an apply or destroy
+    completed under the new one (every object it applied carries the new id); its name,
+    or None when there was none."""
+    if prior is None or not prior.former_name:
+        return None
+    kube.delete(
+        PARENT_API_VERSION,
+        PARENT_KIND,
+        prior.former_name,
+        NAMESPACE,
+        uid=prior.former_uid or None,
+        propagation="Background",
+    )
+    return prior.former_name
 
 
 def label_member(manifest: Mapping[str, Any], set_id: str) -> dict[str, Any]:

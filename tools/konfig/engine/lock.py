@@ -1,7 +1,8 @@
 """One apply per stack at a time: a ``coordination.k8s.io/v1`` Lease per stack.
 
-The Lease ``konfig.<project>.<stack>`` in ``konfig-system`` (the inventory's name)
-says who holds the stack. The lock is taken and kept with server-side apply only:
+The Lease in ``konfig-system`` named as the stack's inventory
+(:func:`~konfig.engine.inventory.inventory_name`) says who holds the stack. The lock
+is taken and kept with server-side apply only:
 
 * **take a free lease**: apply ``holderIdentity`` with a field manager unique to
   the holder and ``force=False``. When two appliers race, the API server owns the

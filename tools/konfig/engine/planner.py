@@ -159,6 +159,8 @@ def plan_stack(
     (:mod:`konfig.tofu.values`: the live value, else a new one).
     """
     set_id = inventory.applyset_id(inventory.inventory_name(stack.path))
+    # the ids whose label is this stack's: its own, and a former name's (being moved)
+    ours = frozenset({set_id}) | (prior.accepted_ids if prior else frozenset())
     prior_ids = prior.ids() if prior else frozenset()
     crds = _crds_in(spec)
     namespaces = _namespaces_in(spec)
@@ -278,7 +280,7 @@ def plan_stack(
         if item.problem:
             problems.append(item.problem)
             continue
-        change = _planned_change(item, set_id, item.id in prior_ids, adopt=adopt)
+        change = _planned_change(item, ours, item.id in prior_ids, adopt=adopt)
         if change.action != "conflict":
             if prior is not None and item.id in prior_ids and not item.deferred:
                 change = _with_drift(change, prior)
@@ -421,7 +423,7 @@ def _adopted(item: _Planned, managers: str) -> Change:
     )
 
 
-def _planned_change(item: _Planned, set_id: str, in_prior: bool, *, adopt: bool) -> Change:
+def _planned_change(item: _Planned, ours: frozenset[str], in_prior: bool, *, adopt: bool) -> Change:
     rid, ref = item.id, item.ref
     if item.deferred:
         return _change(
@@ -453,7 +455,7 @@ def _planned_change(item: _Planned, set_id: str, in_prior: bool, *, adopt: bool)
             before=None,
             after=item.dry,
         )
-    owner = foreign_owner(live, set_id)
+    owner = foreign_owner(live, ours)
     if owner is not None:
         return _conflict(item, owner, f"owned by another inventory ({LABEL_PART_OF}={owner})")
     managers = None if in_prior else unmanaged_by(live)

@@ -23,11 +23,61 @@ def test_name_from_path_and_short_address() -> None:
     assert inv.inventory_name("appops/a/envs/prod") == "konfig.a.envs.prod"
 
 
-def test_name_rejects_invalid_kubernetes_names() -> None:
-    with pytest.raises(InventoryError, match="not a valid Kubernetes object name"):
-        inv.inventory_name("appops/Guest_Book/dev")
+def test_name_of_a_path_that_is_no_valid_name_is_hashed_and_valid() -> None:
+    name = inv.inventory_name("appops/Guest_Book/dev")
+    digest = hashlib.sha256(b"appops/Guest_Book/dev").hexdigest()[:16]
+    assert name == f"konfig-{digest}.guest-book.dev"
+    assert inv.inventory_name("Guest_Book/dev") == name  # the same stack, however addressed
     with pytest.raises(InventoryError, match="appops/<project>/<stack>"):
         inv.inventory_name("appops/onlyproject")
+
+
+# Paths whose names konfig used to share (konfig.<parts joined by .>), and some that
+# look like a hashed name, or are too long for a plain one.
+TRICKY = [
+    "appops/p.x/y",
+    "appops/p/x.y",
+    "appops/p/x/y",
+    "appops/p.x.y/z",
+    "appops/p/x/y.z",
+    "appops/p-a/db",
+    "appops/p/a-db",
+    "appops/P/x",
+    "appops/p/X",
+    "appops/p/x",
+    "appops/konfig-0123456789abcdef/x",
+    "appops/p/" + "s" * 250,
+    "appops/p/" + "s" * 249 + "t",
+    "appops/café/dev",
+    "appops/cafe\u0301/dev".encode().decode("unicode_escape"),
+]
+
+
+def test_names_are_injective_and_valid_kubernetes_names() -> None:
+    names = {path: inv.inventory_name(path) for path in TRICKY}
+    assert len(set(names.values())) == len(TRICKY), names
+    for path, name in names.items():
+        assert len(name) <= 253 and inv._DNS_SUBDOMAIN.match(name), (path, name)
+    # the plain form is kept where it was unambiguous: nothing to move there
+    assert names["appops/p/x/y"] == "konfig.p.x.y" == inv.legacy_inventory_name("appops/p.x/y")
+    assert names["appops/p-a/db"] == "konfig.p-a.db"
+    assert names["appops/p.x/y"].startswith("konfig-") and names["appops/p.x/y"].endswith(".p-x.y")
+
+
+def test_the_old_name_of_another_stack_is_refused_with_whose_it_is() -> None:
+    """Before: "set data.stack back to 'appops/p/x/y'": the hint handed p.x/y's
+    inventory (and its objects) to p/x/y."""
+    old = inv.inventory_manifest("appops/p.x/y", [], commit="", spec_digest="", applied_at="")
+    old["metadata"]["name"] = "konfig.p.x.y"  # what konfig wrote before
+    old["metadata"]["labels"][inv.LABEL_ID] = inv.applyset_id("konfig.p.x.y")
+    with pytest.raises(InventoryError) as caught:
+        inv.parse_inventory(old, stack="appops/p/x/y")
+    assert "is the inventory of 'appops/p.x/y', under the name konfig gave it before" in str(
+        caught.value
+    )
+    hint = caught.value.hint or ""
+    assert "apply 'appops/p.x/y' first" in hint and inv.inventory_name("appops/p.x/y") in hint
+    assert "set data.stack" not in hint
 
 
 def test_applyset_id_is_kubectls_formula() -> None:
