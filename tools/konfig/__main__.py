@@ -8,6 +8,22 @@ from __future__ import annotations
 
 import sys
 
+_PR_SET_DUMPABLE = 4
+
+
+def _not_dumpable() -> None:
+    """Keep other processes of the same user (a KCL or OpenTofu program a pull request
+    wrote, a provider) from reading this one's memory and ``/proc/<pid>/environ``, which
+    hold the keys and credentials konfig was given. Linux only; root is not stopped."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
 
 def main() -> None:
     if sys.argv[1:] == ["--version"]:
@@ -16,6 +32,7 @@ def main() -> None:
         # the same line click's version option prints
         sys.stdout.write(f"konfig, version {__version__}\n")
         sys.exit(0)
+    _not_dumpable()
     from konfig.cli import main as run_cli
 
     run_cli()

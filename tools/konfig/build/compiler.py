@@ -23,7 +23,9 @@ from konfig.build import kcl
 from konfig.build.limits import Limits
 
 if TYPE_CHECKING:
+    from konfig.build.sourcerules import SourceRules
     from konfig.build.workers import Died
+    from konfig.secrets.errors import SecretsError
 from konfig.errors import ConfigError
 from konfig.repo.layout import KCL_MOD_VAR, KCL_YAML, MAIN, Repository, Stack
 from konfig.repo.settings import contracts_memo
@@ -50,6 +52,8 @@ class CompileError:
     line: int | None = None
     column: int | None = None
     details: tuple[str, ...] = ()
+    # the named rule that refused the stack (``kcl/side-effect``...), None: KCL's own error
+    rule: str | None = None
 
     def location(self) -> str:
         if self.file is None:
@@ -59,6 +63,8 @@ class CompileError:
 
     def __str__(self) -> str:
         head = f"{self.location()}: {self.message}" if self.file else self.message
+        if self.rule:
+            head += f" [{self.rule}]"
         return "\n".join([head, *(f"  {d}" for d in self.details)])
 
 
@@ -241,6 +247,11 @@ def compile_one(inputs: CompileInput) -> CompileResult:
             time.perf_counter() - started,
             inputs=inputs,
         )
+    refused = _refused(inputs)
+    if refused is not None:
+        return CompileResult(
+            inputs.stack_path, None, refused, time.perf_counter() - started, inputs=inputs
+        )
     try:
         output = kcl.run(
             inputs.files, work_dir=root / inputs.stack_path, options=inputs.options, root=root
@@ -259,6 +270,11 @@ def compile_one(inputs: CompileInput) -> CompileResult:
             time.perf_counter() - started,
             inputs=inputs,
         )
+    duplicate = duplicate_id_error(inputs, spec)
+    if duplicate is not None:
+        return CompileResult(
+            inputs.stack_path, None, duplicate, time.perf_counter() - started, inputs=inputs
+        )
     try:
         # Secrets from encrypted files: a reference and the ciphertext's digest, no value.
         spec = bind_spec(spec, root=root, stack_dir=inputs.stack_path)
@@ -266,13 +282,97 @@ def compile_one(inputs: CompileInput) -> CompileResult:
         return CompileResult(
             inputs.stack_path,
             None,
-            CompileError(exc.message),
+            _secrets_error(exc),
             time.perf_counter() - started,
             inputs=inputs,
         )
     return CompileResult(
         inputs.stack_path, spec, None, time.perf_counter() - started, inputs=inputs
     )
+
+
+_source_rules: dict[str, SourceRules] = {}
+
+
+def rules_for(root: Path) -> SourceRules:
+    """The source rules of one repository, remembered for the life of the process."""
+    found = _source_rules.get(str(root))
+    if found is None:
+        from konfig.build.sourcerules import SourceRules  # only processes that compile
+
+        found = _source_rules[str(root)] = SourceRules(root)
+    return found
+
+
+def _refused(inputs: CompileInput) -> CompileError | None:
+    """The first source rule the stack's program breaks (:mod:`konfig.build.sourcerules`),
+    as the stack's compile error; the others follow as details."""
+    found = rules_for(Path(inputs.root)).findings(inputs.files)
+    if not found:
+        return None
+    first = found[0]
+    return CompileError(
+        message=first.message,
+        file=first.file,
+        line=first.line,
+        column=first.column,
+        details=tuple(str(f) for f in found[1:6]),
+        rule=first.rule,
+    )
+
+
+def _secrets_error(exc: SecretsError) -> CompileError:
+    """A reference to an encrypted file that cannot be bound, at the file's place."""
+    where = f"{exc.file}" if exc.line is None else f"{exc.file}:{exc.line}"
+    message = exc.message
+    if exc.file and message.startswith(f"{where}: "):
+        message = message[len(where) + 2 :]
+    return CompileError(message, file=exc.file, line=exc.line, rule=exc.rule)
+
+
+DUPLICATE_ID_RULE = "spec/duplicate-id"
+
+
+def duplicate_id_error(inputs: CompileInput, spec: Spec) -> CompileError | None:
+    """``spec/duplicate-id``: two resources with one id (apply would write one object
+    twice, the second silently winning). Named at the places in the stack's own entry
+    files that mention the object's name, the first two of them."""
+    seen: set[str] = set()
+    for resource in spec.resources:
+        if resource.id not in seen:
+            seen.add(resource.id)
+            continue
+        count = sum(1 for r in spec.resources if r.id == resource.id)
+        places = _mentions(inputs, resource.name)[:2]
+        file, line = places[0] if places else (None, None)
+        return CompileError(
+            f"{count} resources have the id {resource.id!r}: each object may appear once; "
+            "remove one, or give them different names",
+            file=file,
+            line=line,
+            details=tuple(f"{f}:{n}: also named here" for f, n in places[1:]),
+            rule=DUPLICATE_ID_RULE,
+        )
+    return None
+
+
+def _mentions(inputs: CompileInput, name: str) -> list[tuple[str, int]]:
+    """(file, line) of each line of the stack's entry files (the render entry aside)
+    holding ``name`` as a string literal."""
+    root = Path(inputs.root)
+    needles = (f'"{name}"', f"'{name}'")
+    found: list[tuple[str, int]] = []
+    for file in inputs.files[:-1] if len(inputs.files) > 1 else inputs.files:
+        try:
+            lines = Path(file).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        found.extend(
+            (_rel(file, root), number)
+            for number, text in enumerate(lines, 1)
+            if any(n in text for n in needles)
+        )
+    return found
 
 
 def _rel(path: str, root: Path) -> str:
@@ -351,6 +451,14 @@ def _run_task(items: Sequence[CompileInput]) -> list[CompileResult]:
 
     if len(items) == 1:
         return [_rendered(compile_one(items[0]))]
+    refused = [item for item in items if _refused(item) is not None]
+    if refused:
+        # refused stacks get their error from compile_one; the others batch on
+        rest = [item for item in items if item not in refused]
+        done = {r.stack_path: r for r in [compile_one(i) for i in refused]}
+        if rest:
+            done |= {r.stack_path: r for r in _run_task(rest)}
+        return [done[item.stack_path] for item in items]
     first = items[0]
     out = batch.compile_together(
         Path(first.root), [(i.stack_path, i.files) for i in items], first.options
@@ -365,13 +473,20 @@ def _run_task(items: Sequence[CompileInput]) -> list[CompileResult]:
         seconds = out.seconds.get(item.stack_path, 0.0)
         try:
             spec = spec_from_output({"resources": resources})
+            duplicate = duplicate_id_error(item, spec)
+            if duplicate is not None:
+                results.append(
+                    CompileResult(item.stack_path, None, duplicate, seconds, inputs=item)
+                )
+                continue
             # Secrets from encrypted files: a reference and the ciphertext's digest.
             spec = bind_spec(spec, root=Path(item.root), stack_dir=item.stack_path)
         except (SpecError, SecretsError) as exc:
-            message = exc.message if isinstance(exc, SecretsError) else f"invalid spec: {exc}"
-            results.append(
-                CompileResult(item.stack_path, None, CompileError(message), seconds, inputs=item)
-            )
+            if isinstance(exc, SecretsError):
+                error = _secrets_error(exc)
+            else:
+                error = CompileError(f"invalid spec: {exc}")
+            results.append(CompileResult(item.stack_path, None, error, seconds, inputs=item))
             continue
         results.append(
             _rendered(
@@ -461,14 +576,8 @@ def compile_many(
             progress(result)
 
     tasks = _tasks(inputs, jobs, settings.batch)
-    try:
-        pool: workers.Pool[list[CompileInput]] = workers.Pool(min(jobs, len(tasks)), limits)
-    except OSError:
-        pool = None  # type: ignore[assignment]
-    if pool is None or not tasks:
-        for item in inputs:
-            record(_rendered(compile_one(item)))
-        return [results[i.stack_path] for i in inputs]
+    # KCL never runs in this process: it holds the caller's environment (keys, tokens)
+    pool: workers.Pool[list[CompileInput]] = workers.Pool(min(jobs, len(tasks)), limits)
     with pool:
         for task in tasks:
             pool.submit(_run_task, task, cpu_budget=_budget(limits, len(task)))

@@ -3,6 +3,10 @@
 A KCL package is a directory; kcl-lib runs the ``test_*`` lambdas of a package's
 ``*_test.k`` files. We run one package at a time so each result knows its package,
 and find the file and line that defines each test so reports can point at it.
+
+The tests are code from the pull request like the stacks: they run in worker
+processes (:mod:`konfig.build.workers`: an empty environment, limits) after the
+source rules (:mod:`konfig.build.sourcerules`), never in the calling process.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from konfig.build import kcl
+from konfig.build.limits import Limits
+from konfig.build.sourcerules import package_files
 from konfig.repo.layout import is_within
 
 TEST_SUFFIX = "_test.k"
@@ -74,7 +80,24 @@ def _definitions(root: Path, package: str) -> dict[str, tuple[str, int]]:
 
 
 def run_package(root: Path, package: str) -> list[UnitTestResult]:
-    """Run one package's tests. A package that does not compile is one failed result."""
+    """Run one package's tests (in this process: :func:`run_packages` runs them in
+    workers). A package that does not compile, or that a source rule refuses, is one
+    failed result."""
+    from konfig.build.compiler import rules_for
+
+    refused = rules_for(root).findings(package_files(root / package))
+    if refused:
+        rule = refused[0]
+        return [
+            UnitTestResult(
+                package=package,
+                name="<compile>",
+                passed=False,
+                file=rule.file,
+                line=rule.line,
+                message=f"{rule.message} [{rule.rule}]",
+            )
+        ]
     try:
         cases = kcl.test(root / package, root=root)
     except kcl.KclError as exc:
@@ -111,8 +134,32 @@ def run_package(root: Path, package: str) -> list[UnitTestResult]:
     return results
 
 
-def run_packages(root: Path, packages: Iterable[str]) -> list[UnitTestResult]:
-    results: list[UnitTestResult] = []
-    for package in packages:
-        results.extend(run_package(root, package))
-    return results
+def _run_task(task: tuple[str, str]) -> list[UnitTestResult]:
+    return run_package(Path(task[0]), task[1])
+
+
+def run_packages(
+    root: Path, packages: Iterable[str], *, jobs: int = 1, limits: Limits | None = None
+) -> list[UnitTestResult]:
+    """Run the packages' tests in up to ``jobs`` worker processes; results in order. A
+    package whose worker dies (a limit hit) is one failed result saying which limit."""
+    from konfig.build import workers
+
+    wanted = list(packages)
+    if not wanted:
+        return []
+    limits = limits or Limits()
+    by_package: dict[str, list[UnitTestResult]] = {}
+    with workers.Pool[tuple[str, str]](min(jobs, len(wanted)), limits) as pool:
+        for package in wanted:
+            pool.submit(_run_task, (str(root), package))
+        for (_, package), outcome in pool.outcomes():
+            if isinstance(outcome, workers.Done):
+                by_package[package] = list(outcome.value)
+                continue
+            if isinstance(outcome, workers.Died):
+                message = f"KCL {outcome.reason}; the tests of this package were stopped"
+            else:
+                message = f"internal error while testing: {outcome.message}"
+            by_package[package] = [UnitTestResult(package, "<run>", False, message=message)]
+    return [result for package in wanted for result in by_package[package]]

@@ -10,7 +10,10 @@ takes gigabytes, a loop may never end. So stacks compile in worker processes, ea
 * no core files, SIGINT ignored (the parent stops them), SIGTERM's default action (the
   parent's handler is not inherited), and SIGKILL when the parent dies,
 * temporary files in a folder of the pool's own, removed when the pool closes (a worker
-  killed in the middle of a batch leaves its files there).
+  killed in the middle of a batch leaves its files there),
+* an empty environment: the caller's may hold the age key, provider credentials, a
+  kubeconfig or a token, and KCL's ``file.read_env`` hands a model any variable it
+  names; KCL needs none (:func:`isolate_environment`).
 
 :class:`Pool` runs tasks and reports each as finished (:class:`Done`), failed with an
 exception the task raised (:class:`Failed`, a plain message) or lost with its worker
@@ -93,6 +96,16 @@ _LIBC = _load_libc() if hasattr(os, "fork") else None
 _PR_SET_PDEATHSIG = 1
 
 
+def isolate_environment() -> None:
+    """Empty this process's environment (``os.environ`` and the C library's, which is
+    what KCL's ``file.read_env`` reads): every KCL run happens in a worker after this.
+
+    The strings the process started with stay in its memory and in
+    ``/proc/<pid>/environ``; KCL cannot read them: kcl-lib refuses every path outside
+    the folder of the file that reads (docs/security.md), which the tests hold it to."""
+    os.environ.clear()
+
+
 def _worker_main(
     conn: Connection, stderr_path: str, memory_bytes: int, tmp: str, parent: int
 ) -> None:
@@ -108,6 +121,7 @@ def _worker_main(
     if os.getppid() != parent:
         os._exit(1)  # the parent died before the line above: nobody will send us work
     tempfile.tempdir = tmp
+    isolate_environment()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if memory_bytes > 0:
         resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))

@@ -7,6 +7,11 @@ stack. Each violation becomes a finding ``policy/<rule id>``, unless the stack's
 stack.yaml switches the rule off with a reason (``policies: {disable: [{rule, reason,
 resources?}]}``). Switching off a rule that does not exist is ``policy/unknown-rule``;
 a policy that fails to evaluate is ``policy/error``.
+
+The policies are KCL from the repository, so from the pull request: they run in a
+worker process (:mod:`konfig.build.workers`: an empty environment, limits), with the
+entry's own directory as KCL's work directory (the only one kcl-lib lets ``file``
+functions reach) and after the source rules (:mod:`konfig.build.sourcerules`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from konfig.build import kcl
+from konfig.build.limits import Limits
 from konfig.check.findings import Finding
 from konfig.check.locate import locate
 from konfig.check.privilege import SWITCHABLE  # konfig's own rules a stack may switch off
@@ -65,16 +71,52 @@ def check_policies(
 
 
 def check_policies_many(
-    root: Path, jobs: Sequence[PolicyJob], *, batch: int = BATCH
+    root: Path, jobs: Sequence[PolicyJob], *, batch: int = BATCH, limits: Limits | None = None
 ) -> dict[str, PolicyOutcome]:
-    """Evaluate the policies for many stacks, ``batch`` stacks per KCL run.
+    """Evaluate the policies for many stacks, ``batch`` stacks per KCL run, in a worker
+    process under ``limits``.
 
     When a batch fails (a policy that crashes on some input), its stacks are evaluated
     one by one so the error is reported on the stack that causes it.
     """
     entry = root / POLICY_ENTRY
-    if not entry.is_file():
+    if not jobs or not entry.is_file():
         return {j.stack.path: PolicyOutcome((), ()) for j in jobs}
+    from konfig.build import workers
+
+    task = (root, tuple(jobs), batch)
+    with workers.Pool[tuple[Path, tuple[PolicyJob, ...], int]](1, limits or Limits()) as pool:
+        pool.submit(_evaluate_all, task)
+        for _, outcome in pool.outcomes():
+            if isinstance(outcome, workers.Done):
+                return dict(outcome.value)
+            reason = outcome.reason if isinstance(outcome, workers.Died) else outcome.message
+            failed = Finding("policy/error", f"the policies stopped: KCL {reason}", POLICY_ENTRY)
+            return {j.stack.path: PolicyOutcome((), (failed,)) for j in jobs}
+    raise AssertionError("the policy worker gave no outcome")
+
+
+def _evaluate_all(
+    task: tuple[Path, tuple[PolicyJob, ...], int],
+) -> dict[str, PolicyOutcome]:
+    """In a worker: the source rules over the policies, then the policies."""
+    from konfig.build.compiler import rules_for
+
+    root, jobs, batch = task
+    refused = rules_for(root).findings([root / POLICY_ENTRY])
+    if refused:
+        found = tuple(
+            Finding(f.rule, f"the policies cannot run: {f.message}", f.file, f.line)
+            for f in refused
+        )
+        return {j.stack.path: PolicyOutcome((), found) for j in jobs}
+    return _evaluate_here(root, jobs, batch=batch)
+
+
+def _evaluate_here(
+    root: Path, jobs: Sequence[PolicyJob], *, batch: int
+) -> dict[str, PolicyOutcome]:
+    entry = root / POLICY_ENTRY
     outcomes: dict[str, PolicyOutcome] = {}
     for start in range(0, len(jobs), batch):
         chunk = jobs[start : start + batch]
@@ -82,7 +124,7 @@ def check_policies_many(
             rules, results = _evaluate(root, entry, chunk)
         except kcl.KclError as exc:
             if len(chunk) > 1:
-                outcomes |= check_policies_many(root, chunk, batch=1)
+                outcomes |= _evaluate_here(root, chunk, batch=1)
                 continue
             outcomes[chunk[0].stack.path] = _failed(chunk[0].stack, exc)
             continue
@@ -96,7 +138,7 @@ def _evaluate(
 ) -> tuple[tuple[str, ...], dict[str, list[Any]]]:
     output = kcl.run(
         [str(entry)],
-        work_dir=root,
+        work_dir=entry.parent,
         options=[(OPTION, [policy_input(j.stack, j.spec, j.options) for j in jobs])],
         root=root,
     )

@@ -53,7 +53,7 @@ def check(
             error = result.error
             findings.append(
                 Finding(
-                    "compile/error",
+                    error.rule if error and error.rule else "compile/error",
                     _compile_message(stack.path, error),
                     (error.file if error and error.file else f"{stack.path}/{STACK_FILE}"),
                     error.line if error else None,

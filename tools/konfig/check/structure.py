@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,12 +44,12 @@ from typing import Any
 
 from konfig import contracts
 from konfig.check.findings import Finding
+from konfig.repo.kclmod import KCL_MOD_RULE, kcl_mod_problems
 from konfig.repo.layout import (
     APPOPS,
     KCL_YAML,
     MAIN,
     PROJECT_FILE,
-    ROOT_MARKER,
     STACK_FILE,
     Repository,
     Stack,
@@ -203,70 +202,10 @@ def _projects(repo: Repository) -> list[Finding]:
     return findings
 
 
-KCL_MOD_TABLES = ("dependencies", "package", "profile")
-_TOML_AT = re.compile(r"\s*\(at line (\d+), column \d+\)\s*$")
-
-
 def check_kcl_mod(root: Path) -> list[Finding]:
-    """The repository's kcl.mod: TOML, with ``[package]`` ``name``, known tables only."""
-    rel = ROOT_MARKER
-    try:
-        text = (root / rel).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return [Finding("structure/kcl-mod", f"cannot read {rel}: {exc}", rel)]
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        found = _TOML_AT.search(str(exc))
-        problem = _TOML_AT.sub("", str(exc))
-        return [
-            Finding(
-                "structure/kcl-mod",
-                f"{rel} is not valid TOML ({problem}): KCL ignores it, and with it the "
-                "package name, edition and dependencies; fix the syntax",
-                rel,
-                int(found.group(1)) if found else None,
-            )
-        ]
-    lines = text.splitlines()
-
-    def line_of_table(name: str) -> int | None:
-        header = re.compile(rf"^\s*\[\s*{re.escape(name)}\s*\]|^\s*{re.escape(name)}\s*=")
-        return next((n for n, line in enumerate(lines, 1) if header.match(line)), None)
-
-    findings: list[Finding] = []
-    for key in data:
-        if key not in KCL_MOD_TABLES:
-            findings.append(
-                Finding(
-                    "structure/kcl-mod",
-                    f"unknown table [{key}] in {rel} (KCL knows: {', '.join(KCL_MOD_TABLES)}): "
-                    "KCL ignores it",
-                    rel,
-                    line_of_table(key),
-                )
-            )
-    package = data.get("package")
-    if not isinstance(package, dict):
-        findings.append(
-            Finding(
-                "structure/kcl-mod",
-                f'{rel} has no [package] table: add `[package]` with `name = "..."` (and '
-                "edition, version)",
-                rel,
-                1,
-            )
-        )
-    elif not isinstance(package.get("name"), str) or not package["name"]:
-        findings.append(
-            Finding(
-                "structure/kcl-mod",
-                f'[package] in {rel} has no `name`: add `name = "..."`',
-                rel,
-                line_of_table("package"),
-            )
-        )
-    return findings
+    """``structure/kcl-mod``: the repository's kcl.mod (:mod:`konfig.repo.kclmod`; compile,
+    and so preview and apply, refuse the same problems)."""
+    return [Finding(KCL_MOD_RULE, p.message, p.file, p.line) for p in kcl_mod_problems(root)]
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -42,6 +42,7 @@ from konfig.pipeline.applying import (
     discard_kept,
     plan_all,
 )
+from konfig.pipeline.compiling import refuse_bad_kcl_mod
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.runtime import SavedPlan
 from konfig.pipeline.selection import select_stacks
@@ -123,6 +124,7 @@ def command(
     selected = select_stacks(repo, stacks, all_stacks=all_stacks)
     if not selected:
         raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")
+    refuse_bad_kcl_mod(repo)  # what `check` refuses, before any cluster is asked
     conns = connections(ctx, repo, kubeconfig, context)
     inputs = check_before_write(  # the safety order: nothing written until it passed
         repo,

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from konfig.build import golden, junit
-from konfig.build.compiler import CompileResult
+from konfig.build.compiler import CompileResult, default_jobs
 from konfig.build.kcltests import UnitTestResult, discover_packages, run_packages
 from konfig.check.findings import Finding
 from konfig.check.formats import as_github
@@ -102,7 +102,12 @@ def command(
     unit_results: list[UnitTestResult] = []
     if unit:
         packages = discover_packages(repo.root, selection.test_scope)
-        unit_results = run_packages(repo.root, packages) if packages else []
+        unit_results = run_packages(
+            repo.root,
+            packages,
+            jobs=jobs or default_jobs(),
+            limits=compile_settings().limits,
+        )
 
     compile_failures = [r for r in compiled if r.error is not None]
     failed = (

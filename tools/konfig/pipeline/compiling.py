@@ -15,6 +15,7 @@ from konfig.build.compiler import (
     default_jobs,
     stacks_inputs,
 )
+from konfig.errors import ConfigError
 from konfig.repo.layout import Repository, Stack
 from konfig.repo.statmemo import settings_memo
 
@@ -39,6 +40,20 @@ def _silent(total: int) -> Iterator[Meter]:
     yield _Silent()
 
 
+def refuse_bad_kcl_mod(repo: Repository) -> None:
+    """Raise ConfigError for a kcl.mod KCL would partly ignore (``structure/kcl-mod``, the
+    finding of `konfig check`): nothing compiles, previews or applies with it."""
+    from konfig.repo.kclmod import KCL_MOD_RULE, kcl_mod_problems
+
+    found = kcl_mod_problems(repo.root)
+    if found:
+        first = found[0]
+        more = "".join(f"\n  {p}" for p in found[1:])
+        raise ConfigError(
+            f"{first.message} [{KCL_MOD_RULE}]{more}", file=first.file, line=first.line
+        )
+
+
 def compile_stacks(
     repo: Repository,
     stacks: Sequence[Stack],
@@ -55,6 +70,7 @@ def compile_stacks(
     stacks that actually compile; ``settings`` bound each KCL run (defaults: see
     :class:`~konfig.build.compiler.CompileSettings`).
     """
+    refuse_bad_kcl_mod(repo)
     prepared = stacks_inputs(repo, stacks, memo=settings_memo(state) if state else None)
     inputs = [p for p in prepared if isinstance(p, CompileInput)]
     early = {p.stack_path: p for p in prepared if isinstance(p, CompileResult)}

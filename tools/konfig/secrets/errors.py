@@ -28,6 +28,7 @@ class SecretsError(KonfigError):
         key: str | None = None,
         line: int | None = None,
         hint: str | None = None,
+        rule: str | None = None,
     ) -> None:
         where = ""
         if file:
@@ -38,3 +39,4 @@ class SecretsError(KonfigError):
         self.file = file
         self.key = key
         self.line = line
+        self.rule = rule  # the named rule a refusal is (``secrets/link``), when one

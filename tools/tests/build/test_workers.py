@@ -106,3 +106,30 @@ def test_compile_all_with_a_runaway_stack_exits_1_without_traceback(
     assert "appops/rec/dev/main.k" in result.err and "stack overflow" in result.err
     assert (tmp_path / "out/appops/a/dev/spec.yaml").is_file()
     assert (tmp_path / "out/appops/b/dev/spec.yaml").is_file()
+
+
+def _environment(_: object) -> dict[str, str]:
+    return dict(os.environ)
+
+
+def test_a_worker_has_an_empty_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOPS_AGE_KEY", "AGE-SECRET-KEY-CANARY")
+    monkeypatch.setenv("KONFIG_TERRAFORM_ENV", '{"PGPASSWORD": "canary"}')
+    with workers.Pool[str](1, workers.Limits()) as pool:
+        pool.submit(_environment, "task")
+        outcomes = [outcome for _, outcome in pool.outcomes()]
+    assert outcomes == [workers.Done({})]
+
+
+def test_konfig_is_not_dumpable() -> None:
+    """Another process of the same user cannot read konfig's /proc/<pid>/environ."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import ctypes\nfrom konfig.__main__ import _not_dumpable\n"
+        "libc = ctypes.CDLL(None)\nbefore = libc.prctl(3, 0, 0, 0, 0)\n_not_dumpable()\n"
+        "print(before, libc.prctl(3, 0, 0, 0, 0))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "0"]

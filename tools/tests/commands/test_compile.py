@@ -80,3 +80,31 @@ def test_usage_errors_exit_2(repo_builder: RepoBuilder, konfig: KonfigRunner) ->
     assert unknown.code == 2 and "unknown stack 'alpha/nope'" in unknown.err
     assert konfig("compile", "--all", "alpha/dev", cwd=repo_builder.root).code == 2
     assert konfig("compile", "--bogus", cwd=repo_builder.root).code == 2
+
+
+DUPLICATE_MAIN = """\
+import base.pkg.models.frontend
+
+a = frontend.Manifests {manifests = [{apiVersion = "v1", kind = "ConfigMap", metadata = {name = "same", namespace = "n"}, data = {k = "1"}}]}
+b = frontend.Manifests {manifests = [{apiVersion = "v1", kind = "ConfigMap", metadata = {name = "same", namespace = "n"}, data = {k = "2"}}]}
+"""  # noqa: E501
+
+
+def test_a_duplicate_resource_id_is_refused_at_both_places(
+    repo_builder: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    repo_builder.stack("dup", "dev", main=DUPLICATE_MAIN)
+    repo_builder.stack("alpha", "dev")
+    root = repo_builder.root
+    for args in (("compile", "dup/dev"), ("compile", "--all", "-j", "1")):
+        result = konfig(*args, cwd=root)
+        assert result.code == 1, args
+        assert "appops/dup/dev/main.k:3: 2 resources have the id 'v1:ConfigMap:n:same'" in (
+            result.err
+        )
+        assert "appops/dup/dev/main.k:4: also named here" in result.err
+        assert "[spec/duplicate-id]" in result.err
+    checked = konfig("check", "dup/dev", cwd=root)
+    assert checked.code == 1
+    assert "appops/dup/dev/main.k:3: error:" in checked.out
+    assert "[spec/duplicate-id]" in checked.out
