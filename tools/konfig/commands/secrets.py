@@ -45,7 +45,10 @@ def _root(ctx: click.Context) -> Path:
 
 def _rel(root: Path, file: str) -> str:
     path = Path(file)
-    full = (path if path.is_absolute() else Path.cwd() / path).resolve()
+    given = path if path.is_absolute() else Path.cwd() / path
+    # the folder resolved, not the file: a link is refused where it is (secrets/link),
+    # never silently replaced by what it points to
+    full = given.parent.resolve() / given.name
     try:
         return full.relative_to(root.resolve()).as_posix()
     except ValueError:

@@ -10,6 +10,12 @@ Used by ``konfig secrets check`` and by ``konfig check`` (rules ``secrets/*``):
   cannot): ``konfig secrets rotate FILE``;
 - ``secrets/decrypt`` — with a key of one of its recipients, the file does not
   decrypt or its MAC does not match (tampered, damaged);
+- ``secrets/wrong-key`` — a key was given, and it is a recipient of none of the files
+  checked: nothing could be verified (a key per environment opens some files and
+  leaves the others unverified, which is not a problem);
+- ``secrets/link`` — the file is a link that leaves its folder (to another stack's
+  file): nothing else is checked, and no hint to rotate it (that would re-encrypt the
+  other file's values for this folder's recipients);
 - ``secrets/plaintext-secret`` — a compiled v1 Secret carries ``data``/``stringData``
   in plain text: move the values to an encrypted file and reference them.
 
@@ -20,6 +26,7 @@ lists the files no key was given for.
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +34,7 @@ from pathlib import Path
 from konfig.secrets import sopsfile
 from konfig.secrets.errors import SecretsError, key_path
 from konfig.secrets.keys import Keyring
-from konfig.secrets.refs import key_refs, plaintext_keys
+from konfig.secrets.refs import key_refs, plaintext_keys, resolves_outside
 from konfig.secrets.rules import RULES_FILE, Rules
 from konfig.spec import Spec
 
@@ -74,7 +81,21 @@ def audit_files(
     problems: list[Problem] = []
     verified: list[str] = []
     not_verified: list[str] = []
+    recipients: dict[str, tuple[str, ...]] = {}
     for rel in files:
+        outside = resolves_outside(root, rel, posixpath.dirname(rel))
+        if outside is not None:
+            problems.append(
+                Problem(
+                    "secrets/link",
+                    f"resolves to {outside} (a link): a folder's encrypted files must be its "
+                    f"own; replace the link by a file encrypted for this folder's recipients "
+                    f"(konfig secrets encrypt {rel}); never rotate it through the link, which "
+                    f"would re-encrypt {outside} for them",
+                    rel,
+                )
+            )
+            continue
         try:
             file = sopsfile.read(root / rel, name=rel)
         except SecretsError as exc:
@@ -92,6 +113,7 @@ def audit_files(
                 )
             )
         problems.extend(_recipients(file, rel, rules))
+        recipients[rel] = tuple(file.recipients)
         if keyring is None or not set(keyring.recipients) & set(file.recipients):
             not_verified.append(rel)
             continue
@@ -101,7 +123,21 @@ def audit_files(
             problems.append(Problem("secrets/decrypt", _bare(exc, rel), rel, exc.line))
         else:
             verified.append(rel)
+    if keyring is not None and not_verified and not verified:
+        problems.extend(_wrong_key(keyring, rel, recipients[rel]) for rel in not_verified)
     return Report(tuple(files), tuple(problems), tuple(verified), tuple(not_verified))
+
+
+def _wrong_key(keyring: Keyring, rel: str, recipients: Sequence[str]) -> Problem:
+    held = ", ".join(keyring.recipients)
+    return Problem(
+        "secrets/wrong-key",
+        f"the key in {keyring.source} (recipient {held}) opens none of the encrypted files "
+        f"checked: this one is encrypted for {', '.join(recipients) or 'no age recipient'}; "
+        f"give the key of one of its recipients in {keyring.source}, or no key to skip "
+        "decryption",
+        rel,
+    )
 
 
 def _recipients(file: sopsfile.SopsFile, rel: str, rules: Rules | None) -> list[Problem]:

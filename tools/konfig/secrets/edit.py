@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -42,8 +43,23 @@ def encrypt_text(plaintext: str, rel: str, rules: Rules) -> str:
     return sopsfile.encrypt(data, rule.recipients, name=rel, rule=rule.crypt)
 
 
+def refuse_link(root: Path, rel: str) -> None:
+    """Never decrypt or re-encrypt a file through a link that leaves its folder: the rules
+    of ``rel`` would re-encrypt another folder's (another environment's) values."""
+    from konfig.secrets.refs import resolves_outside
+
+    outside = resolves_outside(root, rel, posixpath.dirname(rel))
+    if outside is not None:
+        raise SecretsError(
+            f"resolves to {outside} (a link): edit or rotate {outside} itself, and replace "
+            "the link by a file of this folder's own",
+            file=rel,
+        )
+
+
 def decrypt_for_edit(root: Path, rel: str, keyring: Keyring | None) -> Decrypted | None:
     """The current file decrypted, or None when it does not exist yet (a new file)."""
+    refuse_link(root, rel)
     if not (root / rel).exists():
         return None
     if keyring is None:
@@ -99,6 +115,7 @@ def set_values(
 
 def rotate(root: Path, rel: str, *, rules: Rules, keyring: Keyring) -> str:
     """A new data key (and IVs) for the recipients the rules name for ``rel`` now."""
+    refuse_link(root, rel)
     previous = sopsfile.decrypt(sopsfile.read(root / rel, name=rel), keyring)
     rule = rules.for_file(rel)
     return sopsfile.encrypt(

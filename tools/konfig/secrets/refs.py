@@ -99,6 +99,13 @@ class Resolver:
     def file(self, rel: str) -> SopsFile:
         rel = _checked_rel(rel)
         if rel not in self._files:
+            outside = resolves_outside(self.root, rel, posixpath.dirname(rel))
+            if outside is not None:
+                raise SecretsError(
+                    f"resolves to {outside} (a link): encrypted files are read only where "
+                    "they are, never through a link; replace the link by the file itself",
+                    file=rel,
+                )
             from konfig.secrets import sopsfile  # (and cryptography): only when a stack has refs
 
             self._files[rel] = sopsfile.read(self.root / rel, name=rel)
@@ -179,6 +186,26 @@ def as_bytes(value: Any) -> bytes:
     return str(value).encode()
 
 
+LINK_RULE = "secrets/link"
+
+
+def resolves_outside(root: Path, rel: str, folder: str) -> str | None:
+    """Where ``rel`` really is (symbolic links followed) when that is not inside
+    ``folder`` as spelled (both repository-relative), else None. A missing file is left
+    to the reader, which reports it."""
+    path = root / rel
+    if not path.exists():
+        return None
+    real_root = root.resolve()
+    real = path.resolve()
+    if real.is_relative_to(real_root / folder):
+        return None
+    try:
+        return real.relative_to(real_root).as_posix()
+    except ValueError:
+        return str(real)
+
+
 def _checked_rel(rel: str) -> str:
     norm = posixpath.normpath(rel)
     if rel.startswith("/") or norm == ".." or norm.startswith("../"):
@@ -255,6 +282,17 @@ def bind(
                 f"{stack_dir}; keep the stack's encrypted files in it"
             )
         ref = SecretRef(rel, item.ref.path)
+        outside = resolves_outside(resolver.root, rel, stack_dir)
+        if outside is not None:
+            raise SecretsError(
+                f"{resource_id}: fromFile {item.ref.file!r} resolves to {outside} (a link), "
+                f"outside the stack folder {stack_dir}: a stack reads only its own encrypted "
+                "files, and a link would hand it another stack's values (another "
+                "environment's); replace the link by a file of the stack's own, encrypted "
+                f"for its recipients (konfig secrets encrypt {rel})",
+                file=rel,
+                rule=LINK_RULE,
+            )
         try:
             digest = resolver.digest(ref)
         except SecretsError as exc:

@@ -128,3 +128,64 @@ def test_encrypt_errors(keyed: tuple[Path, Path], konfig: KonfigRunner) -> None:
     (root / "plain.yaml").write_text("a: 1\n")
     result = konfig("secrets", "encrypt", "plain.yaml", cwd=root)
     assert result.code == 2 and "has no .sops.yaml" in result.err
+
+
+LINKED_MAIN = """\
+import base.pkg.models.frontend
+
+web: frontend.Server {
+    name = "web"
+    namespace = "shop-dev"
+    image = "nginx:1.27.3"
+    ports = [{port = 80}]
+    secrets = [{name = "db", fromFile = "secrets.enc.yaml", keys = ["password"]}]
+}
+"""
+
+
+def test_a_link_to_another_stacks_encrypted_file_is_refused(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """dev's secrets.enc.yaml links to prod's: compile, check and rotate refuse it as a
+    link (secrets/link), and no hint re-encrypts prod's values for dev's recipients."""
+    root = repo_builder.root
+    keys = {env: tmp_path / f"{env}.key" for env in ("dev", "prod")}
+    recipients = {
+        env: konfig("secrets", "keygen", "-o", str(path), cwd=root).out.strip()
+        for env, path in keys.items()
+    }
+    (root / ".sops.yaml").write_text(
+        "creation_rules:\n"
+        f"  - path_regex: /prod/\n    age: {recipients['prod']}\n"
+        f"  - path_regex: /dev/\n    age: {recipients['dev']}\n"
+    )
+    repo_builder.stack("shop", "prod", main=LINKED_MAIN.replace("shop-dev", "shop-prod"))
+    repo_builder.stack("shop", "dev", main=LINKED_MAIN)
+    prod_file = "appops/shop/prod/secrets.enc.yaml"
+    dev_file = "appops/shop/dev/secrets.enc.yaml"
+    (root / prod_file).write_text(f"db:\n  password: {CANARY}\n")
+    assert konfig("secrets", "encrypt", prod_file, cwd=root).code == 0
+    prod_before = (root / prod_file).read_bytes()
+    (root / dev_file).symlink_to("../prod/secrets.enc.yaml")
+    compiled = konfig("compile", "shop/dev", cwd=root)
+    assert compiled.code == 1
+    assert f"{dev_file}: web" in compiled.err or f"{dev_file}: " in compiled.err
+    assert f"resolves to {prod_file} (a link)" in compiled.err
+    assert "[secrets/link]" in compiled.err
+    assert konfig("compile", "shop/prod", cwd=root).code == 0
+    monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(keys["prod"]))
+    checked = konfig("check", "--all", cwd=root)
+    assert checked.code == 1
+    assert f"{dev_file}: error: resolves to {prod_file} (a link)" in checked.out
+    assert "[secrets/link]" in checked.out
+    assert f"konfig secrets rotate {dev_file}" not in checked.out + checked.err
+    assert "[secrets/recipients]" not in checked.out
+    monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(keys["prod"]))
+    rotated = konfig("secrets", "rotate", dev_file, cwd=root)
+    assert rotated.code == 1
+    assert f"resolves to {prod_file} (a link)" in rotated.err
+    assert (root / prod_file).read_bytes() == prod_before
+    assert CANARY not in compiled.out + compiled.err + checked.out + rotated.out + rotated.err

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
+from fixtures.repos import KonfigRunner, RepoBuilder
+from fixtures.sops import SopsCli
 
 from konfig.secrets import audit, edit
 from konfig.secrets.keys import Keyring
@@ -103,3 +106,38 @@ def test_plaintext_secret_data_in_a_spec() -> None:
         ("secrets/plaintext-secret", "v1:Secret:ns:db")
     ]
     assert CANARY not in problems[0].message and "password" in problems[0].message
+
+
+def test_check_with_a_key_that_opens_nothing_says_so(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    sops_cli: SopsCli,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A file encrypted by the real sops CLI, `konfig check` and `konfig secrets check`
+    given another key: exit 1, the file, its recipient and the key's (never the key)."""
+    root = repo_builder.root
+    prod_key, wrong_key = tmp_path / "prod.key", tmp_path / "wrong.key"
+    prod = sops_cli.keygen(prod_key)
+    wrong = sops_cli.keygen(wrong_key)
+    (root / ".sops.yaml").write_text(f"creation_rules:\n  - age: {prod}\n")
+    repo_builder.stack("shop", "stage")
+    rel = "appops/shop/stage/secrets.enc.yaml"
+    (root / rel).write_text(f"db:\n  password: {CANARY}\n")
+    sops_cli.run("encrypt", "--in-place", rel, cwd=root)
+    assert CANARY not in (root / rel).read_text()
+    for args in (("check", "shop/stage"), ("secrets", "check")):
+        monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(wrong_key))
+        result = konfig(*args, cwd=root)
+        assert result.code == 1, (args, result.out, result.err)
+        assert f"{rel}: error: the key in SOPS_AGE_KEY_FILE={wrong_key} (recipient {wrong})" in (
+            result.out
+        )
+        assert f"this one is encrypted for {prod}" in result.out
+        assert "[secrets/wrong-key]" in result.out
+        secret = wrong_key.read_text().split("AGE-SECRET-KEY-")[1][:20]
+        assert secret not in result.out + result.err and CANARY not in result.out
+    monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(prod_key))
+    right = konfig("check", "shop/stage", cwd=root)
+    assert right.code == 0, right.out + right.err
