@@ -54,6 +54,7 @@ class CompileError:
     details: tuple[str, ...] = ()
     # the named rule that refused the stack (``kcl/side-effect``...), None: KCL's own error
     rule: str | None = None
+    resource: str | None = None  # the resource id the refusal is about, when one
 
     def location(self) -> str:
         if self.file is None:
@@ -352,6 +353,7 @@ def duplicate_id_error(inputs: CompileInput, spec: Spec) -> CompileError | None:
             line=line,
             details=tuple(f"{f}:{n}: also named here" for f, n in places[1:]),
             rule=DUPLICATE_ID_RULE,
+            resource=resource.id,
         )
     return None
 

@@ -30,6 +30,7 @@ the worker's part: see :mod:`konfig.build.workers` and docs/security.md.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,6 +204,8 @@ class SourceRules:
         self.root = root
         self._files: dict[str, _Scanned] = {}
         self._found: dict[tuple[str, Aliases], list[SourceFinding]] = {}
+        self._modules: dict[str, tuple[int, list[str]]] = {}
+        self._real_root = os.path.realpath(root)
 
     def _scan(self, path: Path) -> _Scanned | None:
         key = str(path)
@@ -235,42 +238,54 @@ class SourceRules:
             self._found[key] = found
         return found
 
-    def _module_files(self, module: str) -> list[Path]:
-        base = self.root / module
-        if base.is_dir():
-            return sorted(
-                p
-                for p in base.iterdir()
-                if p.name.endswith(KCL_SUFFIX) and not p.name.endswith(TEST_SUFFIX) and p.is_file()
-            )
-        single = base.with_suffix(KCL_SUFFIX)
-        return [single] if single.is_file() else []
+    def _module_files(self, module: str) -> list[str]:
+        """The files KCL loads for ``module`` (remembered by the folder's mtime)."""
+        base = f"{self._real_root}/{module}"
+        try:
+            st = os.stat(base)  # noqa: PTH116
+        except OSError:
+            single = base + KCL_SUFFIX
+            return [single] if os.path.isfile(single) else []  # noqa: PTH113
+        if not stat.S_ISDIR(st.st_mode):
+            single = base + KCL_SUFFIX
+            return [single] if os.path.isfile(single) else []  # noqa: PTH113
+        known = self._modules.get(base)
+        if known is not None and known[0] == st.st_mtime_ns:
+            return known[1]
+        files = sorted(
+            f"{base}/{entry.name}"
+            for entry in os.scandir(base)
+            if entry.name.endswith(KCL_SUFFIX)
+            and not entry.name.endswith(TEST_SUFFIX)
+            and entry.is_file()
+        )
+        self._modules[base] = (st.st_mtime_ns, files)
+        return files
 
     def findings(self, entries: Iterable[str | Path]) -> list[SourceFinding]:
         """Every finding in the ``entries`` (one main package: they share imports) and in
         every module they import from the repository, transitively."""
-        root = str(self.root.resolve())
-        main = [Path(f) for f in entries]
-        scanned_main = [(p, self._scan(p)) for p in main]
-        shared = frozenset(a for _, s in scanned_main if s is not None for a in s.aliases)
+        prefix = f"{self._real_root}/"
+        main = [os.path.realpath(f) for f in entries]
+        scanned_main = [self._scan(Path(p)) for p in main]
+        shared = frozenset(a for s in scanned_main if s is not None for a in s.aliases)
         found: list[SourceFinding] = []
         seen: set[str] = set()
-        todo: list[tuple[Path, Aliases]] = [(p, shared) for p in main]
+        todo: list[tuple[str, Aliases]] = [(p, shared) for p in main]
         while todo:
             path, aliases = todo.pop()
-            real = os.path.realpath(path)
-            if real in seen:
+            if path in seen:
                 continue
-            seen.add(real)
-            scanned = self._scan(path)
+            seen.add(path)
+            scanned = self._scan(Path(path))
             if scanned is None:
                 continue
-            found.extend(self._file_findings(path, scanned, aliases))
-            rel = os.path.relpath(real, root)
-            if rel.startswith(".."):
-                continue
+            found.extend(self._file_findings(Path(path), scanned, aliases))
+            if not path.startswith(prefix):
+                continue  # outside the repository: its imports are not the repository's
+            rel = path[len(prefix) :]
             for name in scanned.imports:
-                module = resolve(name, rel.replace(os.sep, "/"))
+                module = resolve(name, rel)
                 if module is not None:
                     todo.extend((p, frozenset()) for p in self._module_files(module))
         return sorted(set(found), key=lambda f: (f.file, f.line, f.column or 0, f.rule))

@@ -15,6 +15,7 @@ from konfig.check.secretrules import check_secret_files, check_secret_specs
 from konfig.check.specrules import check_spec
 from konfig.check.structure import check_structure, layout_findings, within_selection
 from konfig.check.terraform import check_terraform
+from konfig.repo.kclmod import KCL_MOD_RULE
 from konfig.repo.layout import STACK_FILE, Repository
 from konfig.secrets.keys import Keyring
 
@@ -38,7 +39,8 @@ def check(
     findings = [
         f
         for f in check_structure(repo)
-        if scope is None or f in layout or within_selection(f, scope)
+        # a bad kcl.mod stops every stack from compiling: reported whatever the scope
+        if scope is None or f in layout or f.rule == KCL_MOD_RULE or within_selection(f, scope)
     ]
     findings.extend(check_secret_files(repo.root, scope, keyring))
     by_path = {s.path: s for s in repo.stacks}
@@ -58,6 +60,7 @@ def check(
                     (error.file if error and error.file else f"{stack.path}/{STACK_FILE}"),
                     error.line if error else None,
                     stack=stack.path,
+                    resource=error.resource if error else None,
                 )
             )
             continue

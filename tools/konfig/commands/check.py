@@ -18,6 +18,7 @@ from konfig.errors import EXIT_FINDINGS, EXIT_OK
 from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.declared import declared_objects
 from konfig.pipeline.selection import Selection, select_for_command
+from konfig.repo.kclmod import kcl_mod_problems
 from konfig.repo.layout import is_within
 
 
@@ -83,16 +84,22 @@ def command(
     if not selection.everything:
         scope = [*{s.project_path: None for s in selection.stacks}, *(selection.test_scope or ())]
 
-    compiled = compile_stacks(
-        repo,
-        selection.stacks,
-        jobs=jobs,
-        meter=compile_progress(enabled=fmt == "text"),
-        settings=compile_settings(),
+    # a kcl.mod KCL would partly ignore is the structure/kcl-mod finding, and nothing
+    # compiles with it (preview and apply refuse it: pipeline.compiling)
+    compiled = (
+        []
+        if kcl_mod_problems(repo.root)
+        else compile_stacks(
+            repo,
+            selection.stacks,
+            jobs=jobs,
+            meter=compile_progress(enabled=fmt == "text"),
+            settings=compile_settings(),
+        )
     )
 
     # like the stacks compiled above, no cache: check writes nothing into the repository
-    declared = declared_objects(repo, compiled, state=None, jobs=jobs)
+    declared = declared_objects(repo, compiled, state=None, jobs=jobs) if compiled else []
     findings = check(
         repo, compiled, scope=scope, policies=policies, keyring=keyring, declared=declared
     )

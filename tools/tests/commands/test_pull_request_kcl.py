@@ -10,8 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
+from fixtures.cluster import Cluster
 from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import SIMPLE_MAIN, KonfigRunner, RepoBuilder
+from kubeutil import unique
 from pyrage import x25519
 
 # every kind of credential konfig or CI may hold while it compiles a pull request
@@ -24,6 +26,8 @@ CANARIES = {
     "PGPASSWORD": "canary-pg-password",
     "AWS_SECRET_ACCESS_KEY": "canary-aws-secret",
 }
+
+ADMIN = "kubernetes:\n  context: admin\n"
 
 # the issue's reproduction, word for word
 ISSUE_MAIN = """\
@@ -324,5 +328,37 @@ def test_a_malformed_kcl_mod_is_refused_by_every_command(
     ):
         result = konfig(*args, cwd=root)
         assert result.code == 1, (args, result.err)
+        if args[0] == "check":  # the finding, and no stack compiled with that kcl.mod
+            assert f"kcl.mod:{line}: error: {words}" in result.out, result.out
+            assert "[structure/kcl-mod]" in result.out
+            assert "checked 0 stack(s)" in result.err
+            continue
         assert f"kcl.mod:{line}: {words}" in result.err, (args, result.err)
         assert "[structure/kcl-mod]" in result.err, args
+
+
+@pytest.mark.cluster
+def test_read_env_gets_no_credential_into_a_preview(
+    repo_builder: RepoBuilder,
+    konfig: KonfigRunner,
+    canaries: None,
+    cluster: Cluster,
+    tmp_path: Path,
+) -> None:
+    """preview takes the age key out of its environment, but every other credential CI
+    gives it (provider credentials, tokens) was KCL's to read."""
+    namespace = unique("leak")
+    cluster.kubectl("create", "namespace", namespace)
+    main = EVERY_VARIABLE.replace('namespace = "n"', f'namespace = "{namespace}"')
+    repo_builder.stack("leak", "dev", main=main, stack_yaml=f"name: dev\n{ADMIN}")
+    root = repo_builder.root
+    seen = ""
+    for fmt in ("text", "markdown", "json"):
+        out = tmp_path / f"preview.{fmt}"
+        args = ["preview", "leak/dev", "--format", fmt, "--out", str(out)]
+        args += ["--kubeconfig", str(cluster.kubeconfig), *(["--diff"] if fmt == "text" else [])]
+        result = konfig(*args, cwd=root)
+        assert result.code == 0, result.err
+        seen += result.out + result.err + out.read_text(encoding="utf-8")
+    assert "ConfigMap" in seen and namespace in seen
+    assert _canaries_in(seen) == []
