@@ -32,15 +32,18 @@ class TofuContext:
     scope: WriteScope | None = None
 
 
-def stack_tofu(tctx: TofuContext, stack: Stack, target: KubeTarget) -> StackTofu:
+def stack_tofu(
+    tctx: TofuContext, stack: Stack, target: KubeTarget, backend: Backend | None = None
+) -> StackTofu:
     """The Terraform settings of one stack: stack.yaml's ``terraform``, its working
-    directory, its state backend in the stack's cluster."""
+    directory, its state backend in the stack's cluster (``backend``: where
+    :func:`~konfig.tofu.records.state_backend` found it; else the stack's name)."""
     suffix = state_suffix(stack.path)
     kubeconfig = target.kubeconfig or str(Path("~/.kube/config").expanduser())
     return StackTofu(
         stack_path=stack.path,
         workdir=tctx.workroot / suffix,
-        backend=Backend(suffix=suffix),
+        backend=backend or Backend(suffix=suffix),
         settings=tctx.settings,
         cluster=Cluster(kubeconfig=kubeconfig, context=target.context),
         terraform=stack_terraform(stack.raw, stack.path),

@@ -44,7 +44,7 @@ from konfig.tofu.plan_apply import (
     tofu_plan,
 )
 from konfig.tofu.preflight import missing_credentials
-from konfig.tofu.records import read_intent, read_state, state_serial, state_suffix
+from konfig.tofu.records import read_intent, read_state, state_backend, state_serial
 from konfig.tofu.references import keeplive_where_unknown, kubernetes_spec, lookup_of
 from konfig.tofu.state import state_addresses, state_ids
 from konfig.tofu.values import generated_data, merged_data, write_only_values
@@ -123,7 +123,7 @@ def plan_hybrid(
     not planned but listed as not previewed (naming the variables), and the Kubernetes
     objects are planned with the values the state records (the live value where even
     that is unknown); otherwise a missing credential is an error naming it."""
-    ctx = stack_tofu(tctx, stack, target)
+    ctx = stack_tofu(tctx, stack, target, state_backend(kube, stack.path, move=lock))
     generated = generated_data(kube, spec)
     data = merged_data(secret_data, generated)
     state = read_state(kube, ctx.backend, where=stack.path)
@@ -249,7 +249,7 @@ def plan_terraform_first(
     both."""
     if not spec.terraform():
         return None
-    ctx = stack_tofu(tctx, stack, target)
+    ctx = stack_tofu(tctx, stack, target, state_backend(kube, stack.path, move=True))
     data = merged_data(secret_data, generated_data(kube, spec))
     state = read_state(kube, ctx.backend, where=stack.path)
     planned = tofu_plan(
@@ -338,7 +338,7 @@ def plan_destroy_hybrid(
 ) -> HybridPlan:
     """The destroy plan of both runtimes: every object the inventory owns and every
     resource OpenTofu's state records is a delete (refused without the stack's opt-in)."""
-    ctx = stack_tofu(tctx, stack, target)
+    ctx = stack_tofu(tctx, stack, target, state_backend(kube, stack.path, move=lock))
     state = read_state(kube, ctx.backend, where=stack.path)
     kplan = plan_stack(kube, stack, None, prior, deleted=True)
     planned: PlannedStack | None = None
@@ -353,7 +353,7 @@ def plan_destroy_hybrid(
 def kept_terraform(kube: Kube, stack: Stack) -> str | None:
     """For a stack whose directory is gone: what its OpenTofu state still records (kept:
     without its stack.yaml neither the credentials nor the opt-in to destroy are known)."""
-    backend = Backend(suffix=state_suffix(stack.path))
+    backend = state_backend(kube, stack.path)
     found = sorted(state_addresses(read_state(kube, backend, where=stack.path)))
     if not found:
         return None

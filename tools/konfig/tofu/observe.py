@@ -12,10 +12,9 @@ from konfig.engine.kube import Kube, KubeTarget
 from konfig.engine.survey import ObjectStatus
 from konfig.errors import KonfigError
 from konfig.repo.layout import Stack
-from konfig.tofu.config import Backend
 from konfig.tofu.context import TofuContext, stack_tofu
 from konfig.tofu.preflight import missing_credentials
-from konfig.tofu.records import read_state, state_suffix
+from konfig.tofu.records import read_state, state_backend
 from konfig.tofu.refresh import ResourceDrift, refresh_stack
 from konfig.tofu.state import state_ids
 from konfig.words import plural
@@ -29,7 +28,7 @@ def terraform_objects(
     their drift from ``tofu plan -refresh-only`` (read-only, no lock). Without the
     provider credentials (named, as a preview names them) or when OpenTofu fails, each
     resource's drift is unknown, with why."""
-    ctx = stack_tofu(tctx, stack, target)
+    ctx = stack_tofu(tctx, stack, target, state_backend(kube, stack.path))
     state = read_state(kube, ctx.backend, where=stack.path)
     ids = state_ids(state)
     if state is None or not ids:
@@ -72,7 +71,7 @@ def terraform_objects(
 def state_objects(kube: Kube, stack: Stack) -> tuple[ObjectStatus, ...]:
     """The Terraform resources the stack's state records, read from the state Secret
     only (no OpenTofu, no credentials): applied, their drift not checked."""
-    backend = Backend(suffix=state_suffix(stack.path))
+    backend = state_backend(kube, stack.path)
     ids = state_ids(read_state(kube, backend, where=stack.path))
     return tuple(
         ObjectStatus(rid, _APPLIED_HEALTH, ObjectDrift(rid, "unknown", message=NOT_REFRESHED))

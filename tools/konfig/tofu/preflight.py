@@ -17,9 +17,9 @@ from konfig.errors import KonfigError
 from konfig.repo.layout import Stack
 from konfig.spec import Spec
 from konfig.tofu import credentials
-from konfig.tofu.config import Backend, state_providers
+from konfig.tofu.config import state_providers
 from konfig.tofu.model import StackTerraform, stack_terraform, terraform_resources
-from konfig.tofu.records import read_state, state_suffix
+from konfig.tofu.records import read_state, state_backend
 from konfig.tofu.state import state_configs
 
 
@@ -45,9 +45,9 @@ def read_states(
     run reports that, and the other stacks go on as they would have."""
 
     def one(stack: Stack) -> dict[str, Any] | KonfigError | None:
-        backend = Backend(suffix=state_suffix(stack.path))
         try:
-            return read_state(kube_of(stack), backend, where=stack.path)
+            kube = kube_of(stack)
+            return read_state(kube, state_backend(kube, stack.path), where=stack.path)
         except KonfigError as exc:
             return exc
 

@@ -126,10 +126,10 @@ def test_destroys_are_refused_unless_the_stack_allows_them() -> None:
     assert out[ext.id] == "" and out[kept.id] == ""
 
 
-def test_state_names_are_dns_labels() -> None:
-    assert state_suffix("appops/webshop/prod") == "appops-webshop-prod"
+def test_state_names_are_label_values_and_dns_names() -> None:
+    assert state_suffix("appops/webshop/prod") == "appops-webshop-prod"  # unchanged
     long = state_suffix("appops/" + "x" * 80 + "/Prod_2")
-    assert len(long) <= 40 and long == long.lower() and not long.endswith("-")
+    assert len(long) <= 63 and long == long.lower() and not long.endswith("-")
 
 
 def test_scram_verifier_is_what_postgresql_checks_a_login_against() -> None:
