@@ -58,6 +58,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 REPO = Path(__file__).resolve().parent.parent
 
 MAIN = """\
@@ -144,6 +146,21 @@ def repository(work: Path) -> Path:
     for name in ("kcl.mod", "konfig.yaml"):
         shutil.copy2(REPO / name, root / name)
     shutil.copytree(REPO / "base", root / "base")
+    # the platform grants the bench's stacks the BENCH_PG* variables (docs/terraform.md)
+    config = yaml.safe_load((root / "konfig.yaml").read_text()) or {}
+    config.setdefault("terraform", {})["credentials"] = [
+        {
+            "stacks": ["appops/**"],
+            "provider": "postgresql",
+            "environment": {
+                "host": "BENCH_PGHOST",
+                "port": "BENCH_PGPORT",
+                "username": "BENCH_PGUSER",
+                "password": "BENCH_PGPASSWORD",
+            },
+        }
+    ]
+    (root / "konfig.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return root
 
 

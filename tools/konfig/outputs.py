@@ -210,11 +210,11 @@ def to_terraform(text: str, address_of: Callable[[str], str]) -> str:
     out: list[str] = []
     last = 0
     for match in _TOKEN.finditer(text):
-        out.append(_escape(text[last : match.start()]))
+        out.append(escape(text[last : match.start()]))
         ref = parse_reference(match.group(1))
         out.append("${" + address_of(ref.target) + "".join(_hcl_step(p) for p in ref.path) + "}")
         last = match.end()
-    out.append(_escape(text[last:]))
+    out.append(escape(text[last:]))
     return "".join(out)
 
 
@@ -222,5 +222,7 @@ def _hcl_step(segment: str) -> str:
     return f"[{segment}]" if segment.isdigit() else f".{segment}"
 
 
-def _escape(text: str) -> str:
+def escape(text: str) -> str:
+    """``text`` as a literal of OpenTofu's template syntax: ``${`` -> ``$${``, ``%{`` ->
+    ``%%{`` (an existing ``$${`` stays literal: ``$$${`` reads back as ``$${``)."""
     return text.replace("${", "$${").replace("%{", "%%{")

@@ -18,6 +18,7 @@ from konfig.check.terraform import check_terraform
 from konfig.repo.kclmod import KCL_MOD_RULE
 from konfig.repo.layout import STACK_FILE, Repository
 from konfig.secrets.keys import Keyring
+from konfig.tofu.policy import policy_from_data
 
 
 def check(
@@ -49,6 +50,7 @@ def check(
         if result.spec is not None:
             kinds.add_resources(result.spec.resources, result.stack_path)
     jobs: list[PolicyJob] = []
+    terraform_policy = policy_from_data(repo.config.terraform)
     for result in compiled:
         stack = by_path[result.stack_path]
         if result.spec is None:
@@ -76,7 +78,7 @@ def check(
         )
         findings.extend(check_secret_specs(repo.root, stack, spec))
         findings.extend(check_schema(repo.root, stack, spec, kinds, repo.config.kubernetes_version))
-        findings.extend(check_terraform(repo.root, stack, spec))
+        findings.extend(check_terraform(repo.root, stack, spec, terraform_policy))
         if policies:
             options = dict(result.inputs.options) if result.inputs else {}
             jobs.append(PolicyJob(stack, spec, options))

@@ -10,7 +10,13 @@
   argument, a required argument missing, a read-only or write-only one set, a wrong type;
 - ``terraform/reference``: a ``${konfig:...}`` reference that does not parse, names no
   Terraform resource of the stack or provider configuration, or an attribute its schema
-  does not have.
+  does not have, or a provider argument konfig.yaml does not let references copy;
+- ``terraform/provider-policy`` and ``terraform/credentials``: stack.yaml's provider
+  configurations held to the platform's policy in konfig.yaml (:mod:`konfig.tofu.policy`:
+  a configuration it does not offer, a setting it does not allow, a variable it does not
+  grant the stack), with the line; preview, apply and the rest refuse the stack alike;
+- ``terraform/forbidden`` (:mod:`konfig.tofu.guards`: a provisioner, a resource type of
+  another provider, a meta-argument) fails the stack's compile, and check reports it.
 """
 
 from __future__ import annotations
@@ -21,14 +27,22 @@ from konfig import outputs
 from konfig.check.findings import Finding
 from konfig.check.locate import locate
 from konfig.errors import ConfigError, KonfigError
-from konfig.repo.layout import Stack
+from konfig.repo.layout import STACK_FILE, Stack
 from konfig.spec import Resource, Spec
 from konfig.tofu import schema as schemas
 from konfig.tofu.model import StackTerraform, stack_terraform, terraform_resource
+from konfig.tofu.policy import TerraformPolicy, Violation
+from konfig.tofu.policy import checked as checked_policy
+from konfig.tofu.policy import violations as policy_violations
 
 
-def check_terraform(root: Path, stack: Stack, spec: Spec) -> list[Finding]:
+def check_terraform(
+    root: Path, stack: Stack, spec: Spec, policy: TerraformPolicy | None = None
+) -> list[Finding]:
+    """The Terraform findings of one compiled stack; ``policy``: konfig.yaml's (None:
+    an empty one, which offers no provider configuration)."""
     findings: list[Finding] = []
+    policy = policy or TerraformPolicy()
 
     def add(rule: str, message: str, resource: Resource | None) -> None:
         file, line = locate(root, stack, resource)
@@ -43,6 +57,13 @@ def check_terraform(root: Path, stack: Stack, spec: Spec) -> list[Finding]:
         findings.append(
             Finding("terraform/invalid-resource", exc.message, exc.file, stack=stack.path)
         )
+    if terraform is not None:
+        refused = policy_violations(stack.raw, stack.path, policy)
+        if refused:
+            findings.extend(_policy_findings(root, stack, refused))
+            terraform = None  # its references are not checked against a refused section
+        else:
+            terraform = checked_policy(terraform, stack.raw, stack.path, policy)
     by_id = {r.id: r for r in spec.terraform()}
     types: dict[str, dict[str, object] | None] = {}
     for res in spec.terraform():
@@ -92,11 +113,21 @@ def check_terraform(root: Path, stack: Stack, spec: Spec) -> list[Finding]:
                 add("terraform/reference", f"{res.id}: {found.field}: {found.problem}", res)
                 continue
             if ref.is_provider:
-                if terraform is not None and ref.config not in terraform.providers:
+                config = terraform.providers.get(ref.config) if terraform else None
+                if terraform is not None and config is None:
                     add(
                         "terraform/reference",
                         f"{res.id}: {found.field} refers to provider configuration "
                         f"{ref.config!r}, which stack.yaml does not define",
+                        res,
+                    )
+                elif config is not None and ref.attribute not in config.references:
+                    add(
+                        "terraform/reference",
+                        f"{res.id}: {found.field} refers to {ref}: konfig.yaml does not let "
+                        f"a reference copy argument {ref.attribute!r} of provider "
+                        f"{ref.config} (it may: {', '.join(config.references) or 'none'}); "
+                        "a credential is never copied into a Kubernetes object",
                         res,
                     )
                 continue
@@ -118,3 +149,17 @@ def check_terraform(root: Path, stack: Stack, spec: Spec) -> list[Finding]:
                     res,
                 )
     return findings
+
+
+def _policy_findings(root: Path, stack: Stack, found: list[Violation]) -> list[Finding]:
+    from konfig.repo.yamlio import read_text
+    from konfig.repo.yamlpos import key_lines, line_of
+
+    file = f"{stack.path}/{STACK_FILE}"
+    try:
+        lines = key_lines(read_text(root / file, root=root))
+    except (OSError, KonfigError):
+        lines = {}
+    return [
+        Finding(v.rule, v.message, file, line_of(lines, v.path), stack=stack.path) for v in found
+    ]

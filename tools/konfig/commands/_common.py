@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from konfig.pipeline.connections import Connections
     from konfig.pipeline.runtime import Contexts
     from konfig.tofu.context import TofuContext
+    from konfig.tofu.policy import TerraformPolicy
 
 COMPILE_TIMEOUT_ENV = "KONFIG_COMPILE_TIMEOUT"
 COMPILE_MEMORY_ENV = "KONFIG_COMPILE_MEMORY"
@@ -184,6 +185,61 @@ def runtime_contexts(root: Path, *, opentofu: bool) -> Contexts:
     return Contexts(tofu=tofu_context(root) if opentofu else None)
 
 
+# The commit whose konfig.yaml holds the Terraform policy (a pull request's preview: the
+# base branch's, so the pull request cannot grant itself variables or settings).
+TERRAFORM_POLICY_REF_ENV = "KONFIG_TERRAFORM_POLICY_REF"
+
+
+def terraform_policy(root: Path) -> TerraformPolicy:
+    """konfig.yaml's Terraform policy (docs/terraform.md): the work tree's, or with
+    ``$KONFIG_TERRAFORM_POLICY_REF`` the one konfig.yaml has in that commit (a pull
+    request's preview sets it to the base branch: what the pull request changes in
+    konfig.yaml takes effect once merged, not in its own preview)."""
+    from konfig.repo.settings import load_repo_config, repo_config_from_data
+    from konfig.tofu.policy import policy_from_data
+
+    ref = os.environ.get(TERRAFORM_POLICY_REF_ENV, "").strip()
+    if not ref:
+        return policy_from_data(load_repo_config(root).terraform)
+    from konfig.detect import gitrepo
+    from konfig.repo.settings import CONFIG_FILE
+    from konfig.repo.yamlio import load_yaml_text
+
+    data = gitrepo.file_at(root, ref, CONFIG_FILE)
+    where = f"{CONFIG_FILE} at ${TERRAFORM_POLICY_REF_ENV} ({ref})"
+    text = data.decode("utf-8", errors="replace") if data else ""
+    config = repo_config_from_data(load_yaml_text(text, file=where), text=text) if text else None
+    return policy_from_data(config.terraform if config else {})
+
+
+def _refuse_tracked(root: Path, workroot: Path) -> None:
+    """OpenTofu uses what its working directories hold (the providers in
+    ``.terraform/``, the lock file, any override or ``.tfvars``): refuse a run when git
+    tracks a file there, as a pull request that commits one into the ignored cache
+    folder would (the checkout writes it)."""
+    from konfig.detect import gitrepo
+    from konfig.errors import KonfigError
+
+    try:
+        rel = workroot.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return  # outside the repository: no checkout writes there
+    if not gitrepo.is_repo(root):
+        return
+    tracked = gitrepo.tracked_under(root, rel)
+    if tracked:
+        shown = ", ".join(tracked[:5]) + (
+            f" and {len(tracked) - 5} more" if len(tracked) > 5 else ""
+        )
+        raise KonfigError(
+            f"refused (terraform/forbidden): git tracks {len(tracked)} file(s) in the OpenTofu "
+            f"working directories {rel}/ ({shown}); OpenTofu would use them (a provider "
+            "binary, a lock file, an override, variable values), so nothing is run",
+            hint=f"remove them from the repository (`git rm -r --cached {rel}`); Konfig "
+            "writes that folder itself",
+        )
+
+
 def tofu_context(root: Path) -> TofuContext:
     """How this run drives OpenTofu, for stacks with Terraform resources: the binary
     (``$KONFIG_TOFU``, else ``tofu`` on PATH), the CLI configuration that installs
@@ -200,6 +256,7 @@ def tofu_context(root: Path) -> TofuContext:
     from konfig.tofu.runner import TofuSettings
 
     workroot = Path(os.environ.get(TOFU_DIR_ENV) or cache_dir(root) / "tofu")
+    _refuse_tracked(root, workroot)
     environ = {k: v for k, v in os.environ.items() if k != TERRAFORM_ENV}
     bundle = os.environ.get(TERRAFORM_ENV, "")
     credentials = dict(environ)
@@ -215,4 +272,6 @@ def tofu_context(root: Path) -> TofuContext:
         workroot=workroot,
         environment=credentials,
         scope=WriteScope.named(workroot, "the OpenTofu working directories", folder=True),
+        policy=terraform_policy(root),
+        root=root,
     )

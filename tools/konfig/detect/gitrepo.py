@@ -292,6 +292,17 @@ def file_before(root: Path, commit: str, path: str) -> bytes | None:
         return None
 
 
+def file_at(root: Path, ref: str, path: str) -> bytes | None:
+    """The content ``path`` has in commit ``ref`` (None when it has no such file);
+    GitError when git does not know ``ref``."""
+    g = open_repo(root)
+    commit = rev_parse(root, ref)
+    try:
+        return _git(g, "show", f"{commit}:{g.prefix}{path}")
+    except _Failed:
+        return None
+
+
 def merge_base(root: Path, base: str, head: str) -> str:
     """The best common ancestor of two commits, as ``git diff base...head`` uses."""
     g = open_repo(root)
@@ -583,3 +594,15 @@ def uncommitted(root: Path) -> list[str]:
         if rel is not None:
             paths.add(rel)
     return sorted(paths)
+
+
+def tracked_under(root: Path, rel: str) -> list[str]:
+    """The files git tracks below ``rel`` (a folder relative to ``root``), sorted: a
+    folder Konfig keeps for itself (a cache) must hold none, whatever .gitignore says
+    (``git add -f`` commits an ignored file, and a checkout writes it)."""
+    g = open_repo(root)
+    try:
+        out = _text(g, "ls-files", "-z", "--cached", "--full-name", "--", g.prefix + rel)
+    except _Failed as exc:
+        raise failure(g.top, "ls-files", exc.stderr) from None
+    return sorted(r for r in (_strip(g, p) for p in _split_z(out)) if r is not None)

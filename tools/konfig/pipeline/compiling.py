@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
 from konfig.build.compiler import (
+    CompileError,
     CompileInput,
     CompileResult,
     CompileSettings,
@@ -84,4 +86,25 @@ def compile_stacks(
             settings=settings,
         )
     by_path = {r.stack_path: r for r in done} | early
-    return [by_path[s.path] for s in stacks]
+    return [_refuse_forbidden(repo, s, by_path[s.path]) for s in stacks]
+
+
+def _refuse_forbidden(repo: Repository, stack: Stack, result: CompileResult) -> CompileResult:
+    """The stack's Spec refused by ``terraform/forbidden`` (:mod:`konfig.tofu.guards`):
+    a provisioner, a resource type of another provider, a meta-argument. Every command
+    that compiles (compile, test, check, preview, apply) fails the stack alike, before
+    anything is planned, run or written."""
+    if result.spec is None or not result.spec.terraform():
+        return result
+    from konfig.check.locate import locate
+    from konfig.tofu.guards import RULE, forbidden, refusal
+
+    found = forbidden(result.spec.terraform())
+    if not found:
+        return result
+    first = result.spec.by_id().get(found[0].resource)
+    file, line = locate(repo.root, stack, first)
+    error = CompileError(
+        refusal(found), file=file, line=line, rule=RULE, resource=found[0].resource
+    )
+    return replace(result, spec=None, spec_yaml=None, error=error)

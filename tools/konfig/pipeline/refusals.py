@@ -88,9 +88,37 @@ def unordered(repo: Repository, stack: Stack, spec: Spec) -> Refusal | None:
     return None
 
 
+def terraform_forbidden(repo: Repository, stack: Stack, spec: Spec) -> Refusal | None:
+    """A Terraform resource that runs code, reads files or reaches a host the stack
+    chooses (a provisioner, another provider's type, a meta-argument: ``konfig check``'s
+    and compile's ``terraform/forbidden``, :mod:`konfig.tofu.guards`)."""
+    if not spec.terraform():
+        return None
+    from konfig.check.locate import locate
+    from konfig.tofu.guards import forbidden, refusal
+
+    found = forbidden(spec.terraform())
+    if not found:
+        return None
+    file, line = locate(repo.root, stack, spec.by_id().get(found[0].resource))
+    text = refusal(found)
+    return Refusal(
+        preview=text,
+        apply=f"{file}: {stack.path}: nothing was applied: {text}",
+        hint="`konfig check` lists every such construct (docs/terraform.md)",
+        file=file,
+        line=line,
+    )
+
+
 Rule = Callable[[Repository, Stack, Spec], "Refusal | None"]
 
-PRE_WRITE_REFUSALS: tuple[Rule, ...] = (system_namespaces, privileges, unordered)
+PRE_WRITE_REFUSALS: tuple[Rule, ...] = (
+    system_namespaces,
+    privileges,
+    terraform_forbidden,
+    unordered,
+)
 
 
 def first_refusal(repo: Repository, stack: Stack, spec: Spec) -> Refusal | None:

@@ -35,6 +35,9 @@ class RepoConfig:
     production_stacks: tuple[str, ...] = DEFAULT_PRODUCTION_STACKS
     # system namespaces (default, kube-*) stacks may write to: none unless listed
     allow_system_namespaces: tuple[str, ...] = ()
+    # the platform's Terraform policy (provider configurations, granted variables), as
+    # written: konfig.tofu.policy reads it
+    terraform: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -115,6 +118,7 @@ def repo_config_from_data(
         triggers=tuple(data.get("triggers", defaults.triggers)),
         production_stacks=tuple(data.get("productionStacks", defaults.production_stacks)),
         allow_system_namespaces=tuple(data.get("allowSystemNamespaces", ())),
+        terraform=dict(data.get("terraform") or {}),
         extra={k: v for k, v in data.items() if k not in known},
     )
 

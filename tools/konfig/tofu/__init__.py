@@ -6,7 +6,11 @@ become one OpenTofu working directory, generated as JSON configuration
 the ``tofu`` process; :mod:`~konfig.tofu.plans` turns OpenTofu's JSON plan into the
 changes of the common preview model; :mod:`~konfig.tofu.schema` checks resources against
 the provider's schema; :mod:`~konfig.tofu.model` reads the Spec's Terraform resources and
-the stack's ``terraform`` settings; :mod:`~konfig.tofu.plan_apply` plans and applies one
+the stack's ``terraform`` settings, :mod:`~konfig.tofu.policy` holds them to the
+platform's policy in konfig.yaml (which provider configurations, settings and variables
+a stack may use) and :mod:`~konfig.tofu.guards` refuses what a stack may never bring
+into the configuration (``terraform/forbidden``: provisioners, other providers' types,
+meta-arguments, files Konfig did not write); :mod:`~konfig.tofu.plan_apply` plans and applies one
 stack; :mod:`~konfig.tofu.refresh` reads its drift (``plan -refresh-only``) for status
 and drift.
 

@@ -19,8 +19,10 @@ One working directory per stack holds::
   (``password_wo_version``) a version of the value, so the value is set again exactly
   when it changes. A value not known to this run (a preview without the decryption
   key) is left out and its version ignored (``lifecycle.ignore_changes``);
-- references (:mod:`konfig.outputs`) become OpenTofu expressions, literal ``${``/``%{``
-  are escaped, ``dependsOn`` between Terraform resources becomes ``depends_on``;
+- references (:mod:`konfig.outputs`) become OpenTofu expressions; every other ``${``/``%{``
+  a stack contributes (attributes and their keys, provider settings, import ids) is
+  escaped (:func:`literal`): OpenTofu evaluates no expression from the repository;
+  ``dependsOn`` between Terraform resources becomes ``depends_on``;
 - ``import`` blocks adopt objects that an interrupted apply created but did not record.
 
 The state lives with the stack's cluster: the ``kubernetes`` backend, a Secret
@@ -37,6 +39,7 @@ from typing import Any
 
 from konfig import outputs
 from konfig.ids import is_terraform_id, parse_terraform_id
+from konfig.tofu import guards
 from konfig.tofu.model import (
     ProviderConfig,
     StackTerraform,
@@ -131,12 +134,29 @@ def _variable_block() -> dict[str, Any]:
 
 
 def _convert(value: Any, address_of: Any) -> Any:
+    """A resource attribute's value for the JSON configuration: every string a literal
+    (``${``/``%{`` escaped) but Konfig's own references, which become OpenTofu's; the
+    keys of an object too (OpenTofu reads an object's keys as templates as well)."""
     if isinstance(value, str):
         return outputs.to_terraform(value, address_of)
     if isinstance(value, Mapping):
-        return {str(k): _convert(v, address_of) for k, v in value.items()}
+        return {outputs.escape(str(k)): _convert(v, address_of) for k, v in value.items()}
     if isinstance(value, list):
         return [_convert(v, address_of) for v in value]
+    return value
+
+
+def literal(value: Any) -> Any:
+    """A value from the repository as OpenTofu's JSON syntax reads it literally: every
+    ``${`` and ``%{`` of every string and key escaped (``$${``, ``%%{``), so OpenTofu
+    evaluates no expression or template a stack wrote (a provider setting, an import
+    id); Konfig's own references are not resolved here either."""
+    if isinstance(value, str):
+        return outputs.escape(value)
+    if isinstance(value, Mapping):
+        return {outputs.escape(str(k)): literal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [literal(v) for v in value]
     return value
 
 
@@ -156,6 +176,14 @@ def configuration(
     ``state_providers``: the providers the state's resources use (a resource removed
     from the stack is destroyed with the provider configuration it was created with).
     """
+    if not terraform.checked:
+        raise TerraformSpecError(
+            "the stack's provider configurations were not held to the platform's policy "
+            "(konfig.yaml `terraform`): nothing is written"
+        )
+    refused = guards.forbidden(r.resource for r in resources)
+    if refused:  # compile refuses such a Spec first; the runtime never writes one
+        raise TerraformSpecError(guards.refusal(refused))
     versions = versions or {}
     by_id = {r.id: r for r in resources}
 
@@ -247,7 +275,8 @@ def configuration(
         }
     if imports:
         document["import"] = [
-            {"to": parse_terraform_id(rid).address, "id": imports[rid]} for rid in sorted(imports)
+            {"to": parse_terraform_id(rid).address, "id": literal(imports[rid])}
+            for rid in sorted(imports)
         ]
     return Configuration(document, tuple(variables))
 
@@ -259,7 +288,7 @@ def _provider_block(
     if config.name != local_name:
         block["alias"] = config.name
     for argument, value in sorted(config.settings.items()):
-        block[argument] = value
+        block[argument] = literal(value)
     for argument, env in sorted(config.environment.items()):
         name = provider_variable(config.name, argument)
         variables.append(

@@ -16,8 +16,8 @@ from konfig.engine.kube import KubeTarget
 from konfig.repo.files import WriteScope
 from konfig.repo.layout import Stack
 from konfig.tofu.config import Backend
-from konfig.tofu.model import stack_terraform
 from konfig.tofu.plan_apply import StackTofu
+from konfig.tofu.policy import TerraformPolicy, stack_settings
 from konfig.tofu.records import state_suffix
 from konfig.tofu.runner import Cluster, TofuSettings
 
@@ -30,14 +30,20 @@ class TofuContext:
     workroot: Path  # one working directory per stack below it (a cache folder)
     environment: Mapping[str, str] = field(default_factory=dict, repr=False)
     scope: WriteScope | None = None
+    # konfig.yaml's Terraform policy (what a stack may say of its providers) and the
+    # repository it is read from (stack.yaml's lines in a refusal)
+    policy: TerraformPolicy = field(default_factory=TerraformPolicy)
+    root: Path | None = None
 
 
 def stack_tofu(
     tctx: TofuContext, stack: Stack, target: KubeTarget, backend: Backend | None = None
 ) -> StackTofu:
-    """The Terraform settings of one stack: stack.yaml's ``terraform``, its working
-    directory, its state backend in the stack's cluster (``backend``: where
-    :func:`~konfig.tofu.records.state_backend` found it; else the stack's name)."""
+    """The Terraform settings of one stack: stack.yaml's ``terraform`` held to the
+    platform's policy (:mod:`konfig.tofu.policy`; a ConfigError with the line when it
+    is not), its working directory, its state backend in the stack's cluster
+    (``backend``: where :func:`~konfig.tofu.records.state_backend` found it; else the
+    stack's name)."""
     suffix = state_suffix(stack.path)
     kubeconfig = target.kubeconfig or str(Path("~/.kube/config").expanduser())
     return StackTofu(
@@ -46,7 +52,7 @@ def stack_tofu(
         backend=backend or Backend(suffix=suffix),
         settings=tctx.settings,
         cluster=Cluster(kubeconfig=kubeconfig, context=target.context),
-        terraform=stack_terraform(stack.raw, stack.path),
+        terraform=stack_settings(stack, tctx.policy, tctx.root),
         environment=tctx.environment,
         scope=tctx.scope,
     )

@@ -198,10 +198,11 @@ class HybridRuntime:
         *,
         verb: str,
     ) -> None:
-        """The providers' credentials the stacks' Specs (and, read through ``kube_of``,
-        their states) use are all set: else one error naming every variable."""
+        """The stacks' provider configurations keep to konfig.yaml's policy, and the
+        providers' credentials the stacks' Specs (and, read through ``kube_of``, their
+        states) use are all set: else one error naming every violation or variable."""
         if not stacks:
             return
-        environment = self._context(stacks[0]).environment
+        tofu = self._context(stacks[0])
         states = read_states(stacks, kube_of) if kube_of is not None else None
-        require_credentials(stacks, specs, environment, states=states, verb=verb)
+        require_credentials(stacks, specs, tofu, states=states, verb=verb)

@@ -184,8 +184,10 @@ def _write_only(rid: str, raw: Any) -> tuple[WriteOnly, ...]:
         for name, value in (("attribute", attribute), ("secret", secret), ("key", key)):
             if not isinstance(value, str) or not value:
                 raise TerraformSpecError(f"{at} needs `{name}`")
-        if not isinstance(version, str):
+        if not isinstance(version, str) or not (version == "" or _ARGUMENT.match(version)):
             raise TerraformSpecError(f"{at}.version must be the name of an argument")
+        if not _ARGUMENT.match(str(attribute)):
+            raise TerraformSpecError(f"{at}.attribute must be the name of an argument")
         fmt = entry.get("format", "")
         if fmt not in FORMATS:
             raise TerraformSpecError(
@@ -269,12 +271,18 @@ class ProviderConfig:
     name: str
     settings: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, str] = field(default_factory=dict)  # argument -> variable
+    # the arguments a reference may copy into a Kubernetes object: konfig.yaml's
+    # (konfig.tofu.policy), none until the policy was applied
+    references: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class StackTerraform:
     providers: dict[str, ProviderConfig] = field(default_factory=dict)
     allow_destroy: tuple[str, ...] = ()
+    # held to the platform's policy (konfig.tofu.policy.checked): only then does the
+    # OpenTofu runtime write a configuration of it
+    checked: bool = False
 
     def may_destroy(self, resource_id: str) -> bool:
         """Whether the stack opts in to destroying ``resource_id`` (an id or a pattern)."""

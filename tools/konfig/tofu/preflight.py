@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from konfig.engine.kube import Kube
 from konfig.errors import KonfigError
@@ -18,9 +18,13 @@ from konfig.repo.layout import Stack
 from konfig.spec import Spec
 from konfig.tofu import credentials
 from konfig.tofu.config import state_providers
-from konfig.tofu.model import StackTerraform, stack_terraform, terraform_resources
+from konfig.tofu.model import StackTerraform, terraform_resources
+from konfig.tofu.policy import stack_settings
 from konfig.tofu.records import read_state, state_backend
 from konfig.tofu.state import state_configs
+
+if TYPE_CHECKING:
+    from konfig.tofu.context import TofuContext
 
 
 def missing_credentials(
@@ -63,13 +67,15 @@ def read_states(
 def require_credentials(
     stacks: Sequence[Stack],
     specs: Mapping[str, Spec],
-    environment: Mapping[str, str],
+    tofu: TofuContext,
     *,
     states: Mapping[str, Mapping[str, Any] | None] | None = None,
     verb: str = "apply",
 ) -> None:
-    """Refuse before anything is written when a stack lacks provider credentials in
-    ``environment`` (each variable named, never a value): those of the provider
+    """Refuse before anything is written when a stack's provider configurations break
+    the platform's policy (konfig.yaml: :mod:`konfig.tofu.policy`, with the line) or it
+    lacks provider credentials in ``tofu.environment`` (each variable named, never a
+    value): those of the provider
     configurations its Spec's Terraform resources use and, given its state (``states``,
     :func:`read_states`), those only the state's resources use (apply prunes them,
     destroy destroys them). Apply and destroy never degrade as a preview does."""
@@ -80,8 +86,8 @@ def require_credentials(
         in_state = state_configs((states or {}).get(stack.path))
         if not used and not in_state:
             continue
-        terraform = stack_terraform(stack.raw, stack.path)
-        found = credentials.missing(terraform, used, in_state, environment)
+        terraform = stack_settings(stack, tofu.policy, tofu.root)
+        found = credentials.missing(terraform, used, in_state, tofu.environment)
         if found:
             problems[stack.path] = found
     if problems:

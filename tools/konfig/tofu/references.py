@@ -3,12 +3,13 @@
 A Kubernetes object may refer to a Terraform resource's attribute or to a provider
 configuration's argument (:mod:`konfig.outputs`): the planned value in a preview
 (``(known after apply)`` when OpenTofu does not know it yet), the applied one at apply.
-A provider's credentials are never copied into a Kubernetes object.
+A provider argument is copied into a Kubernetes object only when konfig.yaml lets
+references copy it (:attr:`~konfig.tofu.model.ProviderConfig.references`, set by
+:mod:`konfig.tofu.policy`), never one that is a credential.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -17,9 +18,7 @@ from konfig import outputs
 from konfig.engine.kube import Kube
 from konfig.spec import Resource, Spec
 from konfig.tofu.model import StackTerraform, TerraformSpecError
-
-# Provider arguments a reference may not copy into a Kubernetes object: credentials.
-_SECRET_ARGUMENT = re.compile(r"password|secret|token|key|cert", re.IGNORECASE)
+from konfig.tofu.policy import SECRET_ARGUMENT
 
 
 def lookup_of(
@@ -45,10 +44,18 @@ def lookup_of(
                     f"a reference names provider configuration {ref.config!r}, which "
                     "stack.yaml `terraform.providers` does not define"
                 )
-            if _SECRET_ARGUMENT.search(argument):
+            if SECRET_ARGUMENT.search(argument):
                 raise TerraformSpecError(
                     f"a reference to {ref}: the provider's {argument} is a credential and is "
                     "never copied into a Kubernetes object"
+                )
+            if argument not in config.references:
+                raise TerraformSpecError(
+                    f"a reference to {ref}: konfig.yaml does not let a reference copy "
+                    f"argument {argument!r} of provider {ref.config} (its "
+                    f"`terraform.providers.{ref.config}.references`: "
+                    f"{', '.join(config.references) or 'none'}); a credential is never "
+                    "copied into a Kubernetes object"
                 )
             if argument in config.settings:
                 return config.settings[argument]

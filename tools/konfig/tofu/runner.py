@@ -284,7 +284,15 @@ class Workdir:
     # --- the working directory -------------------------------------------------------
 
     def write_config(self, document: Mapping[str, Any], file: str) -> None:
+        """Write the configuration, refusing a directory that holds another file OpenTofu
+        would read (``terraform/forbidden``: an override, a backend, a module, a
+        ``.tfvars`` Konfig did not write, e.g. one a pull request committed there)."""
+        from konfig.tofu import guards
+
         self.path.mkdir(parents=True, exist_ok=True)
+        foreign = guards.foreign_files(p.name for p in self.path.iterdir() if p.is_file())
+        if foreign:
+            raise TofuError(f"{self.path}: {guards.refusal(foreign)}")
         text = json.dumps(document, indent=2, sort_keys=True) + "\n"
         target = self.path / file
         if _file_text(str(target)) != text:

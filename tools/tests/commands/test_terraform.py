@@ -18,7 +18,7 @@ from typing import IO
 import pytest
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
-from fixtures.tofu import TOFU_SCRIPT, Tofu
+from fixtures.tofu import TOFU_SCRIPT, Tofu, grant_credentials
 from kubeutil import unique
 
 from konfig.engine.kube import Kube, KubeTarget, connect
@@ -86,7 +86,21 @@ def tofu_env(tofu: Tofu, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     return workroot
 
 
+# konfig.yaml grants these tests' stacks the variables their stack.yaml names
+GRANT = {
+    "stacks": ["appops/*/dev"],
+    "provider": "postgresql",
+    "environment": {
+        "host": "T_PGHOST",
+        "port": "T_PGPORT",
+        "username": "T_PGUSER",
+        "password": "T_PGPASSWORD",
+    },
+}
+
+
 def _stack(repo: RepoBuilder, name: str, *, database: bool = True, extra: str = "") -> str:
+    grant_credentials(repo.root, [GRANT])
     repo.stack(
         name,
         "dev",
@@ -862,6 +876,7 @@ def test_a_first_signal_during_opentofu_apply_is_forwarded_and_tofu_stops_gracef
 
 def _limited(repo: RepoBuilder, name: str, limit: int) -> None:
     database = f'    database = {{extensions = ["pgcrypto"], connectionLimit = {limit}}}\n'
+    grant_credentials(repo.root, [GRANT])
     repo.stack(
         name,
         "dev",
@@ -1037,6 +1052,7 @@ def test_the_role_password_from_the_stacks_encrypted_secrets_never_leaks(
     recipient = run("secrets", "keygen", "-o", str(key_file), key=False).strip()
     repo_builder.write(".sops.yaml", f"creation_rules:\n  - age: {recipient}\n")
     database = '    database = {extensions = ["pgcrypto"], passwordFromFile = "secrets.enc.yaml"}\n'
+    grant_credentials(repo_builder.root, [GRANT])
     repo_builder.stack(
         name,
         "dev",

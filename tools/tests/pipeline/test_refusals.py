@@ -20,6 +20,7 @@ from konfig.pipeline.refusals import (
     first_refusal,
     privileges,
     system_namespaces,
+    terraform_forbidden,
     unordered,
 )
 from konfig.pipeline.runtime import NOTHING_SET_UP, Contexts
@@ -68,7 +69,33 @@ def repo(repo_builder: RepoBuilder) -> Repository:
 
 
 def test_one_list_for_preview_and_apply() -> None:
-    assert (system_namespaces, privileges, unordered) == PRE_WRITE_REFUSALS
+    assert (
+        system_namespaces,
+        privileges,
+        terraform_forbidden,
+        unordered,
+    ) == PRE_WRITE_REFUSALS
+
+
+def test_a_provisioner_is_refused_by_preview_and_apply_by_checks_rule(repo: Repository) -> None:
+    """terraform/forbidden (finding 4 of issue 26): compile refuses such a Spec, and a
+    Spec that reached preview or apply any other way is refused before any write."""
+    spec = spec_from_items(
+        [
+            {
+                "id": "cyrilgdn/postgresql:terraform_data:x",
+                "type": "Terraform",
+                "attributes": {"provisioner": [{"local-exec": {"command": "id"}}]},
+                "extensions": {
+                    "provider": {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
+                },
+            }
+        ]
+    )
+    found = first_refusal(repo, repo.stacks[0], spec)
+    assert found is not None
+    assert "terraform/forbidden" in found.preview and "local-exec" in found.preview
+    assert "nothing was applied" in found.apply and "terraform_data" in found.apply
 
 
 def test_a_system_namespace_is_refused_at_its_file_and_line(repo: Repository) -> None:

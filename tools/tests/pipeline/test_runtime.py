@@ -32,6 +32,7 @@ from konfig.repo.layout import Stack
 from konfig.spec import Spec, spec_from_items
 from konfig.tofu.context import TofuContext
 from konfig.tofu.hybrid_runtime import HybridRuntime
+from konfig.tofu.policy import policy_from_data
 from konfig.tofu.runner import TofuSettings
 
 PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
@@ -41,6 +42,19 @@ TERRAFORM = {
     }
 }
 PLAIN = Stack("web", "dev", "appops/web/dev", "appops/web", raw={})
+# konfig.yaml's Terraform policy: the shop's variables granted (docs/terraform.md)
+POLICY = policy_from_data(
+    {
+        "providers": {"postgresql": {}},
+        "credentials": [
+            {
+                "stacks": ["appops/shop/prod"],
+                "provider": "postgresql",
+                "environment": {"host": "PGH", "password": "PGP"},
+            }
+        ],
+    }
+)
 SECTION = Stack("shop", "prod", "appops/shop/prod", "appops/shop", raw=TERRAFORM)
 
 
@@ -59,7 +73,7 @@ def _terraform_spec() -> Spec:
 
 def _tofu(environment: dict[str, str], tmp_path: Path) -> Contexts:
     settings = TofuSettings(binary="tofu", cli_config=None, environ={})
-    return Contexts(tofu=TofuContext(settings, tmp_path, environment))
+    return Contexts(tofu=TofuContext(settings, tmp_path, environment, policy=POLICY))
 
 
 def test_a_stack_without_terraform_runs_on_the_kubernetes_engine() -> None:

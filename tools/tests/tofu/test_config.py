@@ -16,7 +16,13 @@ from konfig.repo.layout import Stack
 from konfig.spec import SpecError, spec_from_items
 from konfig.tofu import plans
 from konfig.tofu.config import Backend, configuration
-from konfig.tofu.model import TerraformSpecError, stack_terraform, terraform_resources
+from konfig.tofu.model import (
+    StackTerraform,
+    TerraformSpecError,
+    stack_terraform,
+    terraform_resources,
+)
+from konfig.tofu.policy import checked, policy_from_data
 
 PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
 ROLE = "cyrilgdn/postgresql:postgresql_role:shop"
@@ -76,6 +82,24 @@ STACK = {
     }
 }
 
+# konfig.yaml's `terraform`: what the platform lets stack.yaml say (konfig.tofu.policy)
+POLICY = policy_from_data(
+    {
+        "providers": {"postgresql": {"settings": ["sslmode"], "references": ["host", "port"]}},
+        "credentials": [
+            {
+                "stacks": ["appops/shop/prod"],
+                "provider": "postgresql",
+                "environment": {"host": "SHOP_PGHOST", "password": "SHOP_PGPASSWORD"},
+            }
+        ],
+    }
+)
+
+
+def _terraform(raw: dict[str, Any], path: str = "appops/shop/prod") -> StackTerraform:
+    return checked(stack_terraform(raw, path), raw, path, POLICY)
+
 
 def test_references_add_edges_and_become_opentofu_expressions() -> None:
     spec = spec_from_items(_items())
@@ -83,7 +107,7 @@ def test_references_add_edges_and_become_opentofu_expressions() -> None:
     assert by_id[DB].depends_on == (ROLE,)
     assert by_id["v1:ConfigMap:shop:shop-db"].depends_on == (DB,)
     assert [r.id for r in spec.terraform()] == [DB, ROLE]
-    terraform = stack_terraform(STACK, "appops/shop/prod")
+    terraform = _terraform(STACK)
     config = configuration(
         terraform_resources(spec),
         terraform,
@@ -146,7 +170,7 @@ def test_bad_terraform_input_is_named() -> None:
         ]
     )
     with pytest.raises(TerraformSpecError, match=r"'other', which stack\.yaml does not define"):
-        configuration(terraform_resources(spec), stack_terraform(STACK, "s"), Backend(suffix="s"))
+        configuration(terraform_resources(spec), _terraform(STACK), Backend(suffix="s"))
     with pytest.raises(ConfigError, match="values never go in the repository"):
         stack_terraform(
             {"terraform": {"providers": {"pg": {"environment": {"password": "hunter2!"}}}}}, "s"
@@ -278,7 +302,7 @@ def _check(tmp_path: Path, items: list[dict[str, Any]], raw: dict[str, Any]) -> 
     stack = Stack("shop", "prod", "appops/shop/prod", "appops/shop", raw)
     (tmp_path / stack.path).mkdir(parents=True, exist_ok=True)
     (tmp_path / stack.path / "main.k").write_text('name = "shop"\n')
-    findings = check_terraform(tmp_path, stack, spec_from_items(items))
+    findings = check_terraform(tmp_path, stack, spec_from_items(items), POLICY)
     return sorted(f"{f.rule}: {f.message}" for f in findings)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from konfig.commands._common import TERRAFORM_ENV, tofu_context
-from konfig.errors import UsageError
+from konfig.errors import KonfigError, UsageError
 from konfig.tofu.model import credentials_bundle
 
 CANARY = "canary-0f6b2e-not-for-output"
@@ -80,3 +80,68 @@ def test_a_bad_bundle_stops_the_cli_before_anything_runs(
     with pytest.raises(UsageError, match=r"\$KONFIG_TERRAFORM_ENV: not JSON") as info:
         tofu_context(tmp_path)
     assert CANARY not in str(info.value)
+
+
+def test_a_working_directory_git_tracks_is_refused_before_opentofu_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pull request that commits into the ignored cache folder (``git add -f``) puts
+    files in OpenTofu's working directory at checkout: a provider binary and a matching
+    lock file under ``.terraform/``, an override, a ``.tfvars``. Refused, named."""
+    import subprocess
+
+    monkeypatch.delenv("KONFIG_TOFU_WORKDIR", raising=False)
+    monkeypatch.delenv(TERRAFORM_ENV, raising=False)
+    root = tmp_path / "repo"
+    planted = root / ".cache/konfig/tofu/appops-shop-prod/.terraform/providers/p"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("#!/bin/sh\nid\n")
+    (root / ".gitignore").write_text(".cache/\n")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t.invalid"]
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run([*git, "add", ".gitignore"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    tofu_context(root)  # nothing tracked there: fine
+    subprocess.run([*git, "add", "-f", str(planted)], check=True)
+    with pytest.raises(KonfigError, match=r"terraform/forbidden.*\.terraform/providers/p"):
+        tofu_context(root)
+
+
+def test_the_policy_comes_from_the_base_commit_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pull request that grants itself another stack's variable in konfig.yaml: its
+    preview (with $KONFIG_TERRAFORM_POLICY_REF, the base branch) holds it to the base's
+    policy; the change takes effect once merged."""
+    import subprocess
+
+    import yaml
+
+    monkeypatch.delenv(TERRAFORM_ENV, raising=False)
+    root = tmp_path / "repo"
+    root.mkdir()
+    grant = {
+        "stacks": ["appops/a/dev"],
+        "provider": "postgresql",
+        "environment": {"password": "A_PGPASSWORD"},
+    }
+    config = {"terraform": {"providers": {"postgresql": {}}, "credentials": [grant]}}
+    (root / "konfig.yaml").write_text(yaml.safe_dump(config))
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t.invalid"]
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run([*git, "add", "konfig.yaml"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    base = subprocess.run(
+        [*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    widened = {**grant, "environment": {"password": "B_PGPASSWORD"}}
+    config["terraform"]["credentials"] = [grant, {**widened, "stacks": ["appops/a/dev"]}]
+    (root / "konfig.yaml").write_text(yaml.safe_dump(config))
+    subprocess.run([*git, "commit", "-qam", "the pull request"], check=True)
+    assert tofu_context(root).policy.granted("appops/a/dev", "postgresql") == {
+        "password": {"A_PGPASSWORD", "B_PGPASSWORD"}
+    }
+    monkeypatch.setenv("KONFIG_TERRAFORM_POLICY_REF", base)
+    assert tofu_context(root).policy.granted("appops/a/dev", "postgresql") == {
+        "password": {"A_PGPASSWORD"}
+    }

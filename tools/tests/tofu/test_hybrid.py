@@ -7,6 +7,8 @@ import base64
 import hashlib
 import hmac
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,11 +18,14 @@ from konfig.engine.plan import Change
 from konfig.errors import KonfigError
 from konfig.repo.layout import Stack
 from konfig.spec import Spec, spec_from_items
+from konfig.tofu.context import TofuContext
 from konfig.tofu.hybrid import not_previewed, refuse_destroys
-from konfig.tofu.model import TerraformSpecError, stack_terraform
+from konfig.tofu.model import StackTerraform, TerraformSpecError, stack_terraform
+from konfig.tofu.policy import checked, policy_from_data
 from konfig.tofu.preflight import missing_credentials, read_states, require_credentials
 from konfig.tofu.records import state_suffix
 from konfig.tofu.references import kubernetes_spec, live_where_unknown, lookup_of
+from konfig.tofu.runner import TofuSettings
 from konfig.tofu.state import state_configs, state_ids
 from konfig.tofu.values import scram_verifier
 
@@ -37,6 +42,38 @@ STACK = {
         "allowDestroy": ["cyrilgdn/postgresql:postgresql_extension:*"],
     }
 }
+
+
+# konfig.yaml's Terraform policy for these stacks (a platform that lets them choose the
+# port; host and password only from the variables granted)
+POLICY = policy_from_data(
+    {
+        "providers": {
+            "postgresql": {"settings": ["port"], "references": ["host", "port", "password"]},
+            "admin": {},
+        },
+        "credentials": [
+            {
+                "stacks": ["appops/shop/*", "s"],
+                "provider": "postgresql",
+                "environment": {"host": "PGH", "password": "PGP"},
+            },
+            {
+                "stacks": ["appops/shop/*"],
+                "provider": "admin",
+                "environment": {"password": "ADMIN_PGP"},
+            },
+        ],
+    }
+)
+
+
+def _terraform(raw: dict[str, Any] = STACK, path: str = "s") -> StackTerraform:
+    return checked(stack_terraform(raw, path), raw, path, POLICY)
+
+
+def _ctx(environment: dict[str, str]) -> TofuContext:
+    return TofuContext(TofuSettings(), Path(), environment, policy=POLICY)
 
 
 def _spec(data: dict[str, str]) -> Spec:
@@ -62,7 +99,7 @@ def _spec(data: dict[str, str]) -> Spec:
 
 
 def test_references_resolve_into_kubernetes_objects_and_edges_to_terraform_go() -> None:
-    terraform = stack_terraform(STACK, "appops/shop/prod")
+    terraform = _terraform()
     spec = _spec(
         {
             "DB": f"${{konfig:{DB}.name}}",
@@ -98,9 +135,38 @@ def test_references_resolve_into_kubernetes_objects_and_edges_to_terraform_go() 
 def test_bad_references_are_named(
     data: dict[str, str], environment: dict[str, str], message: str
 ) -> None:
-    lookup = lookup_of(stack_terraform(STACK, "s"), environment, {DB: {"name": "shop"}}, known={DB})
+    lookup = lookup_of(_terraform(), environment, {DB: {"name": "shop"}}, known={DB})
     with pytest.raises(TerraformSpecError, match=message):
         kubernetes_spec(_spec(data), lookup)
+
+
+def test_a_reference_copies_only_what_konfig_yaml_lets_it() -> None:
+    """Item 5 of issue 26: an argument konfig.yaml does not list under `references`
+    (username: no word of the old filter matched it) is never resolved, and one that
+    looks like a credential not even when listed (`password` above)."""
+    terraform = _terraform(
+        {
+            "terraform": {
+                "providers": {"postgresql": {"environment": {"host": "PGH", "password": "PGP"}}}
+            }
+        }
+    )
+    assert terraform.providers["postgresql"].references == ("host", "port")
+    env = {"PGH": "db.example", "PGP": "s3cret"}
+    lookup = lookup_of(terraform, env, {}, known=set())
+    (cm,) = kubernetes_spec(_spec({"H": "${konfig:provider/postgresql.host}"}), lookup).resources
+    assert cm.attributes["data"] == {"H": "db.example"}
+    for argument in ("username", "sslmode"):
+        with pytest.raises(TerraformSpecError, match=f"copy argument '{argument}'"):
+            kubernetes_spec(_spec({"U": f"${{konfig:provider/postgresql.{argument}}}"}), lookup)
+    # a stack.yaml never held to the policy lets nothing through
+    raw = stack_terraform(STACK, "s")
+    assert raw.providers["postgresql"].references == ()
+    with pytest.raises(TerraformSpecError, match="copy argument 'host'"):
+        kubernetes_spec(
+            _spec({"H": "${konfig:provider/postgresql.host}"}),
+            lookup_of(raw, env, {}, known=set()),
+        )
 
 
 def test_destroys_are_refused_unless_the_stack_allows_them() -> None:
@@ -180,7 +246,7 @@ def test_not_previewed_lists_the_spec_and_state_resources_with_the_variables() -
 
 
 def test_without_credentials_a_provider_argument_is_unknown_and_keeps_the_live_value() -> None:
-    terraform = stack_terraform(STACK, "s")
+    terraform = _terraform()
     spec = _spec({"HOST": "${konfig:provider/postgresql.host}", "DB": f"${{konfig:{DB}.name}}"})
     lookup = lookup_of(terraform, {}, {DB: {"name": "shop"}}, known={DB}, unset_unknown=True)
     (cm,) = kubernetes_spec(spec, lookup).resources
@@ -195,9 +261,9 @@ def test_apply_requires_every_credential_of_the_stacks_before_any_write() -> Non
     shop = Stack("shop", "prod", "appops/shop/prod", "appops/shop", raw=STACK)
     plain = Stack("web", "dev", "appops/web/dev", "appops/web", raw={})
     specs = {shop.path: _spec({}), plain.path: Spec(())}
-    require_credentials([shop, plain], specs, {"PGH": "h", "PGP": "p"})  # all set
+    require_credentials([shop, plain], specs, _ctx({"PGH": "h", "PGP": "p"}))  # all set
     with pytest.raises(KonfigError) as caught:
-        require_credentials([shop, plain], specs, {"PGH": "h"})
+        require_credentials([shop, plain], specs, _ctx({"PGH": "h"}))
     assert caught.value.message == (
         "the provider credentials come from the environment and these variables are not "
         "set: appops/shop/prod: PGP (provider postgresql, argument password); nothing was "
@@ -241,9 +307,9 @@ def test_require_credentials_covers_what_only_the_state_records() -> None:
     shop = Stack("shop", "prod", "appops/shop/prod", "appops/shop", raw=TWO_CONFIGS)
     specs = {shop.path: _spec({})}  # its Spec uses `postgresql` only
     env = {"PGH": "h", "PGP": "p"}
-    require_credentials([shop], specs, env)  # without the state: nothing missing
+    require_credentials([shop], specs, _ctx(env))  # without the state: nothing missing
     with pytest.raises(KonfigError) as caught:
-        require_credentials([shop], specs, env, states={shop.path: ADMIN_STATE})
+        require_credentials([shop], specs, _ctx(env), states={shop.path: ADMIN_STATE})
     assert caught.value.message == (
         "the provider credentials come from the environment and these variables are not "
         "set: appops/shop/prod: ADMIN_PGP (provider admin, argument password; to delete "
@@ -252,20 +318,20 @@ def test_require_credentials_covers_what_only_the_state_records() -> None:
     )
     # destroy: no Spec, every configuration the state uses
     with pytest.raises(KonfigError) as caught:
-        require_credentials([shop], {}, {}, states={shop.path: STATE}, verb="destroy")
+        require_credentials([shop], {}, _ctx({}), states={shop.path: STATE}, verb="destroy")
     assert "appops/shop/prod: PGH (provider postgresql, argument host; to delete" in (
         caught.value.message
     )
     assert "set them in the destroy environment" in (caught.value.hint or "")
-    require_credentials([shop], {}, env, states={shop.path: STATE}, verb="destroy")
-    require_credentials([shop], {}, {}, states={shop.path: None}, verb="destroy")
+    require_credentials([shop], {}, _ctx(env), states={shop.path: STATE}, verb="destroy")
+    require_credentials([shop], {}, _ctx({}), states={shop.path: None}, verb="destroy")
 
 
 def test_a_configuration_only_the_state_uses_must_still_be_defined() -> None:
     shop = Stack("shop", "prod", "appops/shop/prod", "appops/shop", raw=STACK)
     state = {"resources": ADMIN_STATE["resources"][:1]}
     with pytest.raises(KonfigError) as caught:
-        require_credentials([shop], {}, {"PGH": "h", "PGP": "p"}, states={shop.path: state})
+        require_credentials([shop], {}, _ctx({"PGH": "h", "PGP": "p"}), states={shop.path: state})
     assert (
         "appops/shop/prod: provider configuration admin (stack.yaml `terraform.providers` "
         "no longer defines it; to delete what only the Terraform state records: "
