@@ -185,29 +185,36 @@ def runtime_contexts(root: Path, *, opentofu: bool) -> Contexts:
     return Contexts(tofu=tofu_context(root) if opentofu else None)
 
 
-# The commit whose konfig.yaml holds the Terraform policy (a pull request's preview: the
-# base branch's, so the pull request cannot grant itself variables or settings).
+# Where the Terraform policy comes from instead of the work tree's konfig.yaml: a
+# pull request's preview takes the default branch's, so the pull request cannot grant
+# itself variables or settings (a konfig.yaml file, or the commit that holds one).
+TERRAFORM_POLICY_FILE_ENV = "KONFIG_TERRAFORM_POLICY_FILE"
 TERRAFORM_POLICY_REF_ENV = "KONFIG_TERRAFORM_POLICY_REF"
 
 
 def terraform_policy(root: Path) -> TerraformPolicy:
-    """konfig.yaml's Terraform policy (docs/terraform.md): the work tree's, or with
-    ``$KONFIG_TERRAFORM_POLICY_REF`` the one konfig.yaml has in that commit (a pull
-    request's preview sets it to the base branch: what the pull request changes in
-    konfig.yaml takes effect once merged, not in its own preview)."""
-    from konfig.repo.settings import load_repo_config, repo_config_from_data
+    """konfig.yaml's Terraform policy (docs/terraform.md): the work tree's; or, with
+    ``$KONFIG_TERRAFORM_POLICY_FILE``, that konfig.yaml file's (the default branch's
+    checkout); or, with ``$KONFIG_TERRAFORM_POLICY_REF``, the one konfig.yaml has in that
+    commit. A pull request's preview sets one of them: what the pull request changes in
+    konfig.yaml takes effect once merged, not in its own preview."""
+    from konfig.repo.settings import CONFIG_FILE, load_repo_config, repo_config_from_data
+    from konfig.repo.yamlio import load_yaml_text, read_text
     from konfig.tofu.policy import policy_from_data
 
+    file = os.environ.get(TERRAFORM_POLICY_FILE_ENV, "").strip()
     ref = os.environ.get(TERRAFORM_POLICY_REF_ENV, "").strip()
-    if not ref:
-        return policy_from_data(load_repo_config(root).terraform)
-    from konfig.detect import gitrepo
-    from konfig.repo.settings import CONFIG_FILE
-    from konfig.repo.yamlio import load_yaml_text
+    if file:
+        where = f"${TERRAFORM_POLICY_FILE_ENV} ({file})"
+        text = read_text(Path(file))
+    elif ref:
+        from konfig.detect import gitrepo
 
-    data = gitrepo.file_at(root, ref, CONFIG_FILE)
-    where = f"{CONFIG_FILE} at ${TERRAFORM_POLICY_REF_ENV} ({ref})"
-    text = data.decode("utf-8", errors="replace") if data else ""
+        data = gitrepo.file_at(root, ref, CONFIG_FILE)
+        where = f"{CONFIG_FILE} at ${TERRAFORM_POLICY_REF_ENV} ({ref})"
+        text = data.decode("utf-8", errors="replace") if data else ""
+    else:
+        return policy_from_data(load_repo_config(root).terraform)
     config = repo_config_from_data(load_yaml_text(text, file=where), text=text) if text else None
     return policy_from_data(config.terraform if config else {})
 

@@ -145,3 +145,10 @@ def test_the_policy_comes_from_the_base_commit_when_asked(
     assert tofu_context(root).policy.granted("appops/a/dev", "postgresql") == {
         "password": {"A_PGPASSWORD"}
     }
+    # or the default branch's konfig.yaml checked out beside (the tools' checkout)
+    monkeypatch.delenv("KONFIG_TERRAFORM_POLICY_REF")
+    default = tmp_path / "tools" / "konfig.yaml"
+    default.parent.mkdir()
+    default.write_text(yaml.safe_dump({"terraform": {"credentials": []}}))
+    monkeypatch.setenv("KONFIG_TERRAFORM_POLICY_FILE", str(default))
+    assert tofu_context(root).policy.granted("appops/a/dev", "postgresql") == {}
