@@ -16,6 +16,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from konfig import __version__
 from konfig.repo.statmemo import MISSING, StatMemo
 
 PACKAGE = Path(__file__).resolve().parent
@@ -70,3 +71,10 @@ def _file_digest(path: str, rel: str, memo: StatMemo | None) -> str:
     if memo is not None:
         memo.put(rel, st, digest)
     return digest
+
+
+@cache
+def settings_memo(state: Path) -> StatMemo:
+    """The memo of parsed settings files under ``state`` (konfig's cache folder), one
+    per process, seeded with konfig's fingerprint (the rules that check the files)."""
+    return StatMemo(state / "settings.json", package_digest(__version__, state))

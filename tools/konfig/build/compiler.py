@@ -204,8 +204,8 @@ def _inside_repository(
         if Path(file).is_relative_to(real_root):
             continue
         rel = kcl_yaml.relative_to(root).as_posix()
+        from konfig.contracts.yamlpos import key_lines, line_of
         from konfig.repo.yamlio import read_text
-        from konfig.repo.yamlpos import key_lines, line_of
 
         lines = key_lines(read_text(kcl_yaml, root=root))
         raise ConfigError(

@@ -27,8 +27,8 @@ from konfig.check.findings import Finding
 from konfig.check.locate import locate
 from konfig.check.privilege import SWITCHABLE  # konfig's own rules a stack may switch off
 from konfig.check.structure import Exemption, disabled_rules
+from konfig.contracts.yamlpos import key_lines
 from konfig.repo.layout import STACK_FILE, Stack
-from konfig.repo.yamlpos import key_lines
 from konfig.spec import Spec
 
 POLICY_ENTRY = "base/pkg/policies/evaluate/main.k"

@@ -44,6 +44,7 @@ from typing import Any
 
 from konfig import contracts
 from konfig.check.findings import Finding
+from konfig.contracts.yamlpos import KeyPath, key_lines, line_of
 from konfig.repo.kclmod import KCL_MOD_RULE, kcl_mod_problems
 from konfig.repo.layout import (
     APPOPS,
@@ -58,7 +59,6 @@ from konfig.repo.layout import (
 from konfig.repo.names import display, name_problems, normalisation_clashes
 from konfig.repo.settings import CONFIG_FILE
 from konfig.repo.yamlio import load_yaml_text
-from konfig.repo.yamlpos import KeyPath, key_lines, line_of
 
 APPOPS_ALLOWED_FILES = frozenset({"README.md", ".gitkeep", ".gitignore", "OWNERS", "CODEOWNERS"})
 CI_TEST = "ci-test"

@@ -152,8 +152,8 @@ def check_terraform(
 
 
 def _policy_findings(root: Path, stack: Stack, found: list[Violation]) -> list[Finding]:
+    from konfig.contracts.yamlpos import key_lines, line_of
     from konfig.repo.yamlio import read_text
-    from konfig.repo.yamlpos import key_lines, line_of
 
     file = f"{stack.path}/{STACK_FILE}"
     try:

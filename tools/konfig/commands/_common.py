@@ -47,7 +47,7 @@ def load_repository(
     cache folder (:func:`cache_state`), remembers the stacks' settings between runs."""
     memo = None
     if state is not None:
-        from konfig.repo.statmemo import settings_memo
+        from konfig.fingerprint import settings_memo
 
         memo = settings_memo(state)
     repo = discover(repository_root(ctx), memo)

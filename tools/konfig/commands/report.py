@@ -13,7 +13,7 @@ import click
 from konfig.commands._console import info, warn
 from konfig.errors import EXIT_OK, UsageError
 from konfig.repo.files import WriteScope, append_text, atomic_write_text
-from konfig.report import pull_request as reportlib
+from konfig.report import comment, pull_request
 from konfig.report.applied import build_apply, render_apply
 from konfig.report.budget import (
     COMMENT_LIMIT,
@@ -140,7 +140,7 @@ def command(
     out: Path | None,
     full_out: Path | None,
     summary_file: Path | None,
-    layout: reportlib.Layout,
+    layout: comment.Layout,
     as_json: bool,
 ) -> int:
     """Render the markdown report of a pull request from the stages' JSON.
@@ -159,7 +159,7 @@ def command(
       konfig report --apply apply.json --sha "$SHA"
     """
     if placeholder:
-        _emit(reportlib.render_placeholder(sha, run_url), out)
+        _emit(comment.render_placeholder(sha, run_url), out)
         return EXIT_OK
     if apply or destroy:
         if preview or changed or compile or test or check or results:
@@ -210,7 +210,7 @@ def command(
             missing.append(key)
     if len(docs["changed"]) > 1:
         raise UsageError("give one change set (--changed or one changed.json under --results)")
-    inputs = reportlib.Inputs(
+    inputs = pull_request.Inputs(
         previews=docs["preview"],
         changed=docs["changed"][0] if docs["changed"] else None,
         compile=docs["compile"],
@@ -219,25 +219,25 @@ def command(
         missing=missing,
     )
     try:
-        report = reportlib.build(inputs, sha=sha, run_url=run_url)
+        report = pull_request.build(inputs, sha=sha, run_url=run_url)
     except ReportInputError as exc:
         raise UsageError(str(exc), hint="pass the JSON the named konfig command printed") from exc
 
-    chosen = reportlib.choose_layout(report, layout, budget=budget)
+    chosen = comment.choose_layout(report, layout, budget=budget)
     if as_json:
-        text = json.dumps(reportlib.to_json(report, layout=chosen), indent=2) + "\n"
+        text = json.dumps(comment.to_json(report, layout=chosen), indent=2) + "\n"
         _emit(text, out)
     else:
-        comment = reportlib.render(report, budget=budget, title=title, layout=chosen)
-        _emit(comment.text, out)
-        if comment.truncated:
-            left_out = "exceptions" if comment.layout == "grouped" else "stack diffs"
+        shown = comment.render(report, budget=budget, title=title, layout=chosen)
+        _emit(shown.text, out)
+        if shown.truncated:
+            left_out = "exceptions" if shown.layout == "grouped" else "stack diffs"
             info(
-                f"report truncated to {chars(comment.text)} characters (budget {budget}): "
-                f"{len(comment.omitted)} {left_out} left out, {len(comment.cut)} cut"
+                f"report truncated to {chars(shown.text)} characters (budget {budget}): "
+                f"{len(shown.omitted)} {left_out} left out, {len(shown.cut)} cut"
             )
     if full_out is not None:
-        full = reportlib.render_full(
+        full = comment.render_full(
             report, budget=SUMMARY_LIMIT_BYTES - 1024, title=title, layout=chosen
         )
         atomic_write_text(full_out, full.text, scope=WriteScope.named(full_out, "--full-out"))
@@ -264,14 +264,14 @@ def _emit(text: str, out: Path | None) -> None:
 
 
 def _append_summary(
-    report: reportlib.Report, path: Path, title: str, layout: reportlib.Layout
+    report: pull_request.Report, path: Path, title: str, layout: comment.Layout
 ) -> None:
     used = path.stat().st_size if path.exists() else 0
     room = SUMMARY_LIMIT_BYTES - used - 1024
     if room < 2_000:
         warn(f"{path}: the step summary is full ({used} bytes); the report is not added")
         return
-    full = reportlib.render_full(report, budget=room, title=title, layout=layout)
+    full = comment.render_full(report, budget=room, title=title, layout=layout)
     append_text(
         path,
         full.text if used == 0 else "\n" + full.text,

@@ -24,32 +24,29 @@ names the keys allowed there); command outputs are open (readers ignore fields t
 do not know, so a producer can gain fields before every reader knows them).
 
 A :class:`Violation` carries the document path, the file and — when the text is
-given — the line (:mod:`konfig.repo.yamlpos` reads YAML, and JSON as YAML's subset).
+given — the line (:mod:`konfig.contracts.yamlpos` reads YAML, and JSON as YAML's subset).
 A schema node may carry ``x-message``: the message to give instead of the generic one
 (``{value}`` is the offending value), for a hint only the format's owner can give.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from konfig.errors import ConfigError
-from konfig.fingerprint import files_digest
-from konfig.repo.files import WriteError, WriteScope, atomic_write_text
 
 if TYPE_CHECKING:  # jsonschema takes a tenth of a second to import: only when validating
     from jsonschema import ValidationError
     from jsonschema.protocols import Validator
 
     # YAML positions (and PyYAML): only when a violation needs its line
-    from konfig.repo.yamlpos import KeyPath
+    from konfig.contracts.yamlpos import KeyPath
 
 SUFFIX = ".schema.json"
 COMMON = "common"  # shared definitions ($defs) the others refer to
@@ -78,13 +75,17 @@ class Violation:
         return f"{self.where}: {self.message}" if self.where else self.message
 
 
-@dataclass(frozen=True)
-class Memo:
-    """Where :func:`validate` remembers documents found valid across processes: a cache
-    folder, written through the write guard (``scope``: the repository)."""
+class Memo(Protocol):
+    """Where :func:`validate` remembers documents found valid across processes (a cache
+    the caller keeps: :func:`konfig.repo.settings.contracts_memo`), by key."""
 
-    folder: Path
-    scope: WriteScope
+    def known(self, key: str) -> bool:
+        """Whether the document of ``key`` was found valid before."""
+        ...
+
+    def remember(self, key: str) -> None:
+        """Keep ``key`` as valid (a memo that cannot be written forgets it)."""
+        ...
 
 
 class ContractError(ConfigError):
@@ -198,7 +199,7 @@ def violations(
     errors = list(_validator(name).iter_errors(data))
     if not errors:
         return []
-    from konfig.repo.yamlpos import key_lines, line_of  # PyYAML: only for a line
+    from konfig.contracts.yamlpos import key_lines, line_of  # PyYAML: only for a line
 
     lines = key_lines(text) if text is not None else {}
     # a missing key comes after what is wrong with the keys present (which often says
@@ -237,7 +238,7 @@ def validate(
     of a second to import, out of the commands that otherwise never need it.
     """
     key = _memo_key(name, text, ignore_unknown) if text is not None else None
-    if key is not None and (key in _valid or (memo is not None and (memo.folder / key).is_file())):
+    if key is not None and (key in _valid or (memo is not None and memo.known(key))):
         _valid.add(key)
         return
     found = violations(name, data, file=file, text=text, ignore_unknown=ignore_unknown)
@@ -246,8 +247,7 @@ def validate(
     if key is not None:
         _valid.add(key)
         if memo is not None:
-            with contextlib.suppress(WriteError):  # read-only, or outside: validate next time
-                atomic_write_text(memo.folder / key, "", scope=memo.scope)
+            memo.remember(key)
 
 
 _valid: set[str] = set()  # memo keys of the documents found valid in this process
@@ -262,7 +262,16 @@ def _memo_key(name: str, text: str, ignore_unknown: bool) -> str:
 
 @cache
 def _schemas_digest() -> str:
-    return files_digest(_folder())
+    """sha256 of this package's files, the schemas and the validator: a document found
+    valid by other ones is validated again."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for path in sorted(_folder().iterdir()):
+        if path.is_file():
+            h.update(f"\0{path.name}\0".encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 # -- messages ------------------------------------------------------------------------

@@ -33,7 +33,6 @@ Such a stack is listed in ``problems``, never among the affected nor the deleted
 from __future__ import annotations
 
 import json
-import posixpath
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass, field
@@ -44,12 +43,9 @@ from typing import Any
 from konfig import __version__
 from konfig.detect import gitrepo
 from konfig.detect.importgraph import (
-    KCL_SUFFIX,
-    TEST_SUFFIX,
     ImportCache,
     ImportGraph,
     modules_of_change,
-    scan_files,
 )
 from konfig.detect.snapshot import (
     Layout,
@@ -58,15 +54,19 @@ from konfig.detect.snapshot import (
     tree_snapshot,
     worktree_snapshot,
 )
-from konfig.detect.treeindex import TreeIndex, index_commit
+from konfig.detect.treeindex import (
+    TreeIndex,
+    build_graph,
+    index_commit,
+    lazy_yaml,
+    load_yaml,
+    read_config,
+)
 from konfig.errors import ConfigError
 from konfig.fingerprint import package_digest
 from konfig.repo.files import WriteError, WriteScope, atomic_write_text, remove
 from konfig.repo.layout import (
     APPOPS,
-    KCL_MOD_VAR,
-    KCL_YAML,
-    MAIN,
     PROJECT_FILE,
     STACK_FILE,
     Problem,
@@ -74,12 +74,9 @@ from konfig.repo.layout import (
     outside_project_hint,
 )
 from konfig.repo.settings import (
-    CONFIG_FILE,
     RepoConfig,
-    contracts_memo,
     is_production,
     path_matches,
-    repo_config_from_data,
 )
 
 
@@ -90,99 +87,6 @@ def within(path: str, parent: str) -> bool:
     runs for every stack of a monorepo).
     """
     return path == parent or path.startswith(parent + "/")
-
-
-def _yaml() -> Any:
-    """PyYAML, imported when a file is parsed (a warm push parses none)."""
-    import yaml
-
-    return yaml
-
-
-def _load_yaml(text: str | bytes) -> Any:
-    yaml = _yaml()
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-
-
-def read_config(snapshot: Snapshot, root: Path | None = None) -> RepoConfig:
-    """``konfig.yaml`` of the snapshot; defaults when it is missing or unreadable.
-
-    With ``root`` (the repository, whose cache may be written) a text found valid
-    before is not validated again (:func:`konfig.contracts.validate`'s memo): keeps
-    jsonschema's import out of a warm ``konfig changed``."""
-    text = snapshot.text(CONFIG_FILE)
-    if text is None:
-        return RepoConfig()
-    memo = contracts_memo(root) if root is not None else None
-    try:
-        return repo_config_from_data(_load_yaml(text), text=text, memo=memo)
-    except (_yaml().YAMLError, ConfigError):
-        # an invalid konfig.yaml is reported by every other command; for change
-        # detection the defaults still give the right answer, since konfig.yaml is
-        # itself a trigger by default.
-        return RepoConfig()
-
-
-def entry_files(
-    snapshot: Snapshot,
-    layout: Layout,
-    stack: str,
-    config: RepoConfig,
-    kcl_yaml_text: str | None = None,
-) -> list[str]:
-    """A stack's KCL entry files (relative paths), as ``konfig compile`` chooses them.
-
-    ``kcl_yaml_text`` is the stack's ``kcl.yaml`` when the caller already read it.
-    """
-    kcl_yaml = f"{stack}/{KCL_YAML}"
-    text = kcl_yaml_text
-    if text is None and kcl_yaml in snapshot.files:
-        text = snapshot.text(kcl_yaml)
-    if text is not None:
-        listed: Any = None
-        try:
-            data = _yaml().safe_load(text)
-            cli = data.get("kcl_cli_configs") if isinstance(data, dict) else None
-            listed = cli.get("file") if isinstance(cli, dict) else None
-        except _yaml().YAMLError:
-            listed = None
-        if isinstance(listed, list) and listed:
-            out: list[str] = []
-            for item in listed:
-                value = str(item)
-                if KCL_MOD_VAR in value:
-                    rel = posixpath.normpath(value.replace(KCL_MOD_VAR, "").lstrip("/"))
-                elif value.startswith("/"):
-                    continue  # outside the repository: nothing git can see change
-                else:
-                    rel = posixpath.normpath(f"{stack}/{value}")
-                if not rel.startswith("../"):
-                    out.append(rel)
-            return out
-    project = layout.stacks[stack]
-    shared = sorted(
-        p
-        for p in snapshot.files_in(f"{project}/base")
-        if p.endswith(KCL_SUFFIX) and not p.endswith(TEST_SUFFIX)
-    )
-    return [*shared, f"{stack}/{MAIN}", config.render_entry]
-
-
-def build_graph(
-    snapshot: Snapshot, layout: Layout, config: RepoConfig, cache: ImportCache
-) -> tuple[ImportGraph, dict[str, list[str]]]:
-    """The import graph of a snapshot with every stack's node; also the entry files."""
-    imports = scan_files(snapshot.files, snapshot.read, cache)
-    graph = ImportGraph.build(snapshot.files, imports)
-    # read every stack's kcl.yaml at once (one git process, not one per stack)
-    listed = [f"{s}/{KCL_YAML}" for s in layout.stacks if f"{s}/{KCL_YAML}" in snapshot.files]
-    texts = {p: b.decode("utf-8", errors="replace") for p, b in snapshot.read(listed).items()}
-    entries: dict[str, list[str]] = {}
-    for stack in layout.stacks:
-        text = texts.get(f"{stack}/{KCL_YAML}")
-        entries[stack] = entry_files(snapshot, layout, stack, config, text)
-    graph.add_stacks(entries)
-    return graph, entries
 
 
 # --------------------------------------------------------------------------- triggers
@@ -526,8 +430,8 @@ def _production(
             declared = None
             if b"production" in raw:  # parse only the few stack.yaml files that say so
                 try:
-                    data = _load_yaml(raw)
-                except _yaml().YAMLError:
+                    data = load_yaml(raw)
+                except lazy_yaml().YAMLError:
                     data = None  # reported by `konfig check`; here the patterns decide
                 declared = data.get("production") if isinstance(data, dict) else None
             if not isinstance(declared, bool):

@@ -16,11 +16,15 @@ added to or deleted from a project's ``base/`` (the entry files of its stacks), 
 than :data:`PATCH_LIMIT` files: the index is built again from the commit's tree and kept
 in place of the old one. The tests hold the patched index equal to one built from
 scratch, commit after commit.
+
+The pieces are built here as well (:func:`read_config`, :func:`entry_files`,
+:func:`build_graph`): for an index, and for the work tree's snapshot in changeset.py.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 from collections import defaultdict
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
@@ -33,6 +37,7 @@ from konfig.detect import gitrepo
 from konfig.detect.importgraph import (
     KCL_MOD,
     KCL_SUFFIX,
+    TEST_SUFFIX,
     ImportCache,
     ImportGraph,
     Node,
@@ -42,10 +47,18 @@ from konfig.detect.importgraph import (
     scan_imports,
 )
 from konfig.detect.snapshot import Layout, Snapshot, find_layout, tree_snapshot
+from konfig.errors import ConfigError
 from konfig.fingerprint import package_digest
 from konfig.repo.files import WriteError, WriteScope, atomic_write_text
-from konfig.repo.layout import APPOPS, KCL_YAML, PROJECT_FILE, STACK_FILE
-from konfig.repo.settings import CONFIG_FILE, RepoConfig, config_fields, config_from_fields
+from konfig.repo.layout import APPOPS, KCL_MOD_VAR, KCL_YAML, MAIN, PROJECT_FILE, STACK_FILE
+from konfig.repo.settings import (
+    CONFIG_FILE,
+    RepoConfig,
+    config_fields,
+    config_from_fields,
+    contracts_memo,
+    repo_config_from_data,
+)
 
 INDEX_FILE = "tree-index.json"
 # a diff of more files than this is not patched in: the index is built again
@@ -88,8 +101,6 @@ def index_commit(
     patched with the diff between the two when that is safe, else built from the tree
     (and kept; ``cache`` None: built, not kept). ``imports`` gives the import-scan
     cache, loaded only when many files are to be scanned."""
-    from konfig.detect.changeset import build_graph, read_config  # which import this one
-
     kept = _load(root, cache) if cache is not None else None
     if kept is not None and kept.commit != commit:
         try:
@@ -108,6 +119,102 @@ def index_commit(
     if cache is not None:
         _save(cache, index)
     return index
+
+
+# --------------------------------------------------------------------------- building
+
+
+def lazy_yaml() -> Any:
+    """PyYAML, imported when a file is parsed (a warm push parses none)."""
+    import yaml
+
+    return yaml
+
+
+def load_yaml(text: str | bytes) -> Any:
+    yaml = lazy_yaml()
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def read_config(snapshot: Snapshot, root: Path | None = None) -> RepoConfig:
+    """``konfig.yaml`` of the snapshot; defaults when it is missing or unreadable.
+
+    With ``root`` (the repository, whose cache may be written) a text found valid
+    before is not validated again (:func:`konfig.contracts.validate`'s memo): keeps
+    jsonschema's import out of a warm ``konfig changed``."""
+    text = snapshot.text(CONFIG_FILE)
+    if text is None:
+        return RepoConfig()
+    memo = contracts_memo(root) if root is not None else None
+    try:
+        return repo_config_from_data(load_yaml(text), text=text, memo=memo)
+    except (lazy_yaml().YAMLError, ConfigError):
+        # an invalid konfig.yaml is reported by every other command; for change
+        # detection the defaults still give the right answer, since konfig.yaml is
+        # itself a trigger by default.
+        return RepoConfig()
+
+
+def entry_files(
+    snapshot: Snapshot,
+    layout: Layout,
+    stack: str,
+    config: RepoConfig,
+    kcl_yaml_text: str | None = None,
+) -> list[str]:
+    """A stack's KCL entry files (relative paths), as ``konfig compile`` chooses them.
+
+    ``kcl_yaml_text`` is the stack's ``kcl.yaml`` when the caller already read it.
+    """
+    kcl_yaml = f"{stack}/{KCL_YAML}"
+    text = kcl_yaml_text
+    if text is None and kcl_yaml in snapshot.files:
+        text = snapshot.text(kcl_yaml)
+    if text is not None:
+        listed: Any = None
+        try:
+            data = lazy_yaml().safe_load(text)
+            cli = data.get("kcl_cli_configs") if isinstance(data, dict) else None
+            listed = cli.get("file") if isinstance(cli, dict) else None
+        except lazy_yaml().YAMLError:
+            listed = None
+        if isinstance(listed, list) and listed:
+            out: list[str] = []
+            for item in listed:
+                value = str(item)
+                if KCL_MOD_VAR in value:
+                    rel = posixpath.normpath(value.replace(KCL_MOD_VAR, "").lstrip("/"))
+                elif value.startswith("/"):
+                    continue  # outside the repository: nothing git can see change
+                else:
+                    rel = posixpath.normpath(f"{stack}/{value}")
+                if not rel.startswith("../"):
+                    out.append(rel)
+            return out
+    project = layout.stacks[stack]
+    shared = sorted(
+        p
+        for p in snapshot.files_in(f"{project}/base")
+        if p.endswith(KCL_SUFFIX) and not p.endswith(TEST_SUFFIX)
+    )
+    return [*shared, f"{stack}/{MAIN}", config.render_entry]
+
+
+def build_graph(
+    snapshot: Snapshot, layout: Layout, config: RepoConfig, cache: ImportCache
+) -> tuple[ImportGraph, dict[str, list[str]]]:
+    """The import graph of a snapshot with every stack's node; also the entry files."""
+    imports = scan_files(snapshot.files, snapshot.read, cache)
+    graph = ImportGraph.build(snapshot.files, imports)
+    # read every stack's kcl.yaml at once (one git process, not one per stack)
+    listed = [f"{s}/{KCL_YAML}" for s in layout.stacks if f"{s}/{KCL_YAML}" in snapshot.files]
+    texts = {p: b.decode("utf-8", errors="replace") for p, b in snapshot.read(listed).items()}
+    entries: dict[str, list[str]] = {}
+    for stack in layout.stacks:
+        text = texts.get(f"{stack}/{KCL_YAML}")
+        entries[stack] = entry_files(snapshot, layout, stack, config, text)
+    graph.add_stacks(entries)
+    return graph, entries
 
 
 # --------------------------------------------------------------------------- patching

@@ -18,8 +18,8 @@ from konfig.build.compiler import (
     stacks_inputs,
 )
 from konfig.errors import ConfigError
+from konfig.fingerprint import settings_memo
 from konfig.repo.layout import Repository, Stack
-from konfig.repo.statmemo import settings_memo
 
 
 class Meter(Protocol):

@@ -215,7 +215,7 @@ def _line_of_key(path: Path, key: str) -> int | None:
 def discover(root: Path, memo: StatMemo | None = None) -> Repository:
     """Find every project and stack under ``root/appops``.
 
-    ``memo`` (:func:`konfig.repo.statmemo.settings_memo`) remembers each ``stack.yaml``
+    ``memo`` (:func:`konfig.fingerprint.settings_memo`) remembers each ``stack.yaml``
     and ``project.yaml`` found right, by its stat: a warm run reads only changed files.
     """
     config = load_repo_config(root, memo)

@@ -8,6 +8,7 @@ stacks are production-like (listed first in the pull-request comment). Path patt
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from konfig import contracts
-from konfig.repo.files import WriteScope
+from konfig.repo.files import WriteError, WriteScope, atomic_write_text
 from konfig.repo.statmemo import StatMemo
 
 CONFIG_FILE = "konfig.yaml"
@@ -82,10 +83,26 @@ def config_from_fields(known: dict[str, Any]) -> RepoConfig:
     )
 
 
+@dataclass(frozen=True)
+class ValidMemo:
+    """A :class:`konfig.contracts.Memo` in a cache folder: an empty file per document
+    found valid, written through the write guard (``scope``: the repository)."""
+
+    folder: Path
+    scope: WriteScope
+
+    def known(self, key: str) -> bool:
+        return (self.folder / key).is_file()
+
+    def remember(self, key: str) -> None:
+        with contextlib.suppress(WriteError):  # read-only, or outside: validate next time
+            atomic_write_text(self.folder / key, "", scope=self.scope)
+
+
 @lru_cache(maxsize=8)  # once per repository: compiling asks for every stack
-def contracts_memo(root: Path) -> contracts.Memo:
+def contracts_memo(root: Path) -> ValidMemo:
     """Where the repository's documents found valid are remembered (in its cache)."""
-    return contracts.Memo(root / CACHE_DIR / "contracts", WriteScope.repository(root))
+    return ValidMemo(root / CACHE_DIR / "contracts", WriteScope.repository(root))
 
 
 def repo_config_from_data(

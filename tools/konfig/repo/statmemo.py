@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -104,13 +103,3 @@ class StatMemo:
         except WriteError:
             return  # a cache that cannot be written only costs the next run the reading
         self.dirty = False
-
-
-@cache
-def settings_memo(state: Path) -> StatMemo:
-    """The memo of parsed settings files under ``state`` (konfig's cache folder), one
-    per process, seeded with konfig's fingerprint (the rules that check the files)."""
-    from konfig import __version__
-    from konfig.fingerprint import package_digest
-
-    return StatMemo(state / "settings.json", package_digest(__version__, state))

@@ -1,6 +1,6 @@
 """The grouped pull-request comment: each distinct change once, then the exceptions.
 
-Used when many stacks change (see ``pull_request.render``): instead of one section
+Used when many stacks change (see ``comment.render``): instead of one section
 per stack, the comment shows
 
 1. a heading and a *look at these first* table, in review order: failed stacks,
@@ -25,15 +25,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from konfig.masking import mask_secret_diff
 from konfig.report.budget import Measure, chars
 from konfig.report.grouping import ACTION_RANK, FailureGroup, Group, Grouping, StackException
 from konfig.report.markdown import environment
-
-if TYPE_CHECKING:  # pull_request renders through this module: types only
-    from konfig.report.pull_request import ChangeItem, Report, StackReport
+from konfig.report.pull_request import ChangeItem, Report, StackReport
 
 SCHEMA_VERSION = 1
 KIND = "KonfigReport"

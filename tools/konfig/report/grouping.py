@@ -101,7 +101,7 @@ class ObjectChange:
 
 
 @dataclass(frozen=True)
-class Failure:
+class FailureNote:
     """Why a stack failed (compile error, failed test or check, preview error)."""
 
     stage: str
@@ -118,7 +118,7 @@ class StackChanges:
     changes: tuple[ObjectChange, ...] = ()
     production: bool = False
     failed: bool = False
-    failures: tuple[Failure, ...] = ()
+    failures: tuple[FailureNote, ...] = ()
 
     @property
     def project(self) -> str:
@@ -210,7 +210,7 @@ class FailureGroup:
     error breaks every stack that uses it."""
 
     id: str
-    failures: tuple[Failure, ...]  # templates, as Group's; the first stack's wording
+    failures: tuple[FailureNote, ...]  # templates, as Group's; the first stack's wording
     stacks: tuple[str, ...]
     production: tuple[str, ...]
     placeholders: tuple[str, ...]
@@ -486,7 +486,7 @@ def _failure_groups(
             FailureGroup(
                 id=_digest(("failure", key)),
                 failures=tuple(
-                    Failure(
+                    FailureNote(
                         stage,
                         _display(msg, uniform),
                         _display(file, uniform) if file else None,

@@ -217,7 +217,7 @@ def policy_error(found: Sequence[Violation], stack_path: str, text: str | None) 
     file = f"{stack_path}/{STACK_FILE}"
 
     def line(v: Violation) -> int | None:
-        from konfig.repo.yamlpos import line_of
+        from konfig.contracts.yamlpos import line_of
 
         return line_of(lines, v.path) if lines else None
 
@@ -238,7 +238,7 @@ def policy_error(found: Sequence[Violation], stack_path: str, text: str | None) 
 def _lines(text: str | None) -> dict[Any, int]:
     if not text:
         return {}
-    from konfig.repo.yamlpos import key_lines
+    from konfig.contracts.yamlpos import key_lines
 
     return dict(key_lines(text))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from konfig.report import pull_request as reportlib
+from konfig.report import comment, pull_request
 from konfig.report.budget import COMMENT_LIMIT, DEFAULT_BUDGET, chars
 
 EMOJI = "\U0001f600"
@@ -67,16 +67,16 @@ def _preview_with(value: str) -> dict[str, Any]:
 
 def test_a_40000_emoji_diff_stays_under_githubs_limit() -> None:
     value = EMOJI * 40_000
-    inputs = reportlib.Inputs(previews=[_preview_with(value)])
-    report = reportlib.build(inputs, sha="0" * 40)
-    rendered = reportlib.render(report)
+    inputs = pull_request.Inputs(previews=[_preview_with(value)])
+    report = pull_request.build(inputs, sha="0" * 40)
+    rendered = comment.render(report)
     assert len(rendered.text) < DEFAULT_BUDGET  # code points alone would have fit...
     assert _utf16(rendered.text) <= DEFAULT_BUDGET < COMMENT_LIMIT  # ...GitHub's count too
     assert rendered.truncated
 
 
 def test_emoji_are_kept_whole_in_the_report() -> None:
-    inputs = reportlib.Inputs(previews=[_preview_with(f"ok {EMOJI} \u00e9")])
-    text = reportlib.render(reportlib.build(inputs, sha="0" * 40)).text
+    inputs = pull_request.Inputs(previews=[_preview_with(f"ok {EMOJI} \u00e9")])
+    text = comment.render(pull_request.build(inputs, sha="0" * 40)).text
     assert f"message: ok {EMOJI} \u00e9" in text
     assert "\\U0001" not in text and "\\ud83d" not in text

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from konfig.report import pull_request as reportlib
+from konfig.report import comment, pull_request
 from konfig.report.previews import KIND, SCHEMA_VERSION
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -77,10 +77,10 @@ def test_conflicts_come_first() -> None:
             "stack": "appops/mmm/dev",
         }
     ]
-    report = reportlib.build(reportlib.Inputs(previews=[preview], checks=[check]), sha=SHA)
+    report = pull_request.build(pull_request.Inputs(previews=[preview], checks=[check]), sha=SHA)
     assert [s.status for s in report.stacks] == ["changes", "conflict", "conflict"]
     assert [c.stack for c in report.conflicts] == ["appops/mmm/dev", "appops/zzz/dev"]
-    text = reportlib.render(report).text
+    text = comment.render(report).text
     conflicts = text.index("### ⚠️ Conflicts")
     assert conflicts < text.index("| Stack |")  # above the summary table
     section = text[conflicts : text.index("| Stack |")]

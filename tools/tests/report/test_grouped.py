@@ -25,7 +25,7 @@ from fleet import (
 )
 
 from konfig import contracts
-from konfig.report import pull_request as reportlib
+from konfig.report import comment, pull_request
 from konfig.report.budget import DEFAULT_BUDGET, SUMMARY_LIMIT_BYTES
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -49,21 +49,21 @@ def check_golden(name: str, text: str) -> None:
     assert text == path.read_text(encoding="utf-8"), f"{path} differs (KONFIG_UPDATE_GOLDEN=1)"
 
 
-def inputs(fleet: Fleet, *, compile_errors: dict[str, str] | None = None) -> reportlib.Inputs:
+def inputs(fleet: Fleet, *, compile_errors: dict[str, str] | None = None) -> pull_request.Inputs:
     compiled = [
         {"path": p, "ok": False, "error": {"message": m, "file": f"{p}/main.k", "line": 6}}
         for p, m in (compile_errors or {}).items()
     ]
-    return reportlib.Inputs(
+    return pull_request.Inputs(
         previews=[fleet.preview()],
         changed=fleet.changed(),
         compile=[compiled] if compiled else [],
     )
 
 
-def render(fleet: Fleet, budget: int = DEFAULT_BUDGET, **kwargs: Any) -> reportlib.Rendered:
-    report = reportlib.build(inputs(fleet, **kwargs), sha=SHA, run_url=RUN)
-    return reportlib.render(report, budget=budget)
+def render(fleet: Fleet, budget: int = DEFAULT_BUDGET, **kwargs: Any) -> comment.Rendered:
+    report = pull_request.build(inputs(fleet, **kwargs), sha=SHA, run_url=RUN)
+    return comment.render(report, budget=budget)
 
 
 def older(project: str, env: str) -> list[dict[str, Any]]:
@@ -186,11 +186,11 @@ def test_stacks_that_fail_the_same_way_are_one_exception() -> None:
     fleet.special[own] = {"message": "compile failed: boom", "file": None, "line": None}
     compiled.append({"path": own, "ok": False, "error": {"message": f"{own}/main.k: boom",
                      "file": f"{own}/main.k", "line": 1}})  # fmt: skip
-    inputs = reportlib.Inputs(
+    inputs = pull_request.Inputs(
         previews=[fleet.preview()], changed=fleet.changed(), compile=[compiled]
     )
-    report = reportlib.build(inputs, sha=SHA, run_url=RUN)
-    text = reportlib.render(report).text
+    report = pull_request.build(inputs, sha=SHA, run_url=RUN)
+    text = comment.render(report).text
     (fg,) = report.grouping.failure_groups
     assert len(fg.stacks) == 30 and len(fg.production) == 10
     assert report.grouping.failed == tuple(sorted([*broken, own]))
@@ -204,7 +204,7 @@ def test_stacks_that_fail_the_same_way_are_one_exception() -> None:
     assert text.count("replicas: int = defaults.replicas") == 1  # the message once
     assert f"<summary><code>{own}</code>: ❌ compile error</summary>" in text
     assert "in 269 Deployments across 269 stacks" in text
-    data = reportlib.to_json(report)
+    data = comment.to_json(report)
     assert [len(g["stacks"]) for g in data["failureGroups"]] == [30]
     check_golden("grouped-failures", text)
 
@@ -212,9 +212,9 @@ def test_stacks_that_fail_the_same_way_are_one_exception() -> None:
 def test_a_single_stack_pr_looks_as_before() -> None:
     """One stack: the per-stack layout, byte for byte what it always rendered."""
     fleet = Fleet(1, envs=("dev",), edits=[set_image(NEW)])
-    report = reportlib.build(inputs(fleet), sha=SHA, run_url=RUN)
-    auto = reportlib.render(report)
-    assert auto.text == reportlib.render(report, layout="stacks").text
+    report = pull_request.build(inputs(fleet), sha=SHA, run_url=RUN)
+    auto = comment.render(report)
+    assert auto.text == comment.render(report, layout="stacks").text
     assert "Identical changes are shown once" not in auto.text
     assert "| `appops/app000/dev` | imports base/pkg/models/frontend | 📝 changes |" in auto.text
 
@@ -235,19 +235,19 @@ def test_a_single_stack_pr_matches_the_comment_from_before_grouping() -> None:
     update, a delete and a created Secret in one stack. Today's default layout must
     still produce it byte for byte."""
     fleet = Fleet(1, envs=("prod",), special={"appops/app000/prod": one_stack_of_three_changes})
-    report = reportlib.build(inputs(fleet), sha=SHA, run_url=RUN)
-    result = reportlib.render(report)
+    report = pull_request.build(inputs(fleet), sha=SHA, run_url=RUN)
+    result = comment.render(report)
     assert not result.truncated
     assert "### Changes across stacks" not in result.text
     assert "c2VjcmV0" not in result.text
-    assert reportlib.to_json(report)["layout"] == "stacks"
+    assert comment.to_json(report)["layout"] == "stacks"
     check_golden("single-stack", result.text)
 
 
 def test_a_few_stacks_keep_the_per_stack_layout() -> None:
-    report = reportlib.build(inputs(Fleet(3, edits=[set_image(NEW)])), sha=SHA)
-    assert "Identical changes are shown once" not in reportlib.render(report).text
-    grouped = reportlib.render(report, layout="grouped").text
+    report = pull_request.build(inputs(Fleet(3, edits=[set_image(NEW)])), sha=SHA)
+    assert "Identical changes are shown once" not in comment.render(report).text
+    grouped = comment.render(report, layout="grouped").text
     assert "in 9 Deployments across 9 stacks" in grouped
 
 
@@ -271,8 +271,8 @@ def test_2000_stacks_and_5_exceptions_fit_well_under_the_limit() -> None:
 
 
 def test_summary_has_the_groups_and_every_stack() -> None:
-    report = reportlib.build(inputs(exceptions_fleet(20)), sha=SHA, run_url=RUN)
-    full = reportlib.render_full(report, budget=SUMMARY_LIMIT_BYTES - 1024)
+    report = pull_request.build(inputs(exceptions_fleet(20)), sha=SHA, run_url=RUN)
+    full = comment.render_full(report, budget=SUMMARY_LIMIT_BYTES - 1024)
     assert "### Changes across stacks" in full.text
     assert "### Every stack" in full.text
     for path in exceptions_fleet(20).paths():
@@ -284,10 +284,10 @@ def test_summary_has_the_groups_and_every_stack() -> None:
 
 def test_a_tight_budget_drops_lists_then_diffs_and_says_so() -> None:
     fleet = exceptions_fleet(100)
-    report = reportlib.build(inputs(fleet), sha=SHA, run_url=RUN)
-    roomy = reportlib.render(report, budget=60_000)
+    report = pull_request.build(inputs(fleet), sha=SHA, run_url=RUN)
+    roomy = comment.render(report, budget=60_000)
     assert not roomy.truncated
-    tight = reportlib.render(report, budget=4_000)
+    tight = comment.render(report, budget=4_000)
     assert len(tight.text) <= 4_000
     assert tight.truncated
     assert "Shortened to stay under GitHub's 65,536-character comment limit" in tight.text
@@ -317,16 +317,16 @@ def test_grouped_secret_changes_never_show_a_value() -> None:
     fleet = Fleet(100, special=dict.fromkeys(paths, rotate))
     doc = fleet.preview()
     assert CANARY in json.dumps(doc)  # the input really carries it
-    report = reportlib.build(reportlib.Inputs(previews=[doc]), sha=SHA, run_url=RUN)
-    comment = reportlib.render(report).text
-    full = reportlib.render_full(report, budget=SUMMARY_LIMIT_BYTES - 1024).text
-    data = json.dumps(reportlib.to_json(report))
-    assert "Identical changes are shown once" in comment
-    for text in (comment, full, data):
+    report = pull_request.build(pull_request.Inputs(previews=[doc]), sha=SHA, run_url=RUN)
+    shown = comment.render(report).text
+    full = comment.render_full(report, budget=SUMMARY_LIMIT_BYTES - 1024).text
+    data = json.dumps(comment.to_json(report))
+    assert "Identical changes are shown once" in shown
+    for text in (shown, full, data):
         assert CANARY not in text and CANARY_PLAIN not in text
         assert "c2VjcmV0" not in text
     assert "- `data.password`: `*** (before)` → `*** (after)` in 300 Secrets across 300 stacks" in (
-        comment
+        shown
     )
 
 
@@ -335,18 +335,20 @@ def test_production_comes_from_the_change_set_else_from_the_default_patterns() -
     changed = fleet.changed()
     changed["stacks"][0]["production"] = True  # appops/app000/dev, by its stack.yaml
     changed["stacks"][2]["production"] = False  # appops/app000/prod, by its stack.yaml
-    report = reportlib.build(reportlib.Inputs(previews=[fleet.preview()], changed=changed), sha=SHA)
+    report = pull_request.build(
+        pull_request.Inputs(previews=[fleet.preview()], changed=changed), sha=SHA
+    )
     assert [s.path for s in report.stacks if s.production] == [
         "appops/app000/dev",
         "appops/app001/prod",
     ]
-    alone = reportlib.build(reportlib.Inputs(previews=[fleet.preview()]), sha=SHA)
+    alone = pull_request.build(pull_request.Inputs(previews=[fleet.preview()]), sha=SHA)
     assert [s.path for s in alone.stacks if s.production] == [
         "appops/app000/prod",
         "appops/app001/prod",
     ]
-    custom = reportlib.build(
-        reportlib.Inputs(previews=[fleet.preview()]), sha=SHA, production=("appops/app001/*",)
+    custom = pull_request.build(
+        pull_request.Inputs(previews=[fleet.preview()]), sha=SHA, production=("appops/app001/*",)
     )
     assert [s.path for s in custom.stacks if s.production] == [
         "appops/app001/dev",
@@ -357,10 +359,10 @@ def test_production_comes_from_the_change_set_else_from_the_default_patterns() -
 
 def test_json_matches_its_schema_and_names_the_groups() -> None:
     fleet = exceptions_fleet(30)
-    report = reportlib.build(
+    report = pull_request.build(
         inputs(fleet, compile_errors={"appops/app002/prod": COMPILE_ERROR}), sha=SHA
     )
-    data = reportlib.to_json(report)
+    data = comment.to_json(report)
     assert contracts.violations("report", data) == []
     assert data["layout"] == "grouped" and data["status"] == "failed"
     shared = [g for g in data["groups"] if g["role"] == "shared"]
@@ -391,7 +393,7 @@ def test_json_lists_what_a_preview_could_not_plan() -> None:
     for stack in doc["stacks"]:
         if stack["path"] == "appops/app000/prod":
             stack["notPreviewed"] = [skipped]
-    data = reportlib.to_json(reportlib.build(reportlib.Inputs(previews=[doc]), sha=SHA))
+    data = comment.to_json(pull_request.build(pull_request.Inputs(previews=[doc]), sha=SHA))
     assert contracts.violations("report", data) == []
     listed = {s["path"]: s["notPreviewed"] for s in data["stacks"]}
     assert listed["appops/app000/prod"] == [{"id": skipped["id"], "reason": skipped["reason"]}]

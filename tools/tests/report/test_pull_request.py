@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from konfig.report import applied
-from konfig.report import pull_request as reportlib
+from konfig.report import applied, comment, pull_request
 from konfig.report.budget import COMMENT_LIMIT, DEFAULT_BUDGET, utf8_bytes
 from konfig.report.inputs import ReportInputError
 
@@ -122,15 +121,15 @@ def deployment_diff(ns: str, name: str, before: int, after: int) -> str:
     )
 
 
-def render(inputs: reportlib.Inputs, budget: int = DEFAULT_BUDGET) -> reportlib.Rendered:
-    report = reportlib.build(inputs, sha=SHA, run_url=RUN)
-    return reportlib.render(report, budget=budget)
+def render(inputs: pull_request.Inputs, budget: int = DEFAULT_BUDGET) -> comment.Rendered:
+    report = pull_request.build(inputs, sha=SHA, run_url=RUN)
+    return comment.render(report, budget=budget)
 
 
 def test_no_changes() -> None:
     path = "appops/guestbook/dev"
     result = render(
-        reportlib.Inputs(
+        pull_request.Inputs(
             previews=[
                 preview(stack(path, [change("guestbook-dev", "Service", "web", "unchanged")]))
             ],
@@ -196,7 +195,7 @@ def test_many_stacks() -> None:
     )
     paths = [s["path"] for s in stacks if not s["deleted"]]
     result = render(
-        reportlib.Inputs(
+        pull_request.Inputs(
             previews=[preview(*stacks[:4]), preview(*stacks[4:])],  # two matrix shards
             changed=changed(
                 *paths, reasons="imports base/pkg/models", deleted=("appops/legacy/prod",)
@@ -225,7 +224,7 @@ def test_compile_failure() -> None:
     )
     error = {"message": message, "file": f"{broken}/main.k", "line": 6, "column": 5}
     result = render(
-        reportlib.Inputs(
+        pull_request.Inputs(
             changed=changed(good, broken),
             compile=[
                 [
@@ -333,7 +332,7 @@ def test_secret_values_never_appear() -> None:
         "   name: api\n"
     )
     result = render(
-        reportlib.Inputs(
+        pull_request.Inputs(
             previews=[
                 preview(
                     stack(
@@ -360,7 +359,7 @@ def test_secret_values_never_appear() -> None:
     check_golden("secret", result.text)
 
 
-def _big_inputs(stacks: int = 40, lines: int = 60) -> reportlib.Inputs:
+def _big_inputs(stacks: int = 40, lines: int = 60) -> pull_request.Inputs:
     items = []
     for i in range(stacks):
         ns = f"big-{i:02d}"
@@ -373,19 +372,19 @@ def _big_inputs(stacks: int = 40, lines: int = 60) -> reportlib.Inputs:
                 [change(ns, "ConfigMap", "data", "update", reason="data changed", diff=diff)],
             )
         )
-    return reportlib.Inputs(
+    return pull_request.Inputs(
         previews=[preview(*items)], changed=changed(*[s["path"] for s in items])
     )
 
 
 def test_over_the_limit_keeps_whole_stacks_and_says_so() -> None:
     inputs = _big_inputs()
-    report = reportlib.build(inputs, sha=SHA, run_url=RUN)
+    report = pull_request.build(inputs, sha=SHA, run_url=RUN)
     # The per-stack layout (the job summary's, or --layout stacks); by default 40
     # stacks with the same change are grouped (test_grouped.py).
-    unbounded = reportlib.render(report, budget=10_000_000, layout="stacks")
+    unbounded = comment.render(report, budget=10_000_000, layout="stacks")
     assert len(unbounded.text) > COMMENT_LIMIT  # the case is really over the limit
-    result = reportlib.render(report, layout="stacks")
+    result = comment.render(report, layout="stacks")
     assert len(result.text) <= DEFAULT_BUDGET
     assert result.truncated and not result.cut
     assert "Truncated to stay under GitHub's 65,536-character comment limit" in result.text
@@ -410,8 +409,8 @@ def test_over_the_limit_keeps_whole_stacks_and_says_so() -> None:
 
 
 def test_one_huge_stack_is_cut_as_last_resort() -> None:
-    report = reportlib.build(_big_inputs(stacks=1, lines=2000), sha=SHA, run_url=RUN)
-    result = reportlib.render(report, budget=20_000)
+    report = pull_request.build(_big_inputs(stacks=1, lines=2000), sha=SHA, run_url=RUN)
+    result = comment.render(report, budget=20_000)
     assert len(result.text) <= 20_000
     assert result.cut == ("appops/big/s00",)
     assert "Cut inside the section of `appops/big/s00`" in result.text
@@ -424,8 +423,8 @@ def test_huge_summary_table_drops_quiet_rows_first() -> None:
         "appops/z/changed",
         [change("z", "ConfigMap", "c", "create", reason="new", diff="+a\n")],
     )
-    inputs = reportlib.Inputs(previews=[preview(*quiet, loud)])
-    result = reportlib.render(reportlib.build(inputs, sha=SHA), budget=30_000)
+    inputs = pull_request.Inputs(previews=[preview(*quiet, loud)])
+    result = comment.render(pull_request.build(inputs, sha=SHA), budget=30_000)
     assert len(result.text) <= 30_000
     assert "| `appops/z/changed` |" in result.text
     assert "1500 more stacks are not listed here" not in result.text  # some quiet rows fit
@@ -436,13 +435,13 @@ def test_huge_summary_table_drops_quiet_rows_first() -> None:
 
 
 def test_summary_budget_counts_bytes() -> None:
-    report = reportlib.build(_big_inputs(stacks=3), sha=SHA)
-    result = reportlib.render(report, budget=8_000, measure=utf8_bytes)
+    report = pull_request.build(_big_inputs(stacks=3), sha=SHA)
+    result = comment.render(report, budget=8_000, measure=utf8_bytes)
     assert len(result.text.encode()) <= 8_000
 
 
 def test_placeholder() -> None:
-    text = reportlib.render_placeholder(SHA, RUN)
+    text = comment.render_placeholder(SHA, RUN)
     assert text.startswith("## Konfig preview for `0123456789ab`: ⏳ running")
     assert RUN in text
 
@@ -450,18 +449,18 @@ def test_placeholder() -> None:
 @pytest.mark.parametrize(
     ("inputs", "message"),
     [
-        (reportlib.Inputs(previews=[{"kind": "Other"}]), "KonfigPreview"),
+        (pull_request.Inputs(previews=[{"kind": "Other"}]), "KonfigPreview"),
         (
-            reportlib.Inputs(previews=[{"kind": "KonfigPreview", "schemaVersion": 2}]),
+            pull_request.Inputs(previews=[{"kind": "KonfigPreview", "schemaVersion": 2}]),
             "unsupported schemaVersion 2",
         ),
-        (reportlib.Inputs(compile=[{"path": "x"}]), "compile: expected a list"),
-        (reportlib.Inputs(checks=[{"nope": 1}]), "check: expected a list"),
+        (pull_request.Inputs(compile=[{"path": "x"}]), "compile: expected a list"),
+        (pull_request.Inputs(checks=[{"nope": 1}]), "check: expected a list"),
     ],
 )
-def test_wrong_shapes_are_named(inputs: reportlib.Inputs, message: str) -> None:
+def test_wrong_shapes_are_named(inputs: pull_request.Inputs, message: str) -> None:
     with pytest.raises(ReportInputError, match=message):
-        reportlib.build(inputs, sha=SHA)
+        pull_request.build(inputs, sha=SHA)
 
 
 def _applied(path: str, ok: bool, **counts: int) -> dict[str, Any]:
@@ -510,7 +509,7 @@ def test_apply_report() -> None:
 
 def test_pr_controlled_text_cannot_escape_its_markup() -> None:
     path = "appops/x/``evil`` <img src=x>|dev"
-    inputs = reportlib.Inputs(
+    inputs = pull_request.Inputs(
         changed={
             "stacks": [{"path": path, "reasons": ["<script>alert(1)</script> | col"]}],
             "deleted_stacks": [],
@@ -525,7 +524,7 @@ def test_pr_controlled_text_cannot_escape_its_markup() -> None:
             ]
         ],
     )
-    text = reportlib.render(reportlib.build(inputs, sha=SHA)).text
+    text = comment.render(pull_request.build(inputs, sha=SHA)).text
     assert "<script>" not in text
     # `<img ...>` only ever inside a code span (literal there) or escaped
     assert text.count("<img") == text.count("``` appops/x/``evil`` <img src=x>\\|dev") == 2
