@@ -47,8 +47,9 @@ from konfig.build.compiler import compile_input, compile_one  # noqa: E402
 from konfig.engine import inventory as inv  # noqa: E402
 from konfig.engine.kube import KubeTarget, connect  # noqa: E402
 from konfig.engine.planner import plan_stack  # noqa: E402
+from konfig.pipeline.previewing import Preview, StackPreview  # noqa: E402
 from konfig.repo.layout import discover  # noqa: E402
-from konfig.report.previews import Preview, StackPreview, render_json  # noqa: E402
+from konfig.report.previews import render_json  # noqa: E402
 
 MAIN = """\
 import base.pkg.models.frontend

@@ -27,7 +27,8 @@ from konfig.commands._console import info, out_console
 from konfig.engine.lock import LeaseState
 from konfig.engine.plan import StackPlan
 from konfig.engine.stackrun import Event, StackResult
-from konfig.report.previews import Preview, StackPreview, render_text
+from konfig.pipeline.previewing import Preview, StackPreview
+from konfig.report.previews import render_text
 from konfig.report.progress import StackLog, block
 from konfig.words import plural
 

@@ -11,7 +11,8 @@ import click
 from konfig.commands._console import echo_json, error, use_color
 from konfig.engine.stackrun import StackResult
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, KonfigError, UsageError
-from konfig.report.previews import Preview, StackPreview, render_text
+from konfig.pipeline.previewing import Preview, StackPreview
+from konfig.report.previews import render_text
 from konfig.report.progress import summary_lines
 from konfig.words import plural
 

@@ -44,10 +44,10 @@ from konfig.pipeline.applying import (
 )
 from konfig.pipeline.compiling import refuse_bad_kcl_mod
 from konfig.pipeline.concurrency import run_concurrently
+from konfig.pipeline.previewing import StackPreview
 from konfig.pipeline.runtime import SavedPlan
 from konfig.pipeline.selection import select_stacks
 from konfig.repo.layout import Stack
-from konfig.report.previews import StackPreview
 
 
 @click.command("apply")

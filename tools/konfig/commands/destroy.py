@@ -24,7 +24,7 @@ from konfig.pipeline.destroying import (
     destroy_locked,
     plan_destroy_all,
 )
-from konfig.report.previews import StackPreview
+from konfig.pipeline.previewing import StackPreview
 
 
 @click.command("destroy")

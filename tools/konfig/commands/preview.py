@@ -27,11 +27,11 @@ from konfig.engine.kube import MAX_WORKERS
 from konfig.engine.planner import DEFAULT_WORKERS
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
-from konfig.pipeline.previewing import preview_stacks
+from konfig.pipeline.previewing import Preview, preview_stacks
 from konfig.pipeline.runtime import uses_opentofu
 from konfig.pipeline.selection import gone_stack, select_stacks, stacks_affected_since
 from konfig.repo.files import WriteScope, atomic_write_text
-from konfig.report.previews import Preview, render_json, render_markdown, render_text
+from konfig.report.previews import render_json, render_markdown, render_text
 from konfig.secrets.refs import Resolver
 from konfig.words import about
 

@@ -42,9 +42,9 @@ from konfig.engine.plan import Action, Change, PlanError, StackPlan
 from konfig.ids import ObjectRef, parse_id
 from konfig.masking import scrub, secret_values
 from konfig.repo.layout import Stack
+from konfig.secrets.generated import generated_keys
 from konfig.secrets.refs import key_refs, key_statuses
 from konfig.spec import Spec
-from konfig.tofu.model import generated_keys
 from konfig.words import plural
 
 CRD_API_VERSIONS = ("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1")

@@ -9,21 +9,118 @@ while the others go on. Nothing here writes to the cluster.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
 
 from konfig.build.compiler import CompileResult
 from konfig.engine.inventory import read_inventory
+from konfig.engine.plan import ACTIONS, Change, NotPreviewed, StackPlan
 from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
 from konfig.errors import KonfigError
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.refusals import first_refusal
 from konfig.pipeline.runtime import NOTHING_SET_UP, Contexts, kept_of_gone, runtime_of
 from konfig.repo.layout import Stack
-from konfig.report.previews import StackError, StackPreview
 from konfig.secrets.refs import Resolver, referenced_files, secret_data
 from konfig.spec import Spec
 
 # Told what a reader should know that is not an error (e.g. a stack with no inventory).
 Note = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class StackError:
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"message": self.message, "file": self.file, "line": self.line}
+
+
+@dataclass(frozen=True)
+class StackPreview:
+    """One stack's outcome: a plan, or the error that prevented it."""
+
+    path: str
+    context: str | None = None
+    deleted: bool = False
+    plan: StackPlan | None = None
+    error: StackError | None = None
+    spec_digest: str | None = None
+
+    @property
+    def project(self) -> str:
+        parts = PurePosixPath(self.path).parts
+        return parts[1] if len(parts) > 1 else ""
+
+    @property
+    def stack(self) -> str:
+        parts = PurePosixPath(self.path).parts
+        return "/".join(parts[2:])
+
+    def counts(self) -> dict[str, int]:
+        if self.plan:
+            return self.plan.counts()
+        return dict.fromkeys(ACTIONS, 0)
+
+    @property
+    def changes(self) -> tuple[Change, ...]:
+        return self.plan.changes if self.plan else ()
+
+    @property
+    def not_previewed(self) -> tuple[NotPreviewed, ...]:
+        return self.plan.not_previewed if self.plan else ()
+
+
+@dataclass(frozen=True)
+class Preview:
+    stacks: tuple[StackPreview, ...]
+    secrets: frozenset[str] = field(default=frozenset(), compare=False)
+
+    @classmethod
+    def of(cls, stacks: list[StackPreview]) -> Preview:
+        found: set[str] = set()
+        for s in stacks:
+            if s.plan:
+                found |= s.plan.secrets()
+        return cls(tuple(sorted(stacks, key=lambda s: s.path)), frozenset(found))
+
+    def counts(self) -> dict[str, int]:
+        total: dict[str, int] = dict.fromkeys(ACTIONS, 0)
+        for s in self.stacks:
+            for action, n in s.counts().items():
+                total[action] += n
+        return total
+
+    @property
+    def has_changes(self) -> bool:
+        return any(s.plan is not None and s.plan.has_changes for s in self.stacks)
+
+    @property
+    def has_errors(self) -> bool:
+        return any(s.error is not None for s in self.stacks)
+
+    @property
+    def has_conflicts(self) -> bool:
+        """An object belongs to someone else: apply would refuse (an error, like one)."""
+        return any(s.plan is not None and s.plan.conflicts for s in self.stacks)
+
+    def conflicts(self) -> list[tuple[str, Change]]:
+        """``(stack path, change)`` of every conflict, in stack order."""
+        return [(s.path, c) for s in self.stacks for c in (s.plan.conflicts if s.plan else ())]
+
+    @property
+    def has_drift(self) -> bool:
+        return any(s.plan is not None and s.plan.drifted for s in self.stacks)
+
+    def drifted_objects(self) -> int:
+        return sum(len(s.plan.drifted) for s in self.stacks if s.plan)
+
+    def not_previewed(self) -> int:
+        """Resources no runtime previewed (their credentials are missing)."""
+        return sum(len(s.not_previewed) for s in self.stacks)
 
 
 def preview_stack(

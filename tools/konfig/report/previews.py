@@ -1,6 +1,7 @@
 """Rendering previews: terminal text, markdown and the JSON contract.
 
-Pure functions from :class:`Preview` (plans and per-stack errors) to strings. The
+Pure functions from a :class:`~konfig.pipeline.previewing.Preview` (plans and per-stack
+errors, made by the preview flow) to strings. The
 JSON is the contract ``konfig/contracts/preview.schema.json`` (``docs/preview-json.md``
 explains it). Secret values were masked when the plan was computed; every renderer
 additionally scrubs any known secret value out of its output (e.g. from a server
@@ -11,13 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import Any
 
 from konfig import contracts
 from konfig.engine.plan import ACTIONS, CHANGING, CONFLICT, Change, NotPreviewed, StackPlan
 from konfig.masking import scrub
+from konfig.pipeline.previewing import Preview, StackPreview
 from konfig.words import plural
 
 # The document's identity, as its contract (konfig/contracts/preview.schema.json) fixes it.
@@ -43,100 +43,6 @@ _COLOUR = {
 }
 # what a report lists per stack, conflicts first
 _SHOWN = (CONFLICT, *CHANGING)
-
-
-@dataclass(frozen=True)
-class StackError:
-    message: str
-    file: str | None = None
-    line: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"message": self.message, "file": self.file, "line": self.line}
-
-
-@dataclass(frozen=True)
-class StackPreview:
-    """One stack's outcome: a plan, or the error that prevented it."""
-
-    path: str
-    context: str | None = None
-    deleted: bool = False
-    plan: StackPlan | None = None
-    error: StackError | None = None
-    spec_digest: str | None = None
-
-    @property
-    def project(self) -> str:
-        parts = PurePosixPath(self.path).parts
-        return parts[1] if len(parts) > 1 else ""
-
-    @property
-    def stack(self) -> str:
-        parts = PurePosixPath(self.path).parts
-        return "/".join(parts[2:])
-
-    def counts(self) -> dict[str, int]:
-        if self.plan:
-            return self.plan.counts()
-        return dict.fromkeys(ACTIONS, 0)
-
-    @property
-    def changes(self) -> tuple[Change, ...]:
-        return self.plan.changes if self.plan else ()
-
-    @property
-    def not_previewed(self) -> tuple[NotPreviewed, ...]:
-        return self.plan.not_previewed if self.plan else ()
-
-
-@dataclass(frozen=True)
-class Preview:
-    stacks: tuple[StackPreview, ...]
-    secrets: frozenset[str] = field(default=frozenset(), compare=False)
-
-    @classmethod
-    def of(cls, stacks: list[StackPreview]) -> Preview:
-        found: set[str] = set()
-        for s in stacks:
-            if s.plan:
-                found |= s.plan.secrets()
-        return cls(tuple(sorted(stacks, key=lambda s: s.path)), frozenset(found))
-
-    def counts(self) -> dict[str, int]:
-        total: dict[str, int] = dict.fromkeys(ACTIONS, 0)
-        for s in self.stacks:
-            for action, n in s.counts().items():
-                total[action] += n
-        return total
-
-    @property
-    def has_changes(self) -> bool:
-        return any(s.plan is not None and s.plan.has_changes for s in self.stacks)
-
-    @property
-    def has_errors(self) -> bool:
-        return any(s.error is not None for s in self.stacks)
-
-    @property
-    def has_conflicts(self) -> bool:
-        """An object belongs to someone else: apply would refuse (an error, like one)."""
-        return any(s.plan is not None and s.plan.conflicts for s in self.stacks)
-
-    def conflicts(self) -> list[tuple[str, Change]]:
-        """``(stack path, change)`` of every conflict, in stack order."""
-        return [(s.path, c) for s in self.stacks for c in (s.plan.conflicts if s.plan else ())]
-
-    @property
-    def has_drift(self) -> bool:
-        return any(s.plan is not None and s.plan.drifted for s in self.stacks)
-
-    def drifted_objects(self) -> int:
-        return sum(len(s.plan.drifted) for s in self.stacks if s.plan)
-
-    def not_previewed(self) -> int:
-        """Resources no runtime previewed (their credentials are missing)."""
-        return sum(len(s.not_previewed) for s in self.stacks)
 
 
 # --- JSON ------------------------------------------------------------------------

@@ -16,10 +16,8 @@ A ``type: Terraform`` resource's ``extensions``::
         key: password
         format: scram-sha-256      # optional: OpenTofu gets a SCRAM-SHA-256 verifier
 
-A Kubernetes Secret's ``extensions.generated`` lists keys whose value Konfig generates
-at the first apply and keeps from the live Secret afterwards::
-
-    generated: [{key: password, length: 32}]
+A Kubernetes Secret's ``extensions.generated`` (keys whose value Konfig generates) is
+read by :mod:`konfig.secrets.generated`.
 
 ``stack.yaml``::
 
@@ -55,7 +53,6 @@ if TYPE_CHECKING:
 EXT_PROVIDER = "provider"
 EXT_IMPORT = "importId"
 EXT_WRITE_ONLY = "writeOnly"
-EXT_GENERATED = "generated"
 
 STACK_KEY = "terraform"
 STACK_FILE = "stack.yaml"
@@ -68,7 +65,6 @@ _VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?$")
 _CONFIG = re.compile(r"^[a-z][a-z0-9_-]*$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ARGUMENT = re.compile(r"^[a-z][a-z0-9_]*$")
-GENERATED_LENGTH = 32
 
 
 def has_terraform(stack: Stack, spec: Spec | None) -> bool:
@@ -126,14 +122,6 @@ class TerraformResource:
     @property
     def id(self) -> str:
         return self.resource.id
-
-
-@dataclass(frozen=True)
-class Generated:
-    """A Secret's key whose value Konfig generates at first apply."""
-
-    key: str
-    length: int = GENERATED_LENGTH
 
 
 def _provider(rid: str, raw: Any) -> ProviderRef:
@@ -238,27 +226,6 @@ def terraform_resources(spec: Spec | None) -> list[TerraformResource]:
                 f"{other.source} {other.version} elsewhere in the stack; use one"
             )
     return out
-
-
-def generated_keys(resource: Resource) -> tuple[Generated, ...]:
-    """A Kubernetes Secret's keys whose value Konfig generates (``extensions.generated``)."""
-    raw = resource.extensions.get(EXT_GENERATED)
-    if raw is None:
-        return ()
-    where = f"{resource.id}: `extensions.{EXT_GENERATED}`"
-    if resource.api_version != "v1" or resource.kind != "Secret":
-        raise TerraformSpecError(f"{where}: only a v1 Secret can have generated values")
-    if not isinstance(raw, list):
-        raise TerraformSpecError(f"{where} must be a list of {{key, length}}")
-    out: list[Generated] = []
-    for index, entry in enumerate(raw):
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("key"), str):
-            raise TerraformSpecError(f"{where}[{index}] needs `key`")
-        length = entry.get("length", GENERATED_LENGTH)
-        if not isinstance(length, int) or isinstance(length, bool) or not 16 <= length <= 128:
-            raise TerraformSpecError(f"{where}[{index}].length must be 16..128, got {length!r}")
-        out.append(Generated(str(entry["key"]), length))
-    return tuple(out)
 
 
 # --- stack.yaml ----------------------------------------------------------------------

@@ -15,9 +15,10 @@ import secrets
 from collections.abc import Mapping
 
 from konfig.engine.kube import Kube
+from konfig.secrets.generated import generated_keys
 from konfig.secrets.refs import SecretData, key_refs
 from konfig.spec import Spec
-from konfig.tofu.model import TerraformSpecError, generated_keys, terraform_resources
+from konfig.tofu.model import TerraformSpecError, terraform_resources
 from konfig.tofu.plan_apply import WriteOnlyValue
 
 

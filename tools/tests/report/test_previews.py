@@ -7,14 +7,8 @@ import json
 
 from konfig.engine.diff import compare
 from konfig.engine.plan import Change, StackPlan
-from konfig.report.previews import (
-    Preview,
-    StackError,
-    StackPreview,
-    render_json,
-    render_markdown,
-    render_text,
-)
+from konfig.pipeline.previewing import Preview, StackError, StackPreview
+from konfig.report.previews import render_json, render_markdown, render_text
 
 SECRET_VALUE = "s3cr3t-canary-value"
 
