@@ -33,9 +33,9 @@ def main() -> None:
         sys.stdout.write(f"konfig, version {__version__}\n")
         sys.exit(0)
     _not_dumpable()
-    from konfig.cli import main as run_cli
+    from konfig import cli
 
-    run_cli()
+    cli.main()
 
 
 if __name__ == "__main__":

@@ -158,7 +158,3 @@ def parse_terraform_id(resource_id: str) -> TerraformAddress:
             "followed by letters, digits, '_' or '-')"
         )
     return TerraformAddress(*match.groups())
-
-
-def terraform_id(namespace: str, provider: str, type_: str, name: str) -> str:
-    return TerraformAddress(namespace, provider, type_, name).id

@@ -46,7 +46,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from konfig.build.limits import Limits as Limits
+from konfig.build.limits import Limits
 
 _STDERR_TAIL = 8192  # bytes of a dead worker's stderr to read
 

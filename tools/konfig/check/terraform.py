@@ -29,7 +29,7 @@ from konfig.check.locate import locate
 from konfig.errors import ConfigError, KonfigError
 from konfig.repo.layout import STACK_FILE, Stack
 from konfig.spec import Resource, Spec
-from konfig.tofu import schema as schemas
+from konfig.tofu import schema
 from konfig.tofu.model import StackTerraform, stack_terraform, terraform_resource
 from konfig.tofu.policy import TerraformPolicy, Violation
 from konfig.tofu.policy import checked as checked_policy
@@ -81,7 +81,7 @@ def check_terraform(
                 "environment variables of its credentials)",
                 res,
             )
-        bundled = schemas.bundled(p.source, p.version)
+        bundled = schema.bundled(p.source, p.version)
         if bundled is None:
             add(
                 "terraform/unknown-provider",
@@ -104,7 +104,7 @@ def check_terraform(
             types[res.id] = None
             continue
         types[res.id] = block
-        for problem in schemas.problems(block, res.attributes):
+        for problem in schema.problems(block, res.attributes):
             add("terraform/schema", f"{res.id}: {problem}", res)
     for res in spec.resources:
         for found in outputs.find(res.attributes):

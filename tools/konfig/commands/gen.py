@@ -11,8 +11,7 @@ from konfig.commands._console import info
 from konfig.commands._help import Group
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.gen import compare, generate
-from konfig.gen.contracts import DOCS_DIR as CONTRACT_DOCS
-from konfig.gen.contracts import EDITOR_SETTINGS, render_all
+from konfig.gen.contracts import CONTRACT_DOCS, EDITOR_SETTINGS, render_all
 from konfig.gen.docs import parse_models, render_markdown, undocumented
 from konfig.gen.openapi import kubernetes_definitions_path, load_definitions
 from konfig.repo.files import WriteScope, atomic_write_text, remove

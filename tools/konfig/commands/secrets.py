@@ -19,8 +19,7 @@ from konfig.commands._console import echo_json, error, info, warn
 from konfig.commands._help import Group
 from konfig.commands._keys import KEY_ENV, KEY_FILE_ENV, take_keyring_from_env
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
-from konfig.secrets import edit as edits
-from konfig.secrets import plainyaml, sopsfile
+from konfig.secrets import edit, plainyaml, sopsfile
 from konfig.secrets.audit import audit_files, encrypted_files
 from konfig.secrets.errors import SecretsError
 from konfig.secrets.keys import Keyring
@@ -119,11 +118,11 @@ def encrypt(ctx: click.Context, file: str, output: str | None) -> int:
         plaintext = Path(file).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{file}: cannot read: {exc.strerror}") from exc
-    text = edits.encrypt_text(plaintext, rel, _rules(root))
+    text = edit.encrypt_text(plaintext, rel, _rules(root))
     if output == "-":
         click.echo(text, nl=False)
     else:
-        edits.write_encrypted(root / rel, text)
+        edit.write_encrypted(root / rel, text)
         info(f"encrypted {rel} for {len(sopsfile.parse(text, name=rel).recipients)} recipient(s)")
     return EXIT_OK
 
@@ -157,15 +156,13 @@ def edit_cmd(ctx: click.Context, file: str) -> int:
     rel = _rel(root, file)
     rules = _rules(root)
     rules.for_file(rel)  # fail before decrypting when no rule covers the file
-    previous = edits.decrypt_for_edit(root, rel, take_keyring_from_env())
+    previous = edit.decrypt_for_edit(root, rel, take_keyring_from_env())
     start = plainyaml.dump_plaintext(previous.data) if previous else "{}\n"
-    with edits.private_plaintext(start) as path:
+    with edit.private_plaintext(start) as path:
         while True:
             _run_editor(path)
             try:
-                text = edits.reencrypt_edited(
-                    path.read_text(encoding="utf-8"), rel, rules, previous
-                )
+                text = edit.reencrypt_edited(path.read_text(encoding="utf-8"), rel, rules, previous)
             except SecretsError as exc:
                 error(str(exc))
                 if sys.stdin.isatty() and click.confirm("edit again?", default=True, err=True):
@@ -175,7 +172,7 @@ def edit_cmd(ctx: click.Context, file: str) -> int:
     if text is None:
         info(f"{rel}: no change")
         return EXIT_OK
-    edits.write_encrypted(root / rel, text)
+    edit.write_encrypted(root / rel, text)
     info(f"saved {rel}")
     return EXIT_OK
 
@@ -204,7 +201,7 @@ def rotate(ctx: click.Context, files: tuple[str, ...], all_files: bool) -> int:
         raise UsageError(f"rotating needs a key: set {KEY_FILE_ENV} or {KEY_ENV}")
     rules = _rules(root)
     for rel in rels:
-        edits.write_encrypted(root / rel, edits.rotate(root, rel, rules=rules, keyring=keyring))
+        edit.write_encrypted(root / rel, edit.rotate(root, rel, rules=rules, keyring=keyring))
         info(f"rotated {rel}")
     return EXIT_OK
 

@@ -430,16 +430,6 @@ def _blob(mode: str, sha: str) -> str | None:
     return None
 
 
-def tree_id(root: Path, commit: str) -> str:
-    """The id of the tree ``commit`` has at the Konfig root."""
-    g = open_repo(root)
-    spec = f"{commit}^{{tree}}" + (f":{g.prefix.rstrip('/')}" if g.prefix else "")
-    try:
-        return _text(g, "rev-parse", "--verify", "--quiet", spec).strip()
-    except _Failed as exc:
-        raise failure(g.top, f"rev-parse {commit[:12]}", exc.stderr) from None
-
-
 def list_tree(root: Path, commit: str, paths: Sequence[str] = ()) -> dict[str, str]:
     """Every file of ``commit`` under the Konfig root: path -> blob id.
 

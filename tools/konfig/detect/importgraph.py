@@ -298,11 +298,6 @@ class ImportGraph:
                 edges.extend((node, target) for target in self.targets(entry))
         self._add_edges(edges)
 
-    def stack_closure(self, stack_path: str) -> set[str]:
-        """Every module a stack imports, directly or transitively."""
-        node: StackNode = ("stack", stack_path)
-        return {n for n in self._reach(node, self._succ) if isinstance(n, str)}
-
     def descendants(self, module: str) -> set[str]:
         """Every module ``module`` imports, directly or transitively."""
         return {n for n in self._reach(module, self._succ) if isinstance(n, str)}

@@ -158,9 +158,6 @@ class Layout:
             parent = module_of(parent)
         return None
 
-    def project_stacks(self, project: str) -> list[str]:
-        return sorted(s for s, p in self.stacks.items() if p == project)
-
 
 _STACK_SUFFIX = "/" + STACK_FILE
 

@@ -19,18 +19,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from konfig.engine import health
 from konfig.engine.drift import ObjectDrift, object_drift
 from konfig.engine.inventory import LABEL_PART_OF, Inventory, Member, scan_inventories
 from konfig.engine.kube import Kube, KubeApiError, UnknownKindError
-from konfig.errors import KonfigError
 from konfig.ids import ObjectRef, is_terraform_id, parse_id
 
 WORKERS = 8
-
-HealthState = Literal["current", "in_progress", "failed", "not_found"]
 
 
 @dataclass(frozen=True)
@@ -190,7 +187,3 @@ def _list_kind(kube: Kube, key: tuple[str, str], refs: Sequence[ObjectRef]) -> l
             if exc.failure.status != 403:
                 raise
     return items  # what is still missing is read with a GET each
-
-
-class SurveyError(KonfigError):
-    """A cluster could not be surveyed."""

@@ -18,17 +18,6 @@ from konfig.words import plural
 
 OUTCOME_WIDTH = 9  # "unchanged"
 
-OUTCOME_STYLE = {
-    "created": "green",
-    "updated": "yellow",
-    "replaced": "magenta",
-    "deleted": "red",
-    "unchanged": "bright_black",
-    "failed": "bold red",
-    "skipped": "yellow",
-    "kept": "cyan",
-}
-
 
 def _detail(result: ObjectResult) -> str:
     """What the message adds to ``<outcome> <id>`` (empty when nothing)."""

@@ -12,6 +12,7 @@ from fixtures.repos import SIMPLE_MAIN, KonfigRunner, RepoBuilder
 
 from konfig.build import workers
 from konfig.build.compiler import CompileResult, compile_input, compile_many
+from konfig.build.limits import Limits
 from konfig.repo.layout import discover
 
 RECURSION = "f = lambda n: int -> int {\n    f(n + 1)\n}\nx = f(0)\n"
@@ -21,9 +22,7 @@ ENDLESS = "f = lambda n: int -> int {\n    1 if n < 1 else f(n - 1) + f(n - 1)\n
 WAITS = 'import file\n\nx = file.read("pipe")\n'
 
 
-def _compile(
-    builder: RepoBuilder, limits: workers.Limits, jobs: int = 2
-) -> dict[str, CompileResult]:
+def _compile(builder: RepoBuilder, limits: Limits, jobs: int = 2) -> dict[str, CompileResult]:
     repo = discover(builder.root)
     inputs = [compile_input(repo, s) for s in repo.stacks]
     return {r.stack_path: r for r in compile_many(inputs, jobs=jobs, limits=limits)}
@@ -37,7 +36,7 @@ def _good(builder: RepoBuilder, *names: str) -> None:
 def test_endless_recursion_is_reported_not_a_crash(repo_builder: RepoBuilder) -> None:
     _good(repo_builder, "a", "b")
     repo_builder.stack("rec", "dev", main=RECURSION)
-    results = _compile(repo_builder, workers.Limits(cpu_seconds=60, memory_mib=1024))
+    results = _compile(repo_builder, Limits(cpu_seconds=60, memory_mib=1024))
     error = results["appops/rec/dev"].error
     assert error is not None
     assert error.file == "appops/rec/dev/main.k"
@@ -48,7 +47,7 @@ def test_endless_recursion_is_reported_not_a_crash(repo_builder: RepoBuilder) ->
 def test_huge_comprehension_hits_the_memory_limit(repo_builder: RepoBuilder) -> None:
     _good(repo_builder, "a")
     repo_builder.stack("huge", "dev", main=HUGE)
-    results = _compile(repo_builder, workers.Limits(cpu_seconds=60, memory_mib=400), jobs=1)
+    results = _compile(repo_builder, Limits(cpu_seconds=60, memory_mib=400), jobs=1)
     error = results["appops/huge/dev"].error
     assert error is not None and error.file == "appops/huge/dev/main.k"
     assert "more than 400 MiB of memory" in error.message
@@ -59,7 +58,7 @@ def test_huge_comprehension_hits_the_memory_limit(repo_builder: RepoBuilder) -> 
 def test_endless_loop_hits_the_cpu_limit(repo_builder: RepoBuilder) -> None:
     _good(repo_builder, "a")
     repo_builder.stack("loop", "dev", main=ENDLESS)
-    results = _compile(repo_builder, workers.Limits(cpu_seconds=2, memory_mib=1024))
+    results = _compile(repo_builder, Limits(cpu_seconds=2, memory_mib=1024))
     error = results["appops/loop/dev"].error
     assert error is not None and error.file == "appops/loop/dev/main.k"
     assert "s of CPU time" in error.message
@@ -69,14 +68,14 @@ def test_endless_loop_hits_the_cpu_limit(repo_builder: RepoBuilder) -> None:
 def test_a_read_that_never_returns_hits_the_wall_clock_limit(repo_builder: RepoBuilder) -> None:
     stack = repo_builder.stack("waits", "dev", main=WAITS)
     os.mkfifo(stack / "pipe")  # opening it for reading waits for a writer that never comes
-    results = _compile(repo_builder, workers.Limits(cpu_seconds=1, wall_extra=3), jobs=1)
+    results = _compile(repo_builder, Limits(cpu_seconds=1, wall_extra=3), jobs=1)
     error = results["appops/waits/dev"].error
     assert error is not None and error.file == "appops/waits/dev/main.k"
     assert "did not finish within" in error.message
 
 
 def test_pool_replaces_a_dead_worker_and_keeps_going() -> None:
-    with workers.Pool[int](1, workers.Limits()) as pool:
+    with workers.Pool[int](1, Limits()) as pool:
         pool.submit(os._exit, 3)
         pool.submit(abs, -4)
         outcomes = list(pool.outcomes())
@@ -85,7 +84,7 @@ def test_pool_replaces_a_dead_worker_and_keeps_going() -> None:
 
 
 def test_task_exception_is_a_message_not_a_traceback() -> None:
-    with workers.Pool[str](1, workers.Limits()) as pool:
+    with workers.Pool[str](1, Limits()) as pool:
         pool.submit(int, "x")
         ((_, outcome),) = list(pool.outcomes())
     assert isinstance(outcome, workers.Failed)
