@@ -523,7 +523,21 @@ def scan_inventories(kube: KubeLister) -> tuple[list[Inventory], list[str]]:
             continue
         if inv.stack_path:
             found.append(inv)
-    return found, problems
+    # A stack whose inventory is moving to its new name has two for a moment: the one
+    # under its name now is its inventory.
+    by_stack: dict[str, Inventory] = {}
+    for inv in found:
+        prior = by_stack.get(inv.stack_path)
+        if prior is None or _current(inv):
+            by_stack[inv.stack_path] = inv
+    return [i for i in found if by_stack[i.stack_path] is i], problems
+
+
+def _current(inv: Inventory) -> bool:
+    try:
+        return inv.name == inventory_name(inv.stack_path)
+    except InventoryError:
+        return False
 
 
 def ensure_namespace(kube: KubeApi) -> None:

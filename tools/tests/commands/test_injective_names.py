@@ -142,6 +142,11 @@ def test_an_inventory_under_its_old_name_moves_with_the_next_apply(
         resource(kept)["id"]: "update",
         resource(dropped)["id"]: "delete",
     }
+    # a scan of the cluster's inventories sees the stack once, by its name now, while
+    # both exist (an apply that wrote the new one and stopped before deleting the old)
+    inv.write_inventory(kube, a, members, commit="0" * 40, spec_digest="d")
+    scanned = [i for i in inv.list_inventories(kube) if i.stack_path == a]
+    assert [i.name for i in scanned] == [inv.inventory_name(a)]
     res = konfig("apply", a, "--yes", "--no-wait", "--allow-dirty", kc, cwd=root)
     assert res.code == 0, res.out + res.err
 
