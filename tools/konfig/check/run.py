@@ -10,6 +10,7 @@ from konfig.check.kinds import scan_repository
 from konfig.check.locate import clear_cache
 from konfig.check.ownership import Declared, check_ownership
 from konfig.check.policy import PolicyJob, check_policies_many
+from konfig.check.promql import check_promql
 from konfig.check.schema import check_schema
 from konfig.check.secretrules import check_secret_files, check_secret_specs
 from konfig.check.specrules import check_spec
@@ -79,6 +80,7 @@ def check(
         findings.extend(check_secret_specs(repo.root, stack, spec))
         findings.extend(check_schema(repo.root, stack, spec, kinds, repo.config.kubernetes_version))
         findings.extend(check_terraform(repo.root, stack, spec, terraform_policy))
+        findings.extend(check_promql(repo.root, stack, spec))
         if policies:
             options = dict(result.inputs.options) if result.inputs else {}
             jobs.append(PolicyJob(stack, spec, options))

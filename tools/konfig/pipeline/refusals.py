@@ -71,6 +71,25 @@ def privileges(repo: Repository, stack: Stack, spec: Spec) -> Refusal | None:
     )
 
 
+def promql(repo: Repository, stack: Stack, spec: Spec) -> Refusal | None:
+    """A PrometheusRule expression that is not PromQL (``konfig check``'s
+    ``promql/parse``), at the place of the first."""
+    from konfig.check.promql import check_promql  # the parser: not for `--help`
+
+    found = check_promql(repo.root, stack, spec)
+    if not found:
+        return None
+    first = found[0]
+    refusal = f"cannot be applied: {first.message}"
+    return Refusal(
+        preview=refusal,
+        apply=f"{first.location()}: {stack.path}: nothing was applied: {first.message}",
+        hint="`konfig check` lists every such expression; fix its PromQL (docs/monitoring.md)",
+        file=first.file,
+        line=first.line,
+    )
+
+
 def unordered(repo: Repository, stack: Stack, spec: Spec) -> Refusal | None:
     """A Spec that cannot be ordered (two objects with one id, a dependency cycle, a
     ``dependsOn`` on an object the stack lacks: ``konfig check``'s ``spec/*`` rules)."""
@@ -116,6 +135,7 @@ Rule = Callable[[Repository, Stack, Spec], "Refusal | None"]
 PRE_WRITE_REFUSALS: tuple[Rule, ...] = (
     system_namespaces,
     privileges,
+    promql,
     terraform_forbidden,
     unordered,
 )

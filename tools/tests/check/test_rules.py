@@ -6,7 +6,14 @@ import json
 from typing import Any
 
 import yaml
-from fixtures.rawstacks import app_resources, deployment, pdb, raw_stack, resource
+from fixtures.rawstacks import (
+    app_resources,
+    deployment,
+    pdb,
+    pod_monitor,
+    raw_stack,
+    resource,
+)
 from fixtures.repos import KonfigRunner, RepoBuilder
 
 CRD = """\
@@ -105,7 +112,10 @@ def test_crd_rendered_by_another_stack_counts(
 def test_policy_disabled_with_a_reason_is_silent(
     repo_builder: RepoBuilder, konfig: KonfigRunner
 ) -> None:
-    prod = app_resources("web", "shop-prod", replicas=1)
+    prod = [
+        *app_resources("web", "shop-prod", replicas=1),
+        resource(pod_monitor("web", "shop-prod")),
+    ]
     raw_stack(repo_builder, "shop", "prod", [*prod, resource(pdb("web", "shop-prod"))])
     data = findings(konfig, repo_builder)
     assert rules(data) == ["policy/prod-replicas"]
@@ -124,7 +134,8 @@ def test_policy_disabled_with_a_reason_is_silent(
 def test_prod_is_the_env_option_before_the_stack_name(
     repo_builder: RepoBuilder, konfig: KonfigRunner
 ) -> None:
-    raw_stack(repo_builder, "shop", "live", app_resources("web", "shop-live"))
+    live = [*app_resources("web", "shop-live"), resource(pod_monitor("web", "shop-live"))]
+    raw_stack(repo_builder, "shop", "live", live)
     repo_builder.write(
         "appops/shop/live/ci-test/settings.yaml", "kcl_options:\n  - key: env\n    value: prod\n"
     )
@@ -167,6 +178,8 @@ def test_policy_disable_can_name_resources(repo_builder: RepoBuilder, konfig: Ko
         resource(deployment("follower", ns)),
         resource(pdb("leader", ns)),
         resource(pdb("follower", ns)),
+        resource(pod_monitor("leader", ns)),
+        resource(pod_monitor("follower", ns)),
     ]
     exempt = (
         "name: prod\npolicies:\n  disable:\n    - rule: prod-replicas\n"
