@@ -4,13 +4,8 @@ When a base model changes, the same field change lands in hundreds of stacks. Th
 module turns the per-stack changes of a preview into *groups*: each distinct change
 once, with the stacks (and objects) it occurs in, and marks what does not fit.
 
-Normalisation. Each object change is described without the parts that differ from
-stack to stack only because the stacks differ: the object's namespace, the project
-and the stack name are replaced by placeholders (``{namespace}``, ``{project}``,
-``{stack}``) wherever they appear as a whole token (between characters that are not
-letters or digits) in the object's name, in field paths and in string values. So
-``spec.template.spec.containers[name=shop].image`` in project ``shop`` and
-``...containers[name=cart].image`` in project ``cart`` are the same path.
+Normalisation (:mod:`konfig.report.placeholders`): the object's namespace, the project
+and the stack name become placeholders, so the same change in two stacks reads the same.
 
 What a distinct change is, per object class (action, apiVersion, kind, normalised
 name):
@@ -45,30 +40,29 @@ masked already (the report's masking module does that when it reads the preview)
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Literal
 
+from konfig.report.placeholders import (
+    MARKER,
+    PLACEHOLDERS,
+    Literals,
+    Normaliser,
+    display,
+    display_value,
+    freeze,
+    thaw,
+    usable,
+)
+
 CHANGING = ("create", "update", "replace", "delete")
-PLACEHOLDERS = ("namespace", "project", "stack")
 # Review order of actions: what removes things first, additions last.
 ACTION_RANK = {"delete": 0, "replace": 1, "update": 2, "create": 3}
 MAX_VARIANTS = 5
 Role = Literal["shared", "variant", "few", "varied"]
 FEW = 3  # at most this many stacks (and a tenth of the changed ones): an exception
-
-# Inside this module placeholders are written with control characters, so a value
-# that literally contains "{project}" can never be mistaken for one.
-_OPEN, _CLOSE = "\x00", "\x01"
-_MARKER = re.compile(f"{_OPEN}([a-z]+){_CLOSE}")
-
-
-def _marker(name: str) -> str:
-    return f"{_OPEN}{name}{_CLOSE}"
-
 
 # -- inputs ---------------------------------------------------------------------
 
@@ -248,67 +242,7 @@ class Grouping:
 def tokens_of(stack: StackChanges, change: ObjectChange) -> dict[str, str]:
     """The stack-specific values of one object change, by placeholder name."""
     values = {"namespace": change.namespace or "", "project": stack.project, "stack": stack.stack}
-    return {k: v for k, v in values.items() if _usable(v)}
-
-
-def _usable(value: str) -> bool:
-    # Short or numeric tokens would match too much ("1", "a").
-    return len(value) >= 2 and not value.isdigit()
-
-
-@lru_cache(maxsize=4096)
-def _pattern(pairs: tuple[tuple[str, str], ...]) -> tuple[re.Pattern[str], dict[str, str]] | None:
-    if not pairs:
-        return None
-    lookup: dict[str, str] = {}
-    for name, value in pairs:  # in PLACEHOLDERS order: the first name of a value wins
-        lookup.setdefault(value, name)
-    alternatives = "|".join(re.escape(v) for v in sorted(lookup, key=lambda v: (-len(v), v)))
-    return re.compile(f"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])"), lookup
-
-
-class Normaliser:
-    """Replaces one object's stack-specific tokens by placeholders."""
-
-    def __init__(self, tokens: Mapping[str, str]) -> None:
-        self.pairs = tuple((k, tokens[k]) for k in PLACEHOLDERS if k in tokens)
-
-    def text(self, value: str, skip: frozenset[str] = frozenset()) -> str:
-        pairs = self.pairs if not skip else tuple(p for p in self.pairs if p[0] not in skip)
-        compiled = _pattern(pairs)
-        if compiled is None:
-            return value
-        pattern, lookup = compiled
-        return pattern.sub(lambda m: _marker(lookup[m.group(0)]), value)
-
-
-class _Literals:
-    """Which placeholders must not be applied to a string, because the same string
-    occurs in stacks where that placeholder has different values: then it is a
-    literal, not derived from the stack (``konfig.dev/lib2`` is no ``{stack}`` in the
-    ``dev`` stacks when the ``prod`` stacks have it too)."""
-
-    def __init__(self) -> None:
-        self.seen: dict[tuple[Any, ...], dict[str, set[str]]] = {}
-
-    def add(self, key: tuple[Any, ...], tokens: Mapping[str, str]) -> None:
-        values = self.seen.setdefault(key, {})
-        for name, value in tokens.items():
-            values.setdefault(name, set()).add(value)
-
-    def skip(self, key: tuple[Any, ...]) -> frozenset[str]:
-        return frozenset(n for n, v in self.seen.get(key, {}).items() if len(v) > 1)
-
-
-def _freeze(value: Any) -> Any:
-    """A hashable form of a field value (values are JSON: dicts and lists only empty)."""
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True)
-    return value
-
-
-def _thaw(value: Any, original: Any) -> Any:
-    return original if isinstance(original, (dict, list)) else value
+    return {k: v for k, v in values.items() if usable(v)}
 
 
 _DIFF_HEADER = re.compile(r"^(---|\+\+\+|@@)")
@@ -351,7 +285,7 @@ class _Entry:
 
 def _normalise(stacks: Sequence[StackChanges]) -> dict[_ClassKey, list[_Item]]:
     work = []
-    literals = _Literals()
+    literals = Literals()
     for s in stacks:
         for c in s.changes:
             if c.action not in CHANGING:
@@ -379,7 +313,7 @@ def _normalise(stacks: Sequence[StackChanges]) -> dict[_ClassKey, list[_Item]]:
             for side, v in ((0, f.before), (1, f.after)):
                 if isinstance(v, str):
                     v = norm.text(v, literals.skip(("value", *kind, f.path, side, v)))
-                sides.append(_freeze(v))
+                sides.append(freeze(v))
             lines.append(Field(path, sides[0], sides[1]))
             originals[(path, 0)] = f.before
             originals[(path, 1)] = f.after
@@ -458,7 +392,7 @@ def _failure_groups(
     for s in stacks:
         if not s.failures:
             continue
-        tokens = {k: v for k, v in (("project", s.project), ("stack", s.stack)) if _usable(v)}
+        tokens = {k: v for k, v in (("project", s.project), ("stack", s.stack)) if usable(v)}
         norm = Normaliser(tokens)
         key = tuple(
             (
@@ -481,15 +415,15 @@ def _failure_groups(
                 seen.setdefault(name, set()).add(value)
         uniform = {n: next(iter(v)) for n, v in seen.items() if len(v) == 1}
         texts = [t for item in key for t in (item[1] or "", item[3])]
-        left = {m for t in texts for m in _MARKER.findall(t)} - set(uniform)
+        left = {m for t in texts for m in MARKER.findall(t)} - set(uniform)
         out.append(
             FailureGroup(
                 id=_digest(("failure", key)),
                 failures=tuple(
                     FailureNote(
                         stage,
-                        _display(msg, uniform),
-                        _display(file, uniform) if file else None,
+                        display(msg, uniform),
+                        display(file, uniform) if file else None,
                         line,
                     )
                     for stage, file, line, msg in key
@@ -644,7 +578,7 @@ def _group(entry: _Entry, production: frozenset[str]) -> Group:
         fields = tuple(_display_field(line, entry, uniform) for line in entry.lines)
         shown += [line.path for line in entry.lines]
         shown += [v for ln in entry.lines for v in (ln.before, ln.after) if isinstance(v, str)]
-    left = {m for text in shown for m in _MARKER.findall(text)} - set(uniform)
+    left = {m for text in shown for m in MARKER.findall(text)} - set(uniform)
     objects = entry.objects if entry.objects and len(set(entry.objects)) > 1 else ()
     reference: tuple[Field | None, ...] = ()
     if entry.head is not None:
@@ -661,7 +595,7 @@ def _group(entry: _Entry, production: frozenset[str]) -> Group:
         action=action,
         api_version=api_version,
         kind=kind,
-        name=_display(name, uniform),
+        name=display(name, uniform),
         fields=fields,
         occurrences=occurrences,
         stacks=stacks,
@@ -682,9 +616,9 @@ def _display_field(line: Field, entry: _Entry, uniform: Mapping[str, str]) -> Fi
             originals = item.originals
             break
     return Field(
-        _display(line.path, uniform),
-        _display_value(_thaw(line.before, originals.get((line.path, 0))), uniform),
-        _display_value(_thaw(line.after, originals.get((line.path, 1))), uniform),
+        display(line.path, uniform),
+        display_value(thaw(line.before, originals.get((line.path, 0))), uniform),
+        display_value(thaw(line.after, originals.get((line.path, 1))), uniform),
     )
 
 
@@ -697,10 +631,10 @@ def _varies(entry: _Entry, uniform: Mapping[str, str]) -> tuple[VariedField, ...
             after.setdefault(line.after, item.originals.get((line.path, 1)))
     return tuple(
         VariedField(
-            _display(path, uniform),
-            tuple(_display_value(_thaw(k, v), uniform) for k, v in list(before.items())[:3]),
+            display(path, uniform),
+            tuple(display_value(thaw(k, v), uniform) for k, v in list(before.items())[:3]),
             len(before),
-            tuple(_display_value(_thaw(k, v), uniform) for k, v in list(after.items())[:3]),
+            tuple(display_value(thaw(k, v), uniform) for k, v in list(after.items())[:3]),
             len(after),
         )
         for path, (before, after) in values.items()
@@ -717,14 +651,6 @@ def _uniform(occurrences: Sequence[Occurrence]) -> dict[str, str]:
     for o in occurrences:
         everywhere &= {name for name, _ in o.tokens}
     return {n: next(iter(v)) for n, v in seen.items() if len(v) == 1 and n in everywhere}
-
-
-def _display(text: str, uniform: Mapping[str, str]) -> str:
-    return _MARKER.sub(lambda m: uniform.get(m.group(1), "{" + m.group(1) + "}"), text)
-
-
-def _display_value(value: Any, uniform: Mapping[str, str]) -> Any:
-    return _display(value, uniform) if isinstance(value, str) else value
 
 
 # -- review order ---------------------------------------------------------------
@@ -747,37 +673,3 @@ def review_key(group: Group) -> tuple[Any, ...]:
 def _exception_key(e: StackException, groups: Mapping[str, Group]) -> tuple[Any, ...]:
     rank = min((ACTION_RANK.get(groups[g].action, 9) for g in e.groups), default=9)
     return (0 if e.failed else 1, rank, 0 if e.production else 1, e.stack)
-
-
-# -- reading the preview JSON ---------------------------------------------------
-
-
-def stacks_from_preview(
-    doc: Mapping[str, Any], *, production: Iterable[str] = ()
-) -> list[StackChanges]:
-    """The stacks of one ``konfig preview --format json`` document (already masked)."""
-    prod = set(production)
-    out = []
-    for s in doc.get("stacks") or []:
-        changes = tuple(
-            ObjectChange(
-                api_version=str(c.get("apiVersion", "")),
-                kind=str(c.get("kind", "")),
-                namespace=c.get("namespace") or None,
-                name=str(c.get("name", "")),
-                action=str(c.get("action", "")),
-                fields=tuple(
-                    Field(str(f.get("path", "")), f.get("before"), f.get("after"))
-                    for f in c.get("fields") or []
-                    if isinstance(f, Mapping)
-                ),
-                diff=str(c.get("diff") or ""),
-            )
-            for c in s.get("changes") or []
-            if isinstance(c, Mapping) and c.get("action") in CHANGING
-        )
-        path = str(s.get("path", ""))
-        out.append(
-            StackChanges(path, changes, production=path in prod, failed=s.get("status") == "error")
-        )
-    return out
