@@ -143,7 +143,7 @@ def test_check_reports_unknown_keys_of_every_config_file(
             "konfig.yaml",
             2,
             "unknown key `trigers` (allowed here: allowSystemNamespaces, kubernetesVersion, "
-            "productionStacks, renderEntry, terraform, triggers)",
+            "productionStacks, renderEntry, schemaCrds, terraform, triggers)",
         ),
         (
             "structure/unknown-key",

@@ -47,7 +47,8 @@ def command() -> None:
     "crds",
     multiple=True,
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="A CustomResourceDefinition YAML file to generate schemas for (repeatable).",
+    help="A CustomResourceDefinition YAML file to generate schemas for (repeatable), besides "
+    "konfig.yaml's schemaCrds.",
 )
 @click.option(
     "--out",
@@ -81,7 +82,8 @@ def schemas(
     """
     root_opt = (ctx.obj or {}).get("root")
     root = find_root(Path(root_opt) if root_opt else None)
-    version = k8s_version or load_repo_config(root).kubernetes_version
+    config = load_repo_config(root)
+    version = k8s_version or config.kubernetes_version
     out_dir = (root / out).resolve() if not Path(out).is_absolute() else Path(out).resolve()
     try:
         rel = out_dir.relative_to(root.resolve())
@@ -97,7 +99,18 @@ def schemas(
         )
     definitions_path = kubernetes_definitions_path(version)
     parsed_crds = []
-    for path in crds:
+    listed = [root / p for p in config.schema_crds]  # konfig.yaml schemaCrds, then --crd
+    for path in dict.fromkeys(p.resolve() for p in (*listed, *crds)):
+        if not path.is_relative_to(root.resolve()):
+            raise UsageError(
+                f"CRD file {path} is outside the repository {root}",
+                hint="vendor the CRD into the repository (with its licence and origin)",
+            )
+        if not path.is_file():
+            raise UsageError(
+                f"CRD file {_display(path, root)} does not exist",
+                hint="konfig.yaml `schemaCrds` and --crd name CRD YAML files in the repository",
+            )
         data = load_yaml_file(path, root=root)
         parsed_crds.append((_display(path, root), data))
     files = generate(

@@ -36,6 +36,8 @@ class RepoConfig:
     production_stacks: tuple[str, ...] = DEFAULT_PRODUCTION_STACKS
     # system namespaces (default, kube-*) stacks may write to: none unless listed
     allow_system_namespaces: tuple[str, ...] = ()
+    # CRD files `konfig gen schemas` generates KCL schemas from (besides Kubernetes')
+    schema_crds: tuple[str, ...] = ()
     # the platform's Terraform policy (provider configurations, granted variables), as
     # written: konfig.tofu.policy reads it
     terraform: dict[str, Any] = field(default_factory=dict)
@@ -135,6 +137,7 @@ def repo_config_from_data(
         triggers=tuple(data.get("triggers", defaults.triggers)),
         production_stacks=tuple(data.get("productionStacks", defaults.production_stacks)),
         allow_system_namespaces=tuple(data.get("allowSystemNamespaces", ())),
+        schema_crds=tuple(data.get("schemaCrds", ())),
         terraform=dict(data.get("terraform") or {}),
         extra={k: v for k, v in data.items() if k not in known},
     )

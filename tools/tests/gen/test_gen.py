@@ -154,21 +154,37 @@ def test_unknown_version_and_bad_crd_are_clear_errors() -> None:
         generate(None, crds=[("x.yaml", {"kind": "ConfigMap"})], import_prefix=PREFIX, source="")
 
 
-# The vendored CRDs the committed schemas are generated from (their ORIGIN.md has the command).
-VENDORED_CRDS = sorted(
-    (TEMPLATE_ROOT / "base/pkg/k8s/crd/monitoring_coreos_com/vendor").glob("*.yaml")
-)
-
-
 def test_committed_schemas_are_up_to_date(konfig: KonfigRunner) -> None:
-    assert [p.name for p in VENDORED_CRDS] == [
-        "monitoring.coreos.com_podmonitors.yaml",
-        "monitoring.coreos.com_prometheusrules.yaml",
-        "monitoring.coreos.com_servicemonitors.yaml",
-    ]
-    crds = [a for p in VENDORED_CRDS for a in ("--crd", str(p))]
-    result = konfig("gen", "schemas", "--check", *crds, cwd=TEMPLATE_ROOT)
+    # konfig.yaml lists the vendored CRDs (schemaCrds): the check needs no --crd
+    vendored = sorted(
+        p.relative_to(TEMPLATE_ROOT).as_posix()
+        for p in (TEMPLATE_ROOT / "base/pkg/k8s/crd/monitoring_coreos_com/vendor").glob("*.yaml")
+    )
+    config = yaml.safe_load((TEMPLATE_ROOT / "konfig.yaml").read_text(encoding="utf-8"))
+    assert sorted(config["schemaCrds"]) == vendored and len(vendored) == 3
+    result = konfig("gen", "schemas", "--check", cwd=TEMPLATE_ROOT)
     assert result.code == 0, result.out + result.err
+
+
+def test_schema_crds_of_konfig_yaml_are_generated_and_must_exist(
+    repo_builder: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    shutil.copy(FIXTURES / "crd.yaml", repo_builder.root / "backup-crd.yaml")
+    config = repo_builder.root / "konfig.yaml"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace("schemaCrds:\n", "schemaCrds:\n  - backup-crd.yaml\n"))
+    assert konfig("gen", "schemas", "--check", cwd=repo_builder.root).code == 1
+    assert konfig("gen", "schemas", cwd=repo_builder.root).code == 0
+    assert (repo_builder.root / "base/pkg/k8s/crd/ops_example_corp_io/v1alpha1/backup.k").is_file()
+    assert (repo_builder.root / "base/pkg/k8s/crd/monitoring_coreos_com/v1/podmonitor.k").is_file()
+    assert konfig("gen", "schemas", "--check", cwd=repo_builder.root).code == 0
+    for listed, said in (
+        ("gone.yaml", "does not exist"),
+        ("../../x.yaml", "outside the repository"),
+    ):
+        config.write_text(text.replace("schemaCrds:\n", f"schemaCrds:\n  - {listed}\n"))
+        result = konfig("gen", "schemas", cwd=repo_builder.root)
+        assert result.code == 2 and said in result.err, result.err
 
 
 def test_check_reports_stale_files_and_write_fixes_them(
