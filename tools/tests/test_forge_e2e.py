@@ -991,6 +991,7 @@ def test_compile_error_shows_file_and_line_and_fails(e2e: E2E) -> None:
     pr = e2e.open_pr("broken", "http-echo: does not compile", head)
     run = e2e.wait_run("preview.yml", head, "pull_request")
     assert run["conclusion"] == "failure", e2e.logs(run)
+    e2e.cluster_run(head)  # the comment is the privileged half's
     [comment] = e2e.konfig_comments(pr.number)
     body = comment["body"]
     assert _preview_seen(body, head), body + "\n" + e2e.logs(run)
@@ -1005,6 +1006,7 @@ def test_deleted_stack_is_destroyed_after_merge(e2e: E2E) -> None:
     pr = e2e.open_pr("drop-webshop-dev", "webshop: no dev stack", head)
     run = e2e.wait_run("preview.yml", head, "pull_request")
     assert run["conclusion"] == "success", e2e.logs(run)
+    e2e.cluster_run(head)  # the comment is the privileged half's
     [comment] = e2e.konfig_comments(pr.number)
     assert "appops/webshop/dev" in comment["body"] and "deleted" in comment["body"]
     merged = e2e.merge(pr)
