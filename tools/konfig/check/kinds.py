@@ -1,10 +1,10 @@
 """Which kinds exist and which are namespaced: built-in kinds and CRDs found in the repo.
 
-Built-in scope comes from a table of the cluster-scoped kinds of Kubernetes 1.32
-(``kubectl api-resources --namespaced=false``); every other built-in kind that has a
-schema is namespaced. CustomResourceDefinitions are found in YAML files under
-``base/`` and ``appops/`` (goldens included, so a CRD rendered by another stack
-counts) and in the Specs being checked; their ``spec.scope`` decides.
+Built-in scope comes from :mod:`konfig.ids` (the table of the cluster-scoped kinds);
+every other kind is namespaced unless a CRD says otherwise. CustomResourceDefinitions
+are found in YAML files under ``base/`` and ``appops/`` (goldens included, so a CRD
+rendered by another stack counts) and in the Specs being checked; their ``spec.scope``
+decides.
 """
 
 from __future__ import annotations
@@ -17,58 +17,10 @@ from typing import Any
 
 import yaml
 
+from konfig.ids import CRD_GROUP, CRD_KIND, builtin_namespaced, group_of
 from konfig.spec import Resource
 
-# (group, kind) of the cluster-scoped built-in kinds; group "" is the core group.
-CLUSTER_SCOPED: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("", "ComponentStatus"),
-        ("", "Namespace"),
-        ("", "Node"),
-        ("", "PersistentVolume"),
-        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
-        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
-        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
-        ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
-        ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding"),
-        ("apiextensions.k8s.io", "CustomResourceDefinition"),
-        ("apiregistration.k8s.io", "APIService"),
-        ("authentication.k8s.io", "SelfSubjectReview"),
-        ("authentication.k8s.io", "TokenReview"),
-        ("authorization.k8s.io", "SelfSubjectAccessReview"),
-        ("authorization.k8s.io", "SelfSubjectRulesReview"),
-        ("authorization.k8s.io", "SubjectAccessReview"),
-        ("certificates.k8s.io", "CertificateSigningRequest"),
-        ("certificates.k8s.io", "ClusterTrustBundle"),
-        ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
-        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
-        ("internal.apiserver.k8s.io", "StorageVersion"),
-        ("networking.k8s.io", "IngressClass"),
-        ("networking.k8s.io", "IPAddress"),
-        ("networking.k8s.io", "ServiceCIDR"),
-        ("node.k8s.io", "RuntimeClass"),
-        ("rbac.authorization.k8s.io", "ClusterRole"),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-        ("resource.k8s.io", "DeviceClass"),
-        ("resource.k8s.io", "ResourceSlice"),
-        ("scheduling.k8s.io", "PriorityClass"),
-        ("storage.k8s.io", "CSIDriver"),
-        ("storage.k8s.io", "CSINode"),
-        ("storage.k8s.io", "StorageClass"),
-        ("storage.k8s.io", "VolumeAttachment"),
-        ("storage.k8s.io", "VolumeAttributesClass"),
-        ("storagemigration.k8s.io", "StorageVersionMigration"),
-    }
-)
-
-CRD_KIND = "CustomResourceDefinition"
-CRD_GROUP = "apiextensions.k8s.io"
 SEARCH_DIRS = ("base", "appops")
-
-
-def group_of(api_version: str) -> str:
-    return api_version.rpartition("/")[0]
 
 
 @dataclass(frozen=True)
@@ -132,7 +84,7 @@ class KindCatalog:
         custom = self.lookup(api_version, kind)
         if custom is not None:
             return custom.namespaced
-        return (group_of(api_version), kind) not in CLUSTER_SCOPED
+        return builtin_namespaced(api_version, kind) is not False
 
 
 def scan_repository(root: Path) -> KindCatalog:

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from konfig.ids import ResourceIdError, parse_id
 from konfig.masking import mask_secret_diff
 from konfig.report.budget import Measure, chars
 from konfig.report.grouping import ACTION_RANK, FailureGroup, Group, Grouping, StackException
@@ -277,7 +278,10 @@ def _first_line(f: Any) -> str:
 
 
 def _concrete_name(object_id: str) -> str:
-    return object_id.rsplit(":", 1)[-1]
+    try:
+        return parse_id(object_id).name  # a name may hold ':' (system:auth-delegator)
+    except ResourceIdError:
+        return object_id
 
 
 def _lines(g: Group, *, reference: str | None) -> list[str]:
