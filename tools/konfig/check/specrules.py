@@ -7,9 +7,9 @@
 - ``spec/dependency-cycle``: resources that depend on each other in a circle;
 - ``spec/missing-namespace``: a namespaced kind without ``metadata.namespace``;
 - ``spec/cluster-scoped-namespace``: a cluster-scoped kind with a namespace;
-- ``spec/invalid-name``: a name or namespace the API server refuses (not a lowercase
-  RFC 1123 subdomain of at most 253 characters; a namespace, a Namespace's name and a
-  Service's name: an RFC 1123 label of at most 63), caught before any cluster sees it;
+- ``spec/invalid-name``: a name or namespace the API server refuses, by the kind's own
+  rule (:mod:`konfig.check.objectnames`: RBAC names are path segments and may hold
+  ``:``, a Service's name is an RFC 1035 label, ...), caught before any cluster sees it;
 - ``spec/object-too-large``: a manifest over 1 MiB as JSON (a ConfigMap's or Secret's
   data may not exceed 1 MiB, and etcd refuses a request over 1.5 MiB);
 - ``spec/system-namespace``: an object in ``default`` or a ``kube-*`` namespace (or such
@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING
 from konfig.check.findings import Finding
 from konfig.check.kinds import KindCatalog
 from konfig.check.locate import locate
+from konfig.check.objectnames import name_problem, namespace_problem
 from konfig.check.privilege import privilege_findings
 from konfig.ids import resource_id
 from konfig.repo.layout import Stack
@@ -39,31 +39,8 @@ from konfig.spec import Resource, Spec
 if TYPE_CHECKING:
     import networkx as nx
 
-# Kubernetes' name formats (k8s.io/apimachinery/pkg/util/validation)
-_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-DNS_LABEL = re.compile(_LABEL)
-DNS_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
-# kinds whose name is a label, not a subdomain (a DNS name of its own)
-_LABEL_NAMED = {("v1", "Namespace"), ("v1", "Service")}
-
-
 # the API server's bound on a ConfigMap's or Secret's data; an object past it is refused
 MAX_OBJECT_BYTES = 1024 * 1024
-
-
-def name_problem(value: str, *, label: bool) -> str | None:
-    """Why ``value`` is not a valid Kubernetes name (None when it is)."""
-    limit, pattern = (63, DNS_LABEL) if label else (253, DNS_SUBDOMAIN)
-    what = "an RFC 1123 label" if label else "an RFC 1123 subdomain"
-    if len(value) > limit:
-        return f"{len(value)} characters, more than the {limit} of {what}"
-    if not pattern.fullmatch(value):
-        return (
-            f"not {what}: only lowercase letters, digits and '-'"
-            + ("" if label else " and '.'")
-            + ", starting and ending with a letter or digit"
-        )
-    return None
 
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -129,11 +106,14 @@ def check_spec(
                 r,
             )
         if not r.is_terraform:
-            for field, value, label in (
-                ("metadata.name", r.name, (r.api_version, r.kind) in _LABEL_NAMED),
-                ("metadata.namespace", r.namespace, True),
+            for field, value, why in (
+                (
+                    "metadata.name",
+                    r.name,
+                    name_problem(r.api_version, r.kind, r.name, r.attributes),
+                ),
+                ("metadata.namespace", r.namespace, r.namespace and namespace_problem(r.namespace)),
             ):
-                why = name_problem(value, label=label) if value else None
                 if value and why:
                     shown = value if len(value) <= 70 else f"{value[:60]}...({len(value)} chars)"
                     add(
