@@ -14,8 +14,10 @@ Apply, per stack (the caller holds the stack's Lease, :mod:`konfig.engine.lock`)
 3. apply level by level: server-side apply (field manager ``konfig``, force) with
    bounded concurrency and retries with backoff on 409/429/5xx and unreachable
    servers, then wait for the level to be healthy (:mod:`konfig.engine.health`) with a
-   timeout that names the object and what it waited for. Dependents of a failed
-   object are skipped; independent branches continue;
+   timeout that names the object and what it waited for. A CRD whose custom resources
+   are in the plan is waited for (established and served) even with ``--no-wait``: that
+   wait is part of the order. Dependents of a failed object are skipped; independent
+   branches continue;
 4. prune (only when every apply succeeded, :mod:`konfig.engine.pruner`) what the
    inventory owns and the plan no longer has, dependents first, ownership proven
    per object and a UID precondition on every delete; the guards of
@@ -58,7 +60,7 @@ from konfig.engine.stackrun import (
     unreachable_message,
     where,
 )
-from konfig.engine.waiter import WaitTimeout, wait_gone, wait_healthy
+from konfig.engine.waiter import WaitTimeout, wait_gone, wait_healthy, wait_served
 from konfig.errors import KonfigError
 from konfig.spec import Spec
 from konfig.words import plural
@@ -188,8 +190,19 @@ def apply_stack(
                 todo.append(by_id[rid])
         with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
             done = list(pool.map(lambda c: _apply_one(run, c), todo))
+        applied = [c for c, ok in zip(todo, done, strict=True) if ok]
         if options.wait and run.unreachable is None:
-            wait_healthy(run, [c for c, ok in zip(todo, done, strict=True) if ok])
+            wait_healthy(run, applied)
+        # Order, not health: a CRD whose custom resources come later must be established
+        # and served first, with --no-wait too.
+        defining = [
+            c
+            for c in applied
+            if run.results[c.id].outcome != "failed"
+            and any(why == "crd" for why in graph.edges.get(c.id, {}).values())
+        ]
+        if defining and run.unreachable is None and not run.stopping():
+            wait_served(run, defining)
         for c in todo:
             if run.results[c.id].outcome == "failed":
                 for dep in ordering.dependents(graph, c.id):
@@ -231,7 +244,7 @@ def apply_stack(
         else:
             keep = False  # not in the plan and already gone or not ours: dropped
         if keep:
-            final.append(Member(m.id, run.uids.get(m.id, m.uid)))
+            final.append(Member(m.id, run.uids.get(m.id, m.uid), _finished(m, by_id, run)))
     ok = applied_ok and all(r.outcome != "failed" for r in run.results.values())
     written: Inventory | None = None
     error = summary_error(run, ok)
@@ -281,6 +294,18 @@ def apply_stack(
     )
 
 
+def _finished(member: Member, by_id: dict[str, Change], run: StackRun) -> str:
+    """The digest of the Job manifest that ran to completion and removed itself (see
+    :attr:`Member.finished`): seen finished by this run, else kept while the plan keeps
+    it unchanged and gone; anything else clears it."""
+    if member.id in run.finished:
+        return run.finished[member.id]
+    change = by_id.get(member.id)
+    if change is None or (change.action == "unchanged" and change.live is None):
+        return member.finished
+    return ""
+
+
 def _applied_fields(prior: Inventory | None, run: StackRun) -> dict[str, Any]:
     """Konfig's fields per member after this run: what it wrote or kept now, else what
     the prior inventory recorded (an object this run did not reach is unchanged)."""
@@ -302,6 +327,13 @@ def _apply_one(run: StackRun, change: Change) -> bool:
     live_labels = ((change.live or {}).get("metadata") or {}).get("labels") or {}
     deleted = False  # a replace deleted the old object
     try:
+        if change.action == "unchanged" and change.live is None:
+            # A Job that ran to completion and removed itself (planner: finished): the
+            # same manifest is not run again.
+            run.exists[change.id] = True
+            run.finished[change.id] = inventory.manifest_digest(change.desired or {})
+            run.record(ObjectResult(change.id, "unchanged", f"unchanged {where(ref)}"))
+            return True
         if change.action == "unchanged" and live_labels.get(inventory.LABEL_PART_OF) == set_id_of(
             run.path
         ):

@@ -35,6 +35,7 @@ from konfig.masking import MASK, is_secret, mask_pair
 FIELD_MANAGER = "konfig"
 
 DriftState = Literal["in_sync", "drifted", "deleted", "recreated", "unknown"]
+FINISHED = "a Job that ran to completion and removed itself (ttlSecondsAfterFinished)"
 DRIFTED_STATES: frozenset[str] = frozenset({"drifted", "deleted", "recreated"})
 
 FieldSet = dict[str, Any]  # a managedFields ``fieldsV1`` tree
@@ -212,8 +213,14 @@ def object_drift(
     recorded: Mapping[str, Any] | None,
     recorded_uid: str,
     live: Mapping[str, Any] | None,
+    *,
+    finished: bool = False,
 ) -> ObjectDrift:
-    """How one inventory member's live object differs from Konfig's last apply."""
+    """How one inventory member's live object differs from Konfig's last apply
+    (``finished``: a Job that ran to completion and removed itself, whose absence is
+    no drift)."""
+    if live is None and finished:
+        return ObjectDrift(resource_id, "in_sync", message=FINISHED)
     if live is None:
         return ObjectDrift(resource_id, "deleted", message="deleted outside Konfig")
     uid = str((live.get("metadata") or {}).get("uid") or "")

@@ -6,12 +6,16 @@ The rules of kubernetes-sigs/cli-utils ``pkg/kstatus/status``, in this order:
 2. ``status.observedGeneration`` behind ``metadata.generation`` → in progress;
 3. per kind: Deployment (updated, ready and available replicas, ``Available=True``;
    ``ProgressDeadlineExceeded`` → failed), StatefulSet (ready/current/updated
-   replicas, revisions equal), DaemonSet (scheduled/updated/available counts),
+   replicas, revisions equal), DaemonSet (observed by its controller, then
+   scheduled/updated/available counts),
    Job (``Complete`` → current, ``Failed`` → failed), PersistentVolumeClaim
    (``Bound``), CustomResourceDefinition (``Established``; names not accepted →
    failed), Service of type LoadBalancer (has ingress), Pod (Ready or Succeeded);
 4. otherwise a ``Ready`` condition when present (``Stalled=True`` → failed);
 5. otherwise current.
+
+A Job with ``ttlSecondsAfterFinished`` deletes itself once it finished: apply takes
+its disappearance for completion (:func:`removes_itself`, :data:`COLLECTED`).
 
 Every "not yet" carries ``waiting_for``: the condition it waits for, so a timeout
 can name it.
@@ -38,6 +42,19 @@ class Health:
 
 
 CURRENT = Health("current", "ready")
+# A Job with ttlSecondsAfterFinished that is gone: it completed and was removed.
+COLLECTED = Health("current", "Job complete, removed after its ttlSecondsAfterFinished")
+
+
+def removes_itself(manifest: Mapping[str, Any] | None) -> bool:
+    """Whether the object is a Job the TTL controller deletes once it finished
+    (``spec.ttlSecondsAfterFinished``): its absence after an apply is its success."""
+    if not manifest or manifest.get("kind") != "Job":
+        return False
+    if str(manifest.get("apiVersion", "")).rpartition("/")[0] != "batch":
+        return False
+    ttl = (manifest.get("spec") or {}).get("ttlSecondsAfterFinished")
+    return isinstance(ttl, int) and not isinstance(ttl, bool)
 
 
 def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -142,8 +159,16 @@ def _statefulset(obj: Mapping[str, Any]) -> Health:
 
 def _daemonset(obj: Mapping[str, Any]) -> Health:
     st = obj.get("status") or {}
-    if "desiredNumberScheduled" not in st:
-        return _waiting("no status yet", "the controller to schedule pods")
+    generation = (obj.get("metadata") or {}).get("generation")
+    # The create response already has a status of zeros (desired 0 of 0): until the
+    # controller wrote observedGeneration, the counts say nothing (kstatus does the same).
+    if "desiredNumberScheduled" not in st or (
+        isinstance(generation, int) and not isinstance(st.get("observedGeneration"), int)
+    ):
+        return _waiting(
+            "the DaemonSet controller has not observed it yet",
+            "the controller to observe the DaemonSet and count its pods",
+        )
     want = _int(st.get("desiredNumberScheduled"))
     waiting_for = f"{want} scheduled, updated and available pods"
     for field, label in (
@@ -194,7 +219,14 @@ def _service(obj: Mapping[str, Any]) -> Health:
     ingress = ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
     if ingress:
         return Health("current", "load balancer has an ingress")
-    return _waiting("no load balancer ingress yet", "status.loadBalancer.ingress")
+    return _waiting(NO_LOAD_BALANCER, "status.loadBalancer.ingress")
+
+
+NO_LOAD_BALANCER = (
+    "no load balancer address yet: the cluster's load balancer controller (a cloud "
+    "provider's, MetalLB, ...) gives a LoadBalancer Service its address; a cluster without "
+    "one never does (use type ClusterIP or NodePort there, or apply with --no-wait)"
+)
 
 
 def _pod(obj: Mapping[str, Any]) -> Health:

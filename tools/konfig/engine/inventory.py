@@ -21,7 +21,8 @@ understand it too:
   kinds as ``Kind``) and ``applyset.kubernetes.io/additional-namespaces`` (the
   members' namespaces other than ``konfig-system``);
 * data ``stack`` (the stack path), ``members`` (JSON list of ``{"id", "uid"}``
-  sorted by id), ``commit`` (the git commit last applied), ``specDigest`` (the digest
+  sorted by id; ``"finished"`` too for a Job that ran and removed itself, see
+  :class:`Member`), ``commit`` (the git commit last applied), ``specDigest`` (the digest
   of the Spec really applied), ``appliedAt`` and ``dirty`` (``"true"`` when that Spec
   came from uncommitted changes on top of ``commit`` (``konfig apply --allow-dirty``):
   it matches no commit; absent in inventories older than the field: ``false``);
@@ -142,10 +143,16 @@ class KubeApi(Protocol):
 
 @dataclass(frozen=True, order=True)
 class Member:
-    """One object the stack owns: its Spec id and the UID it had when last seen."""
+    """One object the stack owns: its Spec id and the UID it had when last seen.
+
+    ``finished``: for a Job that removes itself (``ttlSecondsAfterFinished``), the digest
+    (:func:`manifest_digest`) of the manifest that ran to completion: that Job being
+    gone is then its expected end, not drift, and the same manifest is not run again.
+    """
 
     id: str
     uid: str = ""
+    finished: str = ""
 
     @property
     def ref(self) -> ObjectRef:
@@ -254,6 +261,12 @@ def applyset_id(name: str, namespace: str = NAMESPACE) -> str:
     return f"applyset-{encoded}-v1"
 
 
+def manifest_digest(manifest: Mapping[str, Any]) -> str:
+    """A digest of a manifest as applied (for :attr:`Member.finished`)."""
+    data = json.dumps(manifest, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(data.encode()).hexdigest()[:32]
+
+
 def union_members(old: Iterable[Member], new: Iterable[Member]) -> tuple[Member, ...]:
     """Old and new members by id; a UID from ``new`` wins over the old one when set."""
     merged: dict[str, Member] = {}
@@ -327,7 +340,11 @@ def inventory_manifest(
         "data": {
             DATA_STACK: stack_path_of(stack_path),
             DATA_MEMBERS: json.dumps(
-                [{"id": m.id, "uid": m.uid} for m in ordered], separators=(",", ":")
+                [
+                    {"id": m.id, "uid": m.uid, **({"finished": m.finished} if m.finished else {})}
+                    for m in ordered
+                ],
+                separators=(",", ":"),
             ),
             DATA_COMMIT: commit,
             DATA_DIGEST: spec_digest,
@@ -430,7 +447,8 @@ def parse_inventory(obj: Mapping[str, Any], *, stack: str | None = None) -> Inve
                 f"be a string, not {json.dumps(uid)[:100]}",
                 hint=repair_hint(name, obj),
             )
-        members.append(Member(item["id"], uid))
+        finished = item.get("finished") or ""
+        members.append(Member(item["id"], uid, finished if isinstance(finished, str) else ""))
     recorded = str(data.get(DATA_STACK) or "")
     if stack is not None and recorded and recorded != stack_path_of(stack):
         if _old_name_of(recorded) == name:

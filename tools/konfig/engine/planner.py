@@ -34,7 +34,7 @@ from typing import Any
 
 from konfig.engine import inventory
 from konfig.engine.diff import Comparison, compare
-from konfig.engine.drift import is_drift_path, object_drift
+from konfig.engine.drift import FINISHED, is_drift_path, object_drift
 from konfig.engine.guards import ADOPT_ANNOTATION, adopt_allowed, foreign_owner, unmanaged_by
 from konfig.engine.inventory import LABEL_PART_OF
 from konfig.engine.kube import Kube, KubeApiError, UnknownKindError
@@ -275,12 +275,15 @@ def plan_stack(
         )
 
     adopt = stack.apply_setting("adoptUnmanaged")
+    finished = {m.id: m.finished for m in prior.members if m.finished} if prior else {}
     changes: list[Change] = []
     for item in examined:
         if item.problem:
             problems.append(item.problem)
             continue
-        change = _planned_change(item, ours, item.id in prior_ids, adopt=adopt)
+        change = _planned_change(
+            item, ours, item.id in prior_ids, adopt=adopt, finished=finished.get(item.id, "")
+        )
         if change.action != "conflict":
             if prior is not None and item.id in prior_ids and not item.deferred:
                 change = _with_drift(change, prior)
@@ -423,7 +426,11 @@ def _adopted(item: _Planned, managers: str) -> Change:
     )
 
 
-def _planned_change(item: _Planned, ours: frozenset[str], in_prior: bool, *, adopt: bool) -> Change:
+def _planned_change(
+    item: _Planned, ours: frozenset[str], in_prior: bool, *, adopt: bool, finished: str = ""
+) -> Change:
+    """``finished``: the digest of the Job manifest the inventory records as run to
+    completion and removed (:attr:`inventory.Member.finished`)."""
     rid, ref = item.id, item.ref
     if item.deferred:
         return _change(
@@ -438,6 +445,17 @@ def _planned_change(item: _Planned, ours: frozenset[str], in_prior: bool, *, ado
             after=item.desired,
         )
     live = item.live
+    if live is None and finished and finished == inventory.manifest_digest(item.desired):
+        return _change(
+            rid,
+            ref,
+            "unchanged",
+            f"{FINISHED}; its manifest is unchanged, so it is not run again",
+            validated=True,
+            desired=item.desired,
+            live=None,
+            comparison=Comparison((), ""),
+        )
     if live is None:
         reason = (
             "in the inventory but not in the cluster: deleted out of band (drift)"
@@ -510,7 +528,13 @@ def _with_drift(change: Change, prior: inventory.Inventory) -> Change:
     apply (drift) from fields the repository changes."""
     member = prior.member(change.id)
     recorded = (prior.applied_fields or {}).get(change.id) if prior.applied_fields else None
-    drift = object_drift(change.id, recorded, member.uid if member else "", change.live)
+    drift = object_drift(
+        change.id,
+        recorded,
+        member.uid if member else "",
+        change.live,
+        finished=bool(member and member.finished and change.action == "unchanged"),
+    )
     if not drift.drifted:
         return replace(change, drift=drift)
     if drift.state == "deleted":  # the reason says so already

@@ -1,5 +1,6 @@
-"""Retries of Kubernetes API calls: backoff on 409/429/5xx and dropped connections, a
-clear stop when the server is unreachable or does not answer within the request timeout."""
+"""Retries of Kubernetes API calls: backoff on 409/429/5xx, dropped connections and kinds
+discovery does not serve yet, a clear stop when the server is unreachable or does not
+answer within the request timeout."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from konfig.engine.kube import Kube, KubeApiError, KubeError, KubeTimeoutError
+from konfig.engine.kube import Kube, KubeApiError, KubeError, KubeTimeoutError, UnknownKindError
 from konfig.engine.stackrun import ApplyOptions
 from konfig.ids import ObjectRef
 
@@ -40,6 +41,12 @@ def retry(fn: Callable[[], _T], options: ApplyOptions) -> _T:
             return fn()
         except KubeApiError as exc:
             if not retryable(exc) or attempt == options.attempts:
+                raise
+        except UnknownKindError:
+            # Discovery does not serve the kind (yet: a CRD applied a moment ago may be
+            # established before it is served). That says nothing about the server being
+            # reachable: retry, then fail this object alone.
+            if attempt == options.attempts:
                 raise
         except KubeTimeoutError as exc:
             # the server took the request and went silent for the whole request timeout:

@@ -105,6 +105,8 @@ class StackRun:
     stop: threading.Event | None = None
     # Konfig's managed fields on each object right after this run wrote (or kept) it
     owned: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Jobs that remove themselves and were seen complete (or gone): id -> manifest digest
+    finished: dict[str, str] = field(default_factory=dict)
 
     def stopping(self) -> bool:
         return self.stop is not None and self.stop.is_set()

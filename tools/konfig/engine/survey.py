@@ -114,12 +114,13 @@ def survey(kube: Kube, *, only: Iterable[str] | None = None) -> ClusterSurvey:
             objects.append(
                 ObjectStatus(
                     m.id,
-                    health.status(obj),
+                    health.COLLECTED if obj is None and m.finished else health.status(obj),
                     object_drift(
                         m.id,
                         inv.applied_fields.get(m.id) if inv.applied_fields is not None else None,
                         m.uid,
                         obj,
+                        finished=bool(m.finished),
                     ),
                 )
             )

@@ -388,12 +388,18 @@ def test_health_timeout_names_object_and_condition(kube: Kube) -> None:
             {"attributes": after, "dependsOn": [f"v1:Service:{ns}:edge"]},
         ]
     )
-    result = run_apply(kube, stack, spec, ApplyOptions(timeout=2, poll=0.2))
+    events = Recorder()
+    result = run_apply(kube, stack, spec, ApplyOptions(timeout=2, poll=0.2), events)
     assert not result.ok
+    # said while it waits, not only at the timeout
+    waits = [e.message for e in events.events if e.kind == "wait"]
+    assert any("load balancer controller" in m for m in waits), waits
     got = {o.id: o for o in result.objects}
     message = got[f"v1:Service:{ns}:edge"].message
     assert "timed out after 2s waiting for Service edge in namespace " + ns in message
     assert "status.loadBalancer.ingress" in message
+    # why it may wait forever: this cluster has no load balancer controller
+    assert "a cluster without one never does" in message
     assert got[f"v1:ConfigMap:{ns}:after"].outcome == "skipped"
     stored = inv.read_inventory(kube, stack)
     assert stored is not None and f"v1:Service:{ns}:edge" in stored.ids()

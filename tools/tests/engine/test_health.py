@@ -132,6 +132,27 @@ def test_daemonset_counts() -> None:
     assert status({"kind": "DaemonSet", "metadata": {}, "status": {}}).state == "in_progress"
 
 
+def test_a_new_daemonset_waits_for_its_controller() -> None:
+    """The create response of a DaemonSet counts 0 desired pods before its controller
+    looked at it: that is no reason to call it healthy."""
+    created: dict[str, Any] = {
+        "kind": "DaemonSet",
+        "metadata": {"generation": 1},
+        "status": {
+            "currentNumberScheduled": 0,
+            "numberMisscheduled": 0,
+            "desiredNumberScheduled": 0,
+            "numberReady": 0,
+        },
+    }
+    h = status(created)
+    assert h.state == "in_progress"
+    assert "observe" in h.waiting_for
+    observed = copy.deepcopy(created)
+    observed["status"]["observedGeneration"] = 1  # a DaemonSet no node wants: 0 of 0
+    assert status(observed).state == "current"
+
+
 def test_job_complete_failed_running() -> None:
     job: dict[str, Any] = {"kind": "Job", "metadata": {}, "status": {"active": 1}}
     h = status(job)
