@@ -96,6 +96,45 @@ def _value(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _values(before: Any, after: Any, limit: int = 80) -> tuple[str, str]:
+    """Both sides of a changed value, each at most ``limit`` characters. A long value is
+    cut around where the two differ (alike on both sides) so the change stays in view; of
+    a multi-line text, the first line that differs is shown, with its number. (Cutting
+    both at the same place from the start hid a change in line 30 of two long texts.)"""
+    if before is None or after is None:
+        return _value(before, limit), _value(after, limit)
+    if isinstance(before, str) and isinstance(after, str) and "\n" in before + after:
+        old, new = before.split("\n"), after.split("\n")
+        at = next(
+            (i for i, (x, y) in enumerate(zip(old, new, strict=False)) if x != y),
+            min(len(old), len(new)),
+        )
+        if at > 0 or len(before) > limit or len(after) > limit:
+            where = f"line {at + 1}: "
+            was = old[at] if at < len(old) else None
+            now = new[at] if at < len(new) else None
+            b, a = _values(was, now, limit - len(where))
+            return where + b, where + a
+    b = json.dumps(before, ensure_ascii=False)
+    a = json.dumps(after, ensure_ascii=False)
+    if (len(b) <= limit and len(a) <= limit) or b == a:
+        return _value(before, limit), _value(after, limit)
+    first = next(
+        (i for i, (x, y) in enumerate(zip(b, a, strict=False)) if x != y), min(len(a), len(b))
+    )
+    start = max(0, first - limit // 4)
+    return _window(b, start, limit), _window(a, start, limit)
+
+
+def _window(text: str, start: int, limit: int) -> str:
+    """``limit`` characters of ``text`` from ``start``, with … where it was cut."""
+    head = "…" if start > 0 else ""
+    body = text[start:]
+    if len(head) + len(body) > limit:
+        body = body[: limit - len(head) - 1] + "…"
+    return head + body
+
+
 def _counts_line(counts: dict[str, int]) -> str:
     conflicts = counts.get(CONFLICT, 0)
     return (
@@ -169,7 +208,8 @@ def render_text(
                         if f.drift
                         else ""
                     )
-                    lines.append(f"        {f.path}: {_value(f.before)} → {_value(f.after)}{note}")
+                    was, now = _values(f.before, f.after)
+                    lines.append(f"        {f.path}: {was} → {now}{note}")
             if c.secrets:
                 lines.append(f"        secret keys (encrypted or generated): {_key_statuses(c)}")
             if c.refused:

@@ -177,3 +177,37 @@ def test_no_changes() -> None:
     assert not preview.has_changes
     assert render_text(preview).endswith("(no changes)\n")
     assert "No changes." in render_markdown(preview)
+
+
+def test_text_shows_where_a_long_value_changed() -> None:
+    """A long multi-line value changed in line 31: the text report shows that line on
+    both sides (it used to cut both at the same place, before the change)."""
+    before = "\n".join(f"setting{i} = value number {i} of the configuration" for i in range(60))
+    after = before.replace("setting30 = value number 30", "setting30 = value number 3000")
+    plan = StackPlan(
+        "appops/shop/prod",
+        "admin",
+        False,
+        "d" * 64,
+        None,
+        None,
+        (change("v1:ConfigMap:n:c", "update", cm(before), cm(after)),),
+    )
+    text = render_text(Preview.of([StackPreview(plan.path, plan=plan)]))
+    line = next(x for x in text.splitlines() if x.strip().startswith("data.k:"))
+    assert 'line 31: "setting30 = value number 30 of the configuration"' in line
+    assert 'line 31: "setting30 = value number 3000 of the configuration"' in line
+    long_before, long_after = "x" * 200 + "a" + "y" * 50, "x" * 200 + "b" + "y" * 50
+    plan = StackPlan(
+        "appops/shop/prod",
+        "admin",
+        False,
+        "d" * 64,
+        None,
+        None,
+        (change("v1:ConfigMap:n:c", "update", cm(long_before), cm(long_after)),),
+    )
+    text = render_text(Preview.of([StackPreview(plan.path, plan=plan)]))
+    line = next(x for x in text.splitlines() if x.strip().startswith("data.k:"))
+    was, now = line.split(" → ")
+    assert "xa" in was and "xb" in now and len(now) <= 80
