@@ -149,9 +149,15 @@ def wait_served(run: StackRun, crds: list[Change]) -> None:
             if h.state != "current":
                 last[rid] = h.message
                 continue
-            missing = [
-                gv for gv in served_versions(live or {}) if not run.kube.has_kind(gv, _kind(live))
-            ]
+            try:
+                missing = [
+                    gv
+                    for gv in served_versions(live or {})
+                    if not run.kube.has_kind(gv, _kind(live))
+                ]
+            except KubeError as exc:  # discovery itself failed: not served yet, as far as we know
+                last[rid] = f"discovery failed: {exc.message}"
+                continue
             if missing:
                 last[rid] = f"established, not served yet in {', '.join(missing)}"
                 continue
