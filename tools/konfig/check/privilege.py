@@ -24,7 +24,9 @@ by the same function (:func:`privilege_findings`), a refusal of `konfig preview`
   that leaves out the system namespaces.
 - ``spec/system-rbac``: a stack that declares the API server's own roles or bindings: a
   ClusterRole or ClusterRoleBinding ``cluster-admin``, ``admin``, ``edit`` or ``view``,
-  or any Role, ClusterRole, RoleBinding or ClusterRoleBinding named ``system:...``.
+  or one of its bootstrap RBAC objects (:func:`is_bootstrap_rbac`: ``system:node``,
+  ``system:controller:...``, ...; not every ``system:...`` name: vendors ship their own,
+  as metrics-server's ``system:aggregated-metrics-reader``).
   Applying it would take the object over (server-side apply with force) and change
   what every user, controller and node may do. Always an error: there is no opt-out
   (the API server reconciles these objects itself; a cluster that needs them changed
@@ -60,6 +62,47 @@ WEBHOOK_KINDS = frozenset({"ValidatingWebhookConfiguration", "MutatingWebhookCon
 DEFAULT_ROLES = frozenset({"cluster-admin", "admin", "edit", "view"})
 SYSTEM_PREFIX = "system:"
 MASTERS = "system:masters"
+# The API server's bootstrap RBAC objects (Kubernetes 1.33, plugin/pkg/auth/authorizer/
+# rbac/bootstrappolicy: the ones it reconciles, annotated rbac.authorization.kubernetes.io/
+# autoupdate). Other system:... names are free: vendors ship their own
+# (metrics-server's system:aggregated-metrics-reader, system:metrics-server).
+# tools/tests/check/test_objectnames.py checks this against the control plane.
+BOOTSTRAP_RBAC = frozenset(
+    {
+        "system:auth-delegator",
+        "system:basic-user",
+        "system:discovery",
+        "system:heapster",
+        "system:kube-aggregator",
+        "system:kube-controller-manager",
+        "system:kube-dns",
+        "system:kube-scheduler",
+        "system:kubelet-api-admin",
+        "system:monitoring",
+        "system:node",
+        "system:node-bootstrapper",
+        "system:node-problem-detector",
+        "system:node-proxier",
+        "system:persistent-volume-provisioner",
+        "system:public-info-viewer",
+        "system:service-account-issuer-discovery",
+        "system:volume-scheduler",
+        "extension-apiserver-authentication-reader",
+    }
+)
+BOOTSTRAP_PREFIXES = (
+    "system:controller:",
+    "system:certificates.k8s.io:",
+    "system:aggregate-to-",
+    "system::",
+)
+
+
+def is_bootstrap_rbac(kind: str, name: str) -> bool:
+    """Whether ``kind``/``name`` is one of the API server's own RBAC objects."""
+    if kind in ("ClusterRole", "ClusterRoleBinding") and name in DEFAULT_ROLES:
+        return True
+    return name in BOOTSTRAP_RBAC or name.startswith(BOOTSTRAP_PREFIXES)
 
 
 def _group(api_version: str) -> str:
@@ -114,9 +157,7 @@ def _matches_everything(rule: Any) -> bool:
 def _system_rbac(r: Resource) -> bool:
     if r.kind not in RBAC_KINDS or _group(r.api_version) != RBAC_GROUP:
         return False
-    if r.name.startswith(SYSTEM_PREFIX):
-        return True
-    return r.kind in ("ClusterRole", "ClusterRoleBinding") and r.name in DEFAULT_ROLES
+    return is_bootstrap_rbac(r.kind, r.name)
 
 
 def _switched_off(stack: Stack) -> Mapping[str, Sequence[Exemption]]:

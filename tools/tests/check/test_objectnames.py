@@ -12,6 +12,7 @@ from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig.check.objectnames import name_problem
+from konfig.check.privilege import is_bootstrap_rbac
 from konfig.engine.kube import Kube, KubeApiError, KubeTarget, connect
 
 RBAC = "rbac.authorization.k8s.io/v1"
@@ -240,3 +241,26 @@ def test_findings_on_yaml_objects_point_at_the_yaml_file_and_line(
     assert [(f["rule"], f["file"], f["line"]) for f in findings] == [
         ("spec/invalid-name", "appops/shop/dev/vendor.yaml", 18)
     ], findings
+
+
+@pytest.mark.cluster
+def test_system_rbac_is_the_api_servers_bootstrap_policy_not_every_system_name(
+    cluster: Cluster,
+) -> None:
+    """spec/system-rbac refuses exactly the RBAC objects the API server reconciles
+    (annotated rbac.authorization.kubernetes.io/autoupdate) among system:... names; a
+    vendor's own system:... roles (metrics-server's) are not the server's."""
+    for kind in ("clusterroles", "clusterrolebindings", "roles", "rolebindings"):
+        res = cluster.kubectl("get", kind, "-A", "-o", "json")
+        for item in json.loads(res.stdout)["items"]:
+            meta = item["metadata"]
+            ours = (meta.get("annotations") or {}).get(
+                "rbac.authorization.kubernetes.io/autoupdate"
+            )
+            if ours == "true":
+                assert is_bootstrap_rbac(item["kind"], meta["name"]), (kind, meta["name"])
+            elif meta["name"].startswith("system:"):
+                assert not is_bootstrap_rbac(item["kind"], meta["name"]), (kind, meta["name"])
+    for name in ("system:aggregated-metrics-reader", "system:metrics-server"):
+        assert not is_bootstrap_rbac("ClusterRole", name)
+        assert not is_bootstrap_rbac("ClusterRoleBinding", name)
