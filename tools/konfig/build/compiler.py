@@ -579,7 +579,9 @@ def compile_many(
 
     tasks = _tasks(inputs, jobs, settings.batch)
     # KCL never runs in this process: it holds the caller's environment (keys, tokens)
-    pool: workers.Pool[list[CompileInput]] = workers.Pool(min(jobs, len(tasks)), limits)
+    pool: workers.Pool[list[CompileInput]] = workers.Pool(
+        min(jobs, len(tasks)), limits, root=Path(inputs[0].root)
+    )
     with pool:
         for task in tasks:
             pool.submit(_run_task, task, cpu_budget=_budget(limits, len(task)))

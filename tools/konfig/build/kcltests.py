@@ -150,7 +150,12 @@ def run_packages(
         return []
     limits = limits or Limits()
     by_package: dict[str, list[UnitTestResult]] = {}
-    with workers.Pool[tuple[str, str]](min(jobs, len(wanted)), limits) as pool:
+    # kcl-lib's test runner writes a temporary file into the package it tests
+    writable = [str(root / package) for package in wanted]
+    pool = workers.Pool[tuple[str, str]](
+        min(jobs, len(wanted)), limits, root=root, writable=writable
+    )
+    with pool:
         for package in wanted:
             pool.submit(_run_task, (str(root), package))
         for (_, package), outcome in pool.outcomes():

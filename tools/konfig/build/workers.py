@@ -13,7 +13,11 @@ takes gigabytes, a loop may never end. So stacks compile in worker processes, ea
   killed in the middle of a batch leaves its files there),
 * an empty environment: the caller's may hold the age key, provider credentials, a
   kubeconfig or a token, and KCL's ``file.read_env`` hands a model any variable it
-  names; KCL needs none (:func:`isolate_environment`).
+  names; KCL needs none (:func:`isolate_environment`),
+* given a repository, a file system restricted by the kernel to reading the repository
+  (not ``.git``) and the Python installation, and writing the pool's temporary folder
+  (:mod:`konfig.build.sandbox`); a worker that cannot restrict itself where the kernel
+  offers Landlock runs no task.
 
 :class:`Pool` runs tasks and reports each as finished (:class:`Done`), failed with an
 exception the task raised (:class:`Failed`, a plain message) or lost with its worker
@@ -40,13 +44,14 @@ import signal
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from konfig.build.limits import Limits
+from konfig.build.sandbox import Sandbox, for_repository, restrict
 
 _STDERR_TAIL = 8192  # bytes of a dead worker's stderr to read
 
@@ -106,8 +111,16 @@ def isolate_environment() -> None:
     os.environ.clear()
 
 
+_SANDBOX_FAILED = 70  # a worker's exit code when it could not restrict itself
+
+
 def _worker_main(
-    conn: Connection, stderr_path: str, memory_bytes: int, tmp: str, parent: int
+    conn: Connection,
+    stderr_path: str,
+    memory_bytes: int,
+    tmp: str,
+    parent: int,
+    sandbox: Sandbox | None = None,
 ) -> None:
     """The loop of one worker: receive (function, argument, CPU budget), send the outcome."""
     # a crash is reported by the parent; a traceback dump from the caller's faulthandler
@@ -128,6 +141,12 @@ def _worker_main(
     fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 2)
     os.close(fd)
+    if sandbox is not None:
+        try:
+            restrict(sandbox)
+        except OSError as exc:
+            os.write(2, f"cannot restrict itself (Landlock): {exc}\n".encode())
+            os._exit(_SANDBOX_FAILED)
     while True:
         try:
             message = conn.recv()
@@ -156,14 +175,14 @@ def _worker_main(
 
 
 class _Worker:
-    def __init__(self, ctx: Any, limits: Limits, tmp: str) -> None:
+    def __init__(self, ctx: Any, limits: Limits, tmp: str, sandbox: Sandbox | None) -> None:
         fd, self.stderr_path = tempfile.mkstemp(prefix="worker-", suffix=".stderr", dir=tmp)
         os.close(fd)
         parent, child = ctx.Pipe()
         self.conn: Connection = parent
         self.process = ctx.Process(
             target=_worker_main,
-            args=(child, self.stderr_path, limits.memory_mib << 20, tmp, os.getpid()),
+            args=(child, self.stderr_path, limits.memory_mib << 20, tmp, os.getpid(), sandbox),
             daemon=True,
         )
         self.process.start()
@@ -202,6 +221,8 @@ def _died(worker: _Worker, limits: Limits, *, timed_out: bool) -> Died:
         return Died(f"did not finish within {worker.wall_budget:.0f} s", "time")
     code = worker.process.exitcode
     tail = worker.stderr_tail()
+    if code == _SANDBOX_FAILED:
+        return Died(f"worker {tail.strip() or 'could not restrict itself'}", "sandbox")
     if code is not None and code < 0:
         sig = -code
         if sig == signal.SIGXCPU:
@@ -231,9 +252,20 @@ class Pool(Generic[T]):
     Use as a context manager: leaving it stops every worker.
     """
 
-    def __init__(self, jobs: int, limits: Limits) -> None:
+    def __init__(
+        self,
+        jobs: int,
+        limits: Limits,
+        *,
+        root: Path | None = None,
+        writable: Sequence[str] = (),
+    ) -> None:
+        """``root``: the repository the workers compile, whose sandbox they run in
+        (:func:`konfig.build.sandbox.for_repository`, ``writable`` added); None: none."""
         self.jobs = max(1, jobs)
         self.limits = limits
+        self.root = root
+        self.writable = tuple(writable)
         self._ctx = multiprocessing.get_context("fork")
         self._queue: deque[tuple[Callable[[Any], Any], T, float]] = deque()
         self._workers: list[_Worker] = []
@@ -265,7 +297,12 @@ class Pool(Generic[T]):
                     return
                 if self._tmp is None:
                     self._tmp = tempfile.mkdtemp(prefix="konfig-workers-")
-                idle = _Worker(self._ctx, self.limits, self._tmp)
+                sandbox = (
+                    None
+                    if self.root is None
+                    else for_repository(self.root, self._tmp, writable=self.writable)
+                )
+                idle = _Worker(self._ctx, self.limits, self._tmp, sandbox)
                 self._workers.append(idle)
             fn, task, budget = self._queue.popleft()
             idle.task = task

@@ -85,7 +85,8 @@ def check_policies_many(
     from konfig.build import workers
 
     task = (root, tuple(jobs), batch)
-    with workers.Pool[tuple[Path, tuple[PolicyJob, ...], int]](1, limits or Limits()) as pool:
+    pool = workers.Pool[tuple[Path, tuple[PolicyJob, ...], int]](1, limits or Limits(), root=root)
+    with pool:
         pool.submit(_evaluate_all, task)
         for _, outcome in pool.outcomes():
             if isinstance(outcome, workers.Done):

@@ -114,7 +114,7 @@ def _environment(_: object) -> dict[str, str]:
 def test_a_worker_has_an_empty_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOPS_AGE_KEY", "AGE-SECRET-KEY-CANARY")
     monkeypatch.setenv("KONFIG_TERRAFORM_ENV", '{"PGPASSWORD": "canary"}')
-    with workers.Pool[str](1, workers.Limits()) as pool:
+    with workers.Pool[str](1, Limits()) as pool:
         pool.submit(_environment, "task")
         outcomes = [outcome for _, outcome in pool.outcomes()]
     assert outcomes == [workers.Done({})]
