@@ -18,8 +18,9 @@ def test_text_output_and_exit_code(repo_builder: RepoBuilder, konfig: KonfigRunn
         "appops/shop/prod/main.k:" in result.out
         and "container 'web' image 'nginx' has no tag (it means :latest)" in result.out
         and "[policy/image-tag]" in result.out
+        and "[policy/prod-monitoring]" in result.out  # the prod Server has no monitoring
     )
-    assert "checked 2 stack(s): 3 error(s), 0 warning(s)" in result.err
+    assert "checked 2 stack(s): 4 error(s), 0 warning(s)" in result.err
     assert konfig("check", "shop/dev", cwd=repo_builder.root).code == 0
 
 
