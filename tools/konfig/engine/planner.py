@@ -146,6 +146,7 @@ def plan_stack(
     prior: inventory.Inventory | None,
     *,
     deleted: bool = False,
+    details: bool = True,
     workers: int = DEFAULT_WORKERS,
     secret_data: Mapping[str, Mapping[str, str]] | None = None,
 ) -> StackPlan:
@@ -305,7 +306,9 @@ def plan_stack(
         if found is None:
             changes.append(_gone(rid, parse_id(rid), "its kind no longer exists on the server"))
             continue
-        changes.append(_pruned_change(rid, found, fetched[rid], prior, deleted=deleted))
+        changes.append(
+            _pruned_change(rid, found, fetched[rid], prior, deleted=deleted, details=details)
+        )
 
     if problems:
         secrets: set[str] = set()
@@ -589,7 +592,10 @@ def _pruned_change(
     prior: inventory.Inventory | None,
     *,
     deleted: bool,
+    details: bool = True,
 ) -> Change:
+    """``details``: the deleted object's fields and diff (a destroy shows neither: dumping
+    every object as YAML to diff it was most of destroy's CPU)."""
     if live is None:
         # named as the id reads (an inventory's ids always parse), like a member whose
         # kind is gone
@@ -618,4 +624,5 @@ def _pruned_change(
         live=live,
         before=live,
         after=None,
+        comparison=None if details else Comparison((), ""),
     )

@@ -235,7 +235,7 @@ class KubernetesRuntime:
     ) -> StackPlan:
         from konfig.engine.planner import plan_stack
 
-        return plan_stack(kube, stack, None, prior, deleted=True)
+        return plan_stack(kube, stack, None, prior, deleted=True, details=False)
 
     def destroy(
         self,
@@ -252,7 +252,7 @@ class KubernetesRuntime:
         from konfig.engine.destroyer import destroy_stack
         from konfig.engine.planner import plan_stack
 
-        plan = plan_stack(kube, stack, None, prior, deleted=True)
+        plan = plan_stack(kube, stack, None, prior, deleted=True, details=False)
         return destroy_stack(kube, plan, prior, options, emit, lost=lost, stop=stop)
 
     def survey(
