@@ -33,6 +33,7 @@ COMMANDS = {
     "drift": "konfig.commands.drift",
     "fmt": "konfig.commands.fmt",
     "gen": "konfig.commands.gen",
+    "init": "konfig.commands.init",
     "issue": "konfig.commands.issue",
     "list": "konfig.commands.list",
     "matrix": "konfig.commands.matrix",

@@ -21,6 +21,10 @@ from konfig.repo.statmemo import MISSING, StatMemo
 
 PACKAGE = Path(__file__).resolve().parent
 MEMO_FILE = "package.json"
+# Folders of the package that are data no command's output depends on: the repository
+# template a built package carries for `konfig init` (konfig.repo.template), a copy of
+# the whole template, which would otherwise double the files read at every start.
+NOT_CODE = frozenset({"data/template"})
 
 
 def package_digest(seed: str, state: Path | None = None) -> str:
@@ -42,13 +46,14 @@ def _installed(state: Path | None) -> str:
 
 def files_digest(package: Path, memo: StatMemo | None = None) -> str:
     """sha256 of every file under ``package``: path and content, in a fixed order,
-    ``__pycache__`` aside. ``memo`` remembers each file's content digest by its stat."""
+    ``__pycache__`` and :data:`NOT_CODE` aside. ``memo`` remembers each file's content
+    digest by its stat."""
     h = hashlib.sha256()
     top = str(package)
     for directory, subdirs, files in os.walk(top):
-        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
         # strings, not path objects: this runs for every file of konfig in every command
         prefix = directory[len(top) + 1 :] + "/" if directory != top else ""
+        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__" and prefix + d not in NOT_CODE)
         for name in sorted(files):
             path = f"{directory}/{name}"
             rel = prefix + name

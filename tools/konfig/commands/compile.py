@@ -89,7 +89,11 @@ def command(
     else:
         selected = select_stacks(repo, stacks, all_stacks=all_stacks)
     if not selected:
-        raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")
+        # only --all gets here: a repository without stacks yet (konfig init --no-examples)
+        info("the repository has no stacks yet (appops/<project>/<stack>/): nothing to compile")
+        if as_json:
+            echo_json([])
+        return EXIT_OK
     results = compile_stacks(
         repo,
         selected,

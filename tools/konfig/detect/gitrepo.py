@@ -6,7 +6,8 @@ listing uses NUL-separated output (``-z``) so paths with spaces, quotes or newli
 survive; renames and copies are reported as a deletion plus an addition (``--no-renames``)
 so both the old and the new path take part in change detection.
 
-konfig only asks git questions (it never writes to the repository), so it runs the
+konfig only asks git questions (it never writes to a repository; the one exception is
+``konfig init``, which makes a new one: :func:`init_repository`), so it runs the
 ``git`` command line itself: a library that wraps git costs every command that asks
 one question a tenth of a second of imports. :func:`runs` counts the processes started,
 so a test can hold the number a command needs.
@@ -596,3 +597,28 @@ def tracked_under(root: Path, rel: str) -> list[str]:
     except _Failed as exc:
         raise failure(g.top, "ls-files", exc.stderr) from None
     return sorted(r for r in (_strip(g, p) for p in _split_z(out)) if r is not None)
+
+
+def init_repository(root: Path, branch: str, message: str) -> str:
+    """``git init`` a new repository in ``root`` on ``branch``, add every file and commit
+    them with ``message`` (git's own identity settings: user.name, user.email); returns
+    the commit id."""
+    g = GitRepo(root, root, "")
+    steps = (
+        ("init", ("init", "--quiet", f"--initial-branch={branch}")),
+        ("add", ("add", "--all")),
+        ("commit", ("commit", "--quiet", "--no-verify", "--message", message)),
+    )
+    for what, args in steps:
+        try:
+            _git(g, *args)
+        except _Failed as exc:
+            if what == "commit" and ("user.email" in exc.stderr or "ident" in exc.stderr):
+                raise GitError(
+                    f"git commit failed in {root}: git does not know who you are "
+                    f"({_first_line(exc.stderr)})",
+                    hint="set `git config --global user.name NAME` and `git config --global "
+                    "user.email EMAIL`, then in the new repository: `git add -A && git commit`",
+                ) from None
+            raise failure(root, what, exc.stderr) from None
+    return _text(g, "rev-parse", "HEAD").strip()

@@ -188,6 +188,11 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def _run(line: str, clone: Path, konfig: KonfigRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     home = clone.parent / "home"
     monkeypatch.setenv("HOME", str(home))
+    # a newcomer's git knows who they are (konfig init commits)
+    for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(key, "New Reader")
+    for key in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(key, "reader@example.invalid")
     monkeypatch.setenv("GITHUB_OUTPUT", str(clone.parent / "github-output"))
     monkeypatch.setenv("SHA", "0" * 40)
     monkeypatch.setenv("STACKS", '["appops/guestbook/dev", "appops/guestbook/prod"]')
