@@ -34,6 +34,7 @@ def _ask(
     version: str | None,
     contexts: tuple[str, ...],
     examples: bool | None,
+    recipients: tuple[str, ...],
     template: TemplateSource,
 ) -> Answers:
     ask = _interactive()
@@ -63,7 +64,7 @@ def _ask(
         contexts = tuple(c.strip() for c in given.split(",") if c.strip())
         if contexts == EXAMPLE_CONTEXTS:
             contexts = ()
-    return Answers(str(name), str(version), contexts, bool(examples))
+    return Answers(str(name), str(version), contexts, bool(examples), recipients)
 
 
 def _json(done: Initialized) -> dict[str, object]:
@@ -73,6 +74,7 @@ def _json(done: Initialized) -> dict[str, object]:
         "kubernetesVersion": done.answers.kubernetes_version,
         "examples": done.answers.examples,
         "contexts": done.contexts,
+        "recipients": list(done.answers.recipients),
         "template": {"source": done.template.kind, "path": str(done.template.root)},
         "files": done.files,
         "schemasWritten": done.schemas_written,
@@ -96,6 +98,11 @@ def _report(done: Initialized, dest: Path) -> None:
         )
     for old, new in done.contexts.items():
         info(f"  context {old} -> {new} in the example stacks")
+    if a.recipients:
+        info(
+            f"  .sops.yaml: production stacks' secrets for {a.recipients[0]}, the others' "
+            f"for {a.recipients[-1]}"
+        )
     info(f"  first commit {done.commit[:12]} on {BRANCH}")
     info(f"next: push it (git remote add origin URL && git push -u origin {BRANCH}), then make the")
     info("repository settings of docs/security.md (secrets, environments, branch protection);")
@@ -122,6 +129,14 @@ def _report(done: Initialized, dest: Path) -> None:
     default=None,
     help="Include the example stacks (appops/). Default: yes.",
 )
+@click.option(
+    "--age-recipient",
+    "recipients",
+    multiple=True,
+    help="With --no-examples: the age recipient (`konfig secrets keygen` prints it) of "
+    "production stacks' secrets in .sops.yaml; a second one for the other stacks' (one: "
+    "both). Default: the template's example recipients, whose keys nobody holds.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what was made as JSON.")
 def command(
     directory: Path,
@@ -129,14 +144,16 @@ def command(
     kubernetes_version: str | None,
     contexts: tuple[str, ...],
     examples: bool | None,
+    recipients: tuple[str, ...],
     as_json: bool,
 ) -> int:
     """Make a new configuration repository in DIRECTORY from the Konfig template.
 
     It copies the template (the workflows, the actions, the tools they install,
     base/, kcl.mod, konfig.yaml, .sops.yaml, the docs, hack/cluster, and the example
-    stacks unless --no-examples), sets the name, the Kubernetes version and the
-    examples' cluster contexts, runs `git init` on main and commits it all. DIRECTORY
+    stacks unless --no-examples), sets the name, the Kubernetes version, the examples'
+    cluster contexts and the age recipients in .sops.yaml, runs `git init` on main and
+    commits it all. DIRECTORY
     must be new or empty. On a terminal (and outside CI) it asks for what the flags do
     not say; elsewhere it takes the defaults. Exit 0, 2 for a bad flag or a directory
     that is not empty.
@@ -155,7 +172,7 @@ def command(
             hint="install konfig from a built package, or run it from a clone of "
             "the Konfig template",
         ) from None
-    answers = _ask(directory, name, kubernetes_version, contexts, examples, template)
+    answers = _ask(directory, name, kubernetes_version, contexts, examples, recipients, template)
     done = initialize(directory, answers, template)
     if as_json:
         echo_json(_json(done))

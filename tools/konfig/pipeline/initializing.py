@@ -3,10 +3,10 @@
 1. check the answers and that the directory is new or empty (a usage error otherwise);
 2. copy the template's files (:mod:`konfig.repo.template`: from the package, or the
    checkout konfig runs from), with or without the example stacks;
-3. write the team's name, Kubernetes version and the examples' cluster contexts
-   (:mod:`konfig.repo.scaffold`); for a Kubernetes version other than the template's,
-   regenerate ``base/pkg/k8s`` from the schemas kubernetes-validate bundles for it (as
-   ``konfig gen schemas`` does);
+3. write the team's name, Kubernetes version, the examples' cluster contexts and the
+   age recipients of ``.sops.yaml`` (:mod:`konfig.repo.scaffold`); for a Kubernetes
+   version other than the template's, regenerate ``base/pkg/k8s`` from the schemas
+   kubernetes-validate bundles for it (as ``konfig gen schemas`` does);
 4. ``git init`` on ``main`` and commit everything.
 
 A failure after the directory was created removes what this run wrote, so a second
@@ -34,9 +34,12 @@ from konfig.repo.scaffold import (
     set_contexts,
     set_kubernetes_version,
     set_name,
+    set_recipients,
 )
 from konfig.repo.settings import load_repo_config
 from konfig.repo.template import TemplateSource
+from konfig.secrets.errors import SecretsError
+from konfig.secrets.keys import parse_recipient
 
 BRANCH = "main"
 SCHEMAS = "base/pkg/k8s"
@@ -68,6 +71,14 @@ def _check_version(version: str) -> None:
         raise UsageError(f"--kubernetes-version {version}: {exc.message}", hint=exc.hint) from None
 
 
+def _check_recipients(recipients: tuple[str, ...]) -> None:
+    for recipient in recipients:
+        try:
+            parse_recipient(recipient, where="--age-recipient")
+        except SecretsError as exc:
+            raise UsageError(str(exc), hint="`konfig secrets keygen` prints one") from None
+
+
 def _regenerate_schemas(root: Path, version: str) -> int:
     path = kubernetes_definitions_path(version)
     files = generate(
@@ -88,6 +99,7 @@ def initialize(dest: Path, answers: Answers, template: TemplateSource) -> Initia
     check_answers(answers)
     check_target(dest)
     _check_version(answers.kubernetes_version)
+    _check_recipients(answers.recipients)
     created = not dest.exists()
     dest.mkdir(parents=True, exist_ok=True)
     root = dest.resolve()
@@ -99,6 +111,7 @@ def initialize(dest: Path, answers: Answers, template: TemplateSource) -> Initia
             set_kubernetes_version(root, answers.kubernetes_version)
             written = _regenerate_schemas(root, answers.kubernetes_version)
         retargeted = set_contexts(root, answers.contexts)
+        set_recipients(root, answers.recipients)
         commit = init_repository(
             root,
             BRANCH,

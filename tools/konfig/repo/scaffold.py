@@ -13,7 +13,11 @@ answers are written where the template keeps them:
   ``admin`` and ``edge`` (those of ``hack/cluster``'s ``local`` and ``edge``); the
   contexts given replace them in that order (one context: both). Without the examples
   there is no stack to name a cluster yet: each stack names its own in its
-  ``stack.yaml``.
+  ``stack.yaml``;
+- the age recipients (without the examples only: the example secrets are encrypted for
+  the template's recipients): ``.sops.yaml`` names the first for the files of
+  production stacks (a stack folder named ``prod``) and the second (or the first
+  again) for every other stack's (:data:`SOPS_RULES`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class Answers:
     kubernetes_version: str
     contexts: tuple[str, ...]  # the examples' clusters, in EXAMPLE_CONTEXTS' order
     examples: bool
+    recipients: tuple[str, ...] = ()  # age recipients: production's, then the others'
 
 
 def usable_name(name: str) -> bool:
@@ -73,6 +78,20 @@ def check_answers(answers: Answers) -> None:
         raise UsageError(
             f"{len(answers.contexts)} --context given: the example stacks use "
             f"{len(EXAMPLE_CONTEXTS)} clusters ({', '.join(EXAMPLE_CONTEXTS)})",
+        )
+    if len(answers.recipients) > 2:
+        raise UsageError(
+            f"{len(answers.recipients)} --age-recipient given: one for production stacks' "
+            "secrets and one for the others at most",
+            hint="several people per environment: add them to .sops.yaml afterwards "
+            "(docs/secrets.md)",
+        )
+    if answers.recipients and answers.examples:
+        raise UsageError(
+            "--age-recipient needs --no-examples: the example stacks' secrets are "
+            "encrypted for the template's recipients, and .sops.yaml must name those",
+            hint="make the repository with --no-examples, or without --age-recipient and "
+            "change .sops.yaml once the examples are gone (docs/secrets.md)",
         )
     if answers.contexts and not answers.examples:
         raise UsageError(
@@ -142,3 +161,26 @@ def set_contexts(dest: Path, contexts: tuple[str, ...]) -> list[str]:
             stack_yaml.write_text(new, encoding="utf-8")
             changed.append(stack_yaml.relative_to(dest).as_posix())
     return changed
+
+
+SOPS_RULES = """\
+# Who may decrypt the encrypted files (*.enc.yaml) of each environment: read by sops
+# and by `konfig secrets` (docs/secrets.md). The first rule whose path_regex matches a
+# file's path from the repository root wins: production stacks' files (a stack folder
+# named prod) for production's recipients, every other stack's for the others'.
+# More recipients: comma-separated (`konfig secrets keygen` makes a key), then
+# `konfig secrets rotate --all`.
+creation_rules:
+  - path_regex: ^appops/[^/]+/prod/[^/]*\\.enc\\.yaml$
+    age: {production}
+  - path_regex: ^appops/[^/]+/[^/]+/[^/]*\\.enc\\.yaml$
+    age: {other}
+"""
+
+
+def set_recipients(dest: Path, recipients: tuple[str, ...]) -> None:
+    """``.sops.yaml`` for the team's own recipients (checked by the caller)."""
+    if not recipients:
+        return
+    text = SOPS_RULES.format(production=recipients[0], other=recipients[-1])
+    (dest / ".sops.yaml").write_text(text, encoding="utf-8")

@@ -228,3 +228,39 @@ def test_on_a_terminal_it_asks_what_the_flags_do_not_say(tmp_path: Path) -> None
     assert "[" not in said.split("created")[0]
     assert 'name = "in-ci"' in (ci / "kcl.mod").read_text(encoding="utf-8")
     assert (ci / "appops").is_dir()
+
+
+def test_without_examples_sops_yaml_names_the_teams_recipients(
+    konfig: KonfigRunner, tmp_path: Path
+) -> None:
+    recipients = []
+    for name in ("prod", "other"):
+        made = konfig("secrets", "keygen", "-o", str(tmp_path / f"{name}.key"), cwd=tmp_path)
+        assert made.code == 0, made.err
+        recipients.append(made.out.strip())
+    dest = tmp_path / "team"
+    args = ["--no-examples", "--age-recipient", recipients[0], "--age-recipient", recipients[1]]
+    made = konfig("init", str(dest), *args, "--json")
+    assert made.code == 0, made.err
+    assert json.loads(made.out)["recipients"] == recipients
+    # a production stack's secret is encrypted for the first, any other stack's for
+    # the second, and both pass `konfig secrets check`
+    for stack, recipient in (("prod", recipients[0]), ("staging", recipients[1])):
+        secret = dest / "appops" / "shop" / stack / "secrets.enc.yaml"
+        secret.parent.mkdir(parents=True)
+        secret.write_text("password: s3cret\n", encoding="utf-8")
+        encrypted = konfig("secrets", "encrypt", str(secret), cwd=dest)
+        assert encrypted.code == 0, encrypted.err
+        sops = yaml.safe_load(secret.read_text(encoding="utf-8"))["sops"]
+        assert [a["recipient"] for a in sops["age"]] == [recipient]
+    checked = konfig("secrets", "check", cwd=dest)
+    assert checked.code == 0, checked.out + checked.err
+    assert git(dest, "status", "--porcelain", "--", ".sops.yaml") == ""
+    # with the examples (encrypted for the template's recipients), or a bad one: refused
+    refused = konfig("init", str(tmp_path / "x"), "--age-recipient", recipients[0])
+    assert refused.code == 2
+    assert "--age-recipient needs --no-examples" in refused.err
+    bad = konfig("init", str(tmp_path / "y"), "--no-examples", "--age-recipient", "age1nope")
+    assert bad.code == 2
+    assert "not a valid age recipient" in bad.err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
