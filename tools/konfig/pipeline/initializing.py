@@ -6,7 +6,8 @@
 3. write the team's name, Kubernetes version, the examples' cluster contexts and the
    age recipients of ``.sops.yaml`` (:mod:`konfig.repo.scaffold`); for a Kubernetes
    version other than the template's, regenerate ``base/pkg/k8s`` from the schemas
-   kubernetes-validate bundles for it (as ``konfig gen schemas`` does);
+   kubernetes-validate bundles for it and the CRDs its generated files came from (as
+   ``konfig gen schemas --crd ...`` does);
 4. ``git init`` on ``main`` and commit everything.
 
 A failure after the directory was created removes what this run wrote, so a second
@@ -24,6 +25,7 @@ from konfig.detect.gitrepo import init_repository
 from konfig.errors import UsageError
 from konfig.gen import compare, generate
 from konfig.gen.openapi import GenError, kubernetes_definitions_path, load_definitions
+from konfig.gen.run import generated_on_disk
 from konfig.repo.files import WriteScope, atomic_write_text, remove
 from konfig.repo.scaffold import (
     Answers,
@@ -38,6 +40,7 @@ from konfig.repo.scaffold import (
 )
 from konfig.repo.settings import load_repo_config
 from konfig.repo.template import TemplateSource
+from konfig.repo.yamlio import load_yaml_file
 from konfig.secrets.errors import SecretsError
 from konfig.secrets.keys import parse_recipient
 
@@ -79,14 +82,31 @@ def _check_recipients(recipients: tuple[str, ...]) -> None:
             raise UsageError(str(exc), hint="`konfig secrets keygen` prints one") from None
 
 
+def _crd_sources(out: Path, root: Path) -> list[str]:
+    """The CustomResourceDefinition files the generated schemas in ``out`` were made
+    from (their header's ``Source:``, a path in the repository), so that regenerating
+    for another Kubernetes version keeps them as they are."""
+    sources: set[str] = set()
+    for rel in generated_on_disk(out):
+        with (out / rel).open(encoding="utf-8") as handle:
+            head = handle.read(400)
+        for line in head.splitlines():
+            source = line.removeprefix("Source: ").strip()
+            if line.startswith("Source: ") and (root / source).is_file():
+                sources.add(source)
+    return sorted(sources)
+
+
 def _regenerate_schemas(root: Path, version: str) -> int:
     path = kubernetes_definitions_path(version)
+    out = root / SCHEMAS
+    crds = [(rel, load_yaml_file(root / rel, root=root)) for rel in _crd_sources(out, root)]
     files = generate(
         load_definitions(path),
+        crds=crds,
         import_prefix=SCHEMAS.replace("/", "."),
         source=f"kubernetes-validate {path.parent.name}",
     )
-    out = root / SCHEMAS
     state = compare(files, out)
     scope = WriteScope.repository(root)
     for rel in (*state.missing, *state.changed):

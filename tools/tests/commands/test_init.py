@@ -91,8 +91,14 @@ def test_without_examples_for_another_kubernetes_version(
         yaml.safe_load((dest / "konfig.yaml").read_text(encoding="utf-8"))["kubernetesVersion"]
         == "1.31"
     )
-    # base/pkg/k8s is what the generator makes for 1.31, and it is committed
-    assert konfig("gen", "schemas", "--check", cwd=dest).code == 0
+    # base/pkg/k8s is what the generator makes for 1.31 and the template's vendored
+    # CRDs (their schemas kept), and it is committed
+    crds = sorted((dest / "base/pkg/k8s/crd").glob("*/vendor/*.yaml"))
+    assert crds
+    crd_args = [a for crd in crds for a in ("--crd", str(crd.relative_to(dest)))]
+    assert konfig("gen", "schemas", "--check", *crd_args, cwd=dest).code == 0
+    assert list((dest / "base/pkg/k8s/crd").glob("*/v1/*.k"))
+    assert "v1.31.0" in (dest / "base/pkg/k8s/api/core/v1/pod.k").read_text(encoding="utf-8")
     assert git(dest, "status", "--porcelain") == ""
     works(konfig, dest)
 
