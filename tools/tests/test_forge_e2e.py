@@ -513,6 +513,14 @@ def e2e(
     }
     assert all(state.canaries.values()), state.canaries
 
+    # The example stacks' ServiceMonitors need the Prometheus Operator's CRDs, as a cluster
+    # that runs them has: the vendored ones konfig.yaml generates the schemas from.
+    crds = sorted((ROOT / "base/pkg/k8s/crd/monitoring_coreos_com/vendor").glob("*.yaml"))
+    assert crds
+    for cluster in (e2e_cluster, e2e_edge):
+        for crd in crds:
+            cluster.kubectl("apply", "--server-side", "-f", str(crd))
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
     # The cluster runs what main declares (as in a repository adopting Konfig), so a PR's
     # preview shows updates of live objects, and the first merge applies only its change.
     t0 = time.monotonic()
