@@ -19,6 +19,7 @@ from konfig.pipeline.refusals import (
     PRE_WRITE_REFUSALS,
     first_refusal,
     privileges,
+    promql,
     system_namespaces,
     terraform_forbidden,
     unordered,
@@ -72,6 +73,7 @@ def test_one_list_for_preview_and_apply() -> None:
     assert (
         system_namespaces,
         privileges,
+        promql,
         terraform_forbidden,
         unordered,
     ) == PRE_WRITE_REFUSALS
