@@ -300,6 +300,40 @@ def test_canary_secret_appears_in_no_output_format(
             assert needle not in text
     doc = json.loads(outputs[4])
     change = {c["id"]: c for c in doc["stacks"][0]["changes"]}[f"v1:Secret:{ns}:creds"]
+    # an object the stack does not own yet is shown with its owner only, never its content
+    assert change["action"] == "update"
+    assert not change.get("fields")
+    # once the stack owns it, a changed key is shown masked on both sides
+    applied = konfig(
+        "--root",
+        str(repo_builder.root),
+        "apply",
+        f"{project}/dev",
+        "--allow-dirty",  # not a git repository
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "--yes",
+    )
+    assert applied.code == 0, applied.out + applied.err
+    newer = "CANARY-newer-c41d9e"
+    raw_stack(
+        repo_builder,
+        project,
+        [secret(ns, password=newer), {**secret(ns, "second"), "data": {"k": b64(new)}}],
+        stack_yaml=ADOPTING,
+    )
+    needles += [newer, b64(newer)]
+    outputs = [applied.out + applied.err]
+    for fmt in ("text", "markdown", "json"):
+        extra = ["--diff"] if fmt == "text" else []
+        res = preview(konfig, repo_builder.root, cluster, f"{project}/dev", "--format", fmt, *extra)
+        assert res.code == 0, res.err
+        outputs.append(res.out + res.err)
+    for text in outputs:
+        for needle in needles:
+            assert needle not in text
+    doc = json.loads(outputs[3])
+    change = {c["id"]: c for c in doc["stacks"][0]["changes"]}[f"v1:Secret:{ns}:creds"]
     assert change["action"] == "update"
     paths = {f["path"]: (f["before"], f["after"]) for f in change["fields"]}
     assert paths["data.password"] == ("*** (before)", "*** (after)")
