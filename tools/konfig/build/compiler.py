@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from konfig import contracts
-from konfig.build import kcl
+from konfig.build import duplicates, kcl
 from konfig.build.limits import Limits
 
 if TYPE_CHECKING:
@@ -240,7 +240,7 @@ def compile_one(inputs: CompileInput) -> CompileResult:
     root = Path(inputs.root)
     missing = [f for f in inputs.files if not Path(f).is_file()]
     if missing:
-        rel = _rel(missing[0], root)
+        rel = duplicates.relative(missing[0], root)
         return CompileResult(
             inputs.stack_path,
             None,
@@ -331,57 +331,22 @@ def _secrets_error(exc: SecretsError) -> CompileError:
     return CompileError(message, file=exc.file, line=exc.line, rule=exc.rule)
 
 
-DUPLICATE_ID_RULE = "spec/duplicate-id"
-
-
 def duplicate_id_error(inputs: CompileInput, spec: Spec) -> CompileError | None:
-    """``spec/duplicate-id``: two resources with one id (apply would write one object
-    twice, the second silently winning). Named at the places in the stack's own entry
-    files that mention the object's name, the first two of them."""
-    seen: set[str] = set()
-    for resource in spec.resources:
-        if resource.id not in seen:
-            seen.add(resource.id)
-            continue
-        count = sum(1 for r in spec.resources if r.id == resource.id)
-        places = _mentions(inputs, resource.name)[:2]
-        file, line = places[0] if places else (None, None)
-        return CompileError(
-            f"{count} resources have the id {resource.id!r}: each object may appear once; "
-            "remove one, or give them different names",
-            file=file,
-            line=line,
-            details=tuple(f"{f}:{n}: also named here" for f, n in places[1:]),
-            rule=DUPLICATE_ID_RULE,
-            resource=resource.id,
-        )
-    return None
-
-
-def _mentions(inputs: CompileInput, name: str) -> list[tuple[str, int]]:
-    """(file, line) of each line of the stack's entry files (the render entry aside)
-    holding ``name`` as a string literal."""
-    root = Path(inputs.root)
-    needles = (f'"{name}"', f"'{name}'")
-    found: list[tuple[str, int]] = []
-    for file in inputs.files[:-1] if len(inputs.files) > 1 else inputs.files:
-        try:
-            lines = Path(file).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError):
-            continue
-        found.extend(
-            (_rel(file, root), number)
-            for number, text in enumerate(lines, 1)
-            if any(n in text for n in needles)
-        )
-    return found
-
-
-def _rel(path: str, root: Path) -> str:
-    try:
-        return Path(path).resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return path
+    """``spec/duplicate-id`` (:mod:`konfig.build.duplicates`) as the stack's compile error,
+    at the first place that names the object, the second as a detail."""
+    found = duplicates.first_duplicate(spec, inputs.files, Path(inputs.root))
+    if found is None:
+        return None
+    file, line = found.places[0] if found.places else (None, None)
+    return CompileError(
+        f"{found.count} resources have the id {found.id!r}: each object may appear once; "
+        "remove one, or give them different names",
+        file=file,
+        line=line,
+        details=tuple(f"{f}:{n}: also named here" for f, n in found.places[1:]),
+        rule=duplicates.RULE,
+        resource=found.id,
+    )
 
 
 def _error_from_kcl(exc: kcl.KclError) -> CompileError:
@@ -517,7 +482,7 @@ def _stack_file(item: CompileInput) -> str:
     root = Path(item.root)
     own = [f for f in item.files if Path(f).parent == root / item.stack_path]
     chosen = own[-1] if own else (item.files[-2] if len(item.files) > 1 else item.files[0])
-    return _rel(chosen, root)
+    return duplicates.relative(chosen, root)
 
 
 def _runaway(item: CompileInput, died: Died, limits: Limits) -> CompileResult:

@@ -31,9 +31,12 @@ from konfig.repo.layout import STACK_FILE, Stack
 from konfig.spec import Resource, Spec
 from konfig.tofu import schema
 from konfig.tofu.model import StackTerraform, stack_terraform, terraform_resource
-from konfig.tofu.policy import TerraformPolicy, Violation
-from konfig.tofu.policy import checked as checked_policy
-from konfig.tofu.policy import violations as policy_violations
+from konfig.tofu.policy import (
+    TerraformPolicy,
+    Violation,
+    checked_against_policy,
+    policy_violations,
+)
 
 
 def check_terraform(
@@ -63,7 +66,7 @@ def check_terraform(
             findings.extend(_policy_findings(root, stack, refused))
             terraform = None  # its references are not checked against a refused section
         else:
-            terraform = checked_policy(terraform, stack.raw, stack.path, policy)
+            terraform = checked_against_policy(terraform, stack.raw, stack.path, policy)
     by_id = {r.id: r for r in spec.terraform()}
     types: dict[str, dict[str, object] | None] = {}
     for res in spec.terraform():

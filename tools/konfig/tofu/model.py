@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -247,7 +247,7 @@ class ProviderConfig:
 class StackTerraform:
     providers: dict[str, ProviderConfig] = field(default_factory=dict)
     allow_destroy: tuple[str, ...] = ()
-    # held to the platform's policy (konfig.tofu.policy.checked): only then does the
+    # held to the platform's policy (konfig.tofu.policy.checked_against_policy): only then does the
     # OpenTofu runtime write a configuration of it
     checked: bool = False
 
@@ -342,17 +342,6 @@ def _provider_config(name: str, body: Any, file: str) -> ProviderConfig:
         {str(k): v for k, v in settings.items()},
         {str(k): str(v) for k, v in environment.items()},
     )
-
-
-def environment_names(terraform: StackTerraform, configs: Sequence[str]) -> list[str]:
-    """The environment variables the given provider configurations read, sorted."""
-    names = {
-        var
-        for name in configs
-        if name in terraform.providers
-        for var in terraform.providers[name].environment.values()
-    }
-    return sorted(names)
 
 
 def credentials_bundle(text: str, where: str) -> dict[str, str]:

@@ -20,7 +20,7 @@ team: protect it with CODEOWNERS) declares it::
             password: WEBSHOP_PROD_PGPASSWORD
 
 A stack's ``stack.yaml`` ``terraform.providers.<config>`` is then held to it
-(:func:`violations`, :func:`checked`):
+(:func:`policy_violations`, :func:`checked_against_policy`):
 
 - ``terraform/provider-policy``: a configuration konfig.yaml does not declare, or a
   ``settings`` argument it does not list (a ``host`` or ``port`` written into settings
@@ -126,7 +126,7 @@ class Violation:
     path: tuple[str, ...]
 
 
-def violations(
+def policy_violations(
     raw: Mapping[str, Any] | None, stack_path: str, policy: TerraformPolicy
 ) -> list[Violation]:
     """What of stack.yaml's ``terraform.providers`` (``raw``: the parsed file) the
@@ -185,7 +185,7 @@ def violations(
     return out
 
 
-def checked(
+def checked_against_policy(
     terraform: StackTerraform,
     raw: Mapping[str, Any] | None,
     stack_path: str,
@@ -196,7 +196,7 @@ def checked(
     """``terraform`` (stack.yaml's, parsed) held to the policy: a :class:`ConfigError`
     naming every violation with its line (``text``: stack.yaml's source), else the
     same settings with what each configuration lets references copy."""
-    found = violations(raw, stack_path, policy)
+    found = policy_violations(raw, stack_path, policy)
     if found:
         raise policy_error(found, stack_path, text)
     providers = {
@@ -248,7 +248,7 @@ def stack_settings(stack: Stack, policy: TerraformPolicy, root: Path | None) -> 
     every command that runs OpenTofu for the stack uses. A refusal names stack.yaml's
     lines (read from ``root``, the repository, when there is one)."""
     terraform = stack_terraform(stack.raw, stack.path)
-    found = violations(stack.raw, stack.path, policy)
+    found = policy_violations(stack.raw, stack.path, policy)
     if found:
         text = None
         if root is not None:
@@ -259,4 +259,4 @@ def stack_settings(stack: Stack, policy: TerraformPolicy, root: Path | None) -> 
             except (OSError, KonfigError):
                 text = None
         raise policy_error(found, stack.path, text)
-    return checked(terraform, stack.raw, stack.path, policy)
+    return checked_against_policy(terraform, stack.raw, stack.path, policy)

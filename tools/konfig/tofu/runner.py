@@ -383,15 +383,6 @@ class Workdir:
             args.append(f"-lock-timeout={int(self.settings.lock_timeout)}s")
         return self.run(*args, plan, variables=variables)
 
-    def providers_schema(self) -> dict[str, Any]:
-        run = self.run("providers", "schema", "-json", data=True)
-        text = self.check(run, "providers schema")
-        try:
-            data = json.loads(text.strip().splitlines()[0])
-        except (ValueError, IndexError) as exc:
-            raise TofuError(f"{self.what}: tofu providers schema printed no JSON: {exc}") from None
-        return data if isinstance(data, dict) else {}
-
 
 def _close(log: Any, path: Path) -> str:
     """The text of a run's log file, which is then closed and removed ("" without one)."""

@@ -22,7 +22,7 @@ from konfig.tofu.model import (
     stack_terraform,
     terraform_resources,
 )
-from konfig.tofu.policy import checked, policy_from_data
+from konfig.tofu.policy import checked_against_policy, policy_from_data
 
 PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
 ROLE = "cyrilgdn/postgresql:postgresql_role:shop"
@@ -98,7 +98,7 @@ POLICY = policy_from_data(
 
 
 def _terraform(raw: dict[str, Any], path: str = "appops/shop/prod") -> StackTerraform:
-    return checked(stack_terraform(raw, path), raw, path, POLICY)
+    return checked_against_policy(stack_terraform(raw, path), raw, path, POLICY)
 
 
 def test_references_add_edges_and_become_opentofu_expressions() -> None:

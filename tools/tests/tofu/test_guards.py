@@ -16,7 +16,7 @@ from konfig.spec import spec_from_items
 from konfig.tofu import guards
 from konfig.tofu.config import Backend, configuration
 from konfig.tofu.model import TerraformSpecError, stack_terraform, terraform_resources
-from konfig.tofu.policy import checked, policy_from_data
+from konfig.tofu.policy import checked_against_policy, policy_from_data
 
 PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
 
@@ -171,7 +171,9 @@ def test_the_runtime_never_writes_a_forbidden_configuration() -> None:
     )
     raw: dict[str, Any] = {"terraform": {"providers": {"postgresql": {}}}}
     policy = policy_from_data({"providers": {"postgresql": {}}})
-    terraform = checked(stack_terraform(raw, "appops/a/b"), raw, "appops/a/b", policy)
+    terraform = checked_against_policy(
+        stack_terraform(raw, "appops/a/b"), raw, "appops/a/b", policy
+    )
     with pytest.raises(TerraformSpecError, match=r"refused \(terraform/forbidden"):
         configuration(terraform_resources(spec), terraform, Backend(suffix="s"))
 

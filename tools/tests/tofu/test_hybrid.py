@@ -21,7 +21,7 @@ from konfig.spec import Spec, spec_from_items
 from konfig.tofu.context import TofuContext
 from konfig.tofu.hybrid import not_previewed, refuse_destroys
 from konfig.tofu.model import StackTerraform, TerraformSpecError, stack_terraform
-from konfig.tofu.policy import checked, policy_from_data
+from konfig.tofu.policy import checked_against_policy, policy_from_data
 from konfig.tofu.preflight import missing_credentials, read_states, require_credentials
 from konfig.tofu.records import state_suffix
 from konfig.tofu.references import kubernetes_spec, live_where_unknown, lookup_of
@@ -69,7 +69,7 @@ POLICY = policy_from_data(
 
 
 def _terraform(raw: dict[str, Any] = STACK, path: str = "s") -> StackTerraform:
-    return checked(stack_terraform(raw, path), raw, path, POLICY)
+    return checked_against_policy(stack_terraform(raw, path), raw, path, POLICY)
 
 
 def _ctx(environment: dict[str, str]) -> TofuContext:

@@ -18,7 +18,7 @@ from fixtures.tofu import Tofu
 from konfig.spec import spec_from_items
 from konfig.tofu.config import Backend, configuration, literal, provider_variable
 from konfig.tofu.model import stack_terraform, terraform_resources
-from konfig.tofu.policy import checked, policy_from_data
+from konfig.tofu.policy import checked_against_policy, policy_from_data
 
 PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
 ROLE = "cyrilgdn/postgresql:postgresql_role:shop"
@@ -61,7 +61,7 @@ def _document(settings: dict[str, Any], role: dict[str, Any], **kw: Any) -> dict
         }
     )
     path = "appops/shop/prod"
-    terraform = checked(stack_terraform(raw, path), raw, path, policy)
+    terraform = checked_against_policy(stack_terraform(raw, path), raw, path, policy)
     imports = kw.pop("imports", None)
     return configuration(
         terraform_resources(_spec(role, **kw)),

@@ -17,9 +17,9 @@ from konfig.tofu.policy import (
     CREDENTIALS_RULE,
     POLICY_RULE,
     TerraformPolicy,
-    checked,
+    checked_against_policy,
     policy_from_data,
-    violations,
+    policy_violations,
 )
 
 POLICY: dict[str, Any] = {
@@ -75,8 +75,10 @@ def test_konfig_yaml_holds_the_policy_and_its_contract_checks_it() -> None:
 def test_the_stack_may_use_what_the_platform_grants_it() -> None:
     raw = _stack({"sslmode": "disable", "connect_timeout": 10}, OWN)
     policy = policy_from_data(POLICY)
-    assert violations(raw, "appops/shop/prod", policy) == []
-    terraform = checked(stack_terraform(raw, "appops/shop/prod"), raw, "appops/shop/prod", policy)
+    assert policy_violations(raw, "appops/shop/prod", policy) == []
+    terraform = checked_against_policy(
+        stack_terraform(raw, "appops/shop/prod"), raw, "appops/shop/prod", policy
+    )
     assert terraform.checked and terraform.providers["postgresql"].references == ("host", "port")
 
 
@@ -133,12 +135,12 @@ def test_what_the_platform_does_not_allow_is_refused_with_its_place(
 ) -> None:
     raw = _stack(settings, environment)
     policy = policy_from_data(POLICY)
-    found, *_ = violations(raw, "appops/shop/prod", policy)
+    found, *_ = policy_violations(raw, "appops/shop/prod", policy)
     assert (found.rule, found.path) == (rule, path)
     assert words in found.message
     text = yaml.safe_dump(raw, sort_keys=False)
     with pytest.raises(ConfigError) as info:
-        checked(
+        checked_against_policy(
             stack_terraform(raw, "appops/shop/prod"), raw, "appops/shop/prod", policy, text=text
         )
     err = info.value
@@ -151,7 +153,7 @@ def test_what_the_platform_does_not_allow_is_refused_with_its_place(
 
 def test_without_a_policy_no_provider_configuration_is_offered() -> None:
     raw = _stack({"sslmode": "disable"}, {})
-    (found,) = violations(raw, "appops/shop/prod", TerraformPolicy())
+    (found,) = policy_violations(raw, "appops/shop/prod", TerraformPolicy())
     assert found.rule == POLICY_RULE and "not one the platform offers" in found.message
 
 
@@ -163,7 +165,9 @@ def test_a_credential_is_never_referable_whatever_konfig_yaml_lists() -> None:
         }
     )
     raw = _stack({}, OWN)
-    terraform = checked(stack_terraform(raw, "appops/shop/prod"), raw, "appops/shop/prod", policy)
+    terraform = checked_against_policy(
+        stack_terraform(raw, "appops/shop/prod"), raw, "appops/shop/prod", policy
+    )
     assert terraform.providers["postgresql"].references == ("host",)
 
 
