@@ -117,11 +117,14 @@ def repository_entries(root: Path) -> list[str]:
 
 
 def python_paths(root: Path) -> list[str]:
-    """Where this Python, konfig and kcl-lib load code from (read only); never a folder
-    holding the repository (a venv inside it is fine: a hidden entry of its own)."""
+    """Where this Python, konfig and kcl-lib load code from (read only): the prefixes and
+    every folder on ``sys.path`` (a ``.pth`` file may add one outside the prefix, as the
+    setup action's venv does for its cached dependencies); never a folder holding the
+    repository (a venv inside it is fine: a hidden entry of its own)."""
     import konfig
 
     found = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(konfig.__file__).parents[1])}
+    found.update(p for p in sys.path if p and Path(p).is_absolute() and Path(p).is_dir())
     real_root = root.resolve()
     return sorted(
         p

@@ -110,3 +110,41 @@ def test_kcl_in_a_worker_cannot_reach_past_the_rules(
     assert outcome.value != "ran"
     assert "ermission denied" in outcome.value
     assert not target.exists()
+
+
+def test_a_worker_reads_packages_a_pth_file_adds(repo_builder: RepoBuilder, tmp_path: Path) -> None:
+    """The setup action's layout: a venv without packages whose ``.pth`` files name the
+    cached dependencies' site-packages and konfig's source, both outside its prefix (the
+    forge e2e failed with "Permission denied: .../kcl_lib/__init__.py" before)."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    import konfig
+
+    repo_builder.stack("p", "dev", main=SIMPLE_MAIN.format(name="p", namespace="p-dev"))
+    root = repo_builder.root
+    git_init(root)
+    git_commit(root, "a stack")
+    venv = tmp_path / "konfig-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(site, "konfig-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    Path(site, "konfig-tools.pth").write_text(str(Path(konfig.__file__).parents[1]) + "\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "NO_COLOR": "1"}
+    run = subprocess.run(
+        [str(python), "-m", "konfig", "--root", str(root), "compile", "p/dev"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+    )
+    assert sandbox.abi_version() >= 1, "this kernel offers no Landlock"
+    assert run.returncode == 0, run.stderr
+    assert "kind: Namespace" in run.stdout
