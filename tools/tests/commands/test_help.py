@@ -214,6 +214,20 @@ def test_examples_run(
     _run(line, clone, konfig, monkeypatch)
 
 
+@pytest.fixture(scope="module")
+def monitoring_crds(cluster: Cluster, edge_cluster: Cluster) -> None:
+    """The Prometheus Operator's CRDs on both clusters, as a cluster running the operator
+    has them: http-echo/prod declares a ServiceMonitor and a PrometheusRule (without this
+    the examples passed only when an earlier test of the session had installed them)."""
+    vendor = Path(__file__).resolve().parents[3] / "base/pkg/k8s/crd/monitoring_coreos_com/vendor"
+    crds = sorted(vendor.glob("*.yaml"))
+    assert crds
+    for c in (cluster, edge_cluster):
+        for crd in crds:
+            c.kubectl("apply", "--server-side", "-f", str(crd))
+        c.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+
+
 @pytest.mark.cluster
 @pytest.mark.parametrize("line", RUN_ON_CLUSTER)
 def test_cluster_examples_run(
@@ -223,6 +237,7 @@ def test_cluster_examples_run(
     edge_cluster: Cluster,
     konfig: KonfigRunner,
     monkeypatch: pytest.MonkeyPatch,
+    monitoring_crds: None,
 ) -> None:
     # The example repository's stacks use two clusters (contexts admin and edge).
     monkeypatch.setenv("KUBECONFIG", kubeconfigs(cluster, edge_cluster))
