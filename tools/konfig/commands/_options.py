@@ -168,3 +168,24 @@ def terraform_option(fn: _F) -> _F:
         "OpenTofu, no credentials, drift not checked), skip (not read at all: their "
         "drift is unknown).",
     )(fn)
+
+
+def forge_options(*, token_help: str) -> Callable[[_F], _F]:
+    """``--api-url`` and ``--token-env``: where the forge's API is and which environment
+    variable holds its token (the commands that talk to the forge: comment, issue, pr)."""
+
+    from konfig.forge.client import DEFAULT_API_URL
+
+    def apply(fn: _F) -> _F:
+        fn = click.option(
+            "--token-env", default="GITHUB_TOKEN", show_default=True, help=token_help
+        )(fn)
+        return click.option(
+            "--api-url",
+            default=DEFAULT_API_URL,
+            show_default=True,
+            help="API base URL (GitHub Enterprise: https://HOST/api/v3, "
+            "Gitea: https://HOST/api/v1).",
+        )(fn)
+
+    return apply

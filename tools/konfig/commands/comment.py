@@ -9,9 +9,9 @@ from pathlib import Path
 import click
 
 from konfig.commands._console import info, warn
+from konfig.commands._options import forge_options
 from konfig.errors import EXIT_OK, UsageError
 from konfig.forge.client import (
-    DEFAULT_API_URL,
     DEFAULT_MARKER,
     GITHUB_ACTIONS_LOGIN,
     GitHub,
@@ -51,18 +51,7 @@ from konfig.forge.client import (
     help="Write only while SHA is still the pull request's head: a run that a newer push "
     "overtook never overwrites the newer report.",
 )
-@click.option(
-    "--api-url",
-    default=DEFAULT_API_URL,
-    show_default=True,
-    help="API base URL (GitHub Enterprise: https://HOST/api/v3, Gitea: https://HOST/api/v1).",
-)
-@click.option(
-    "--token-env",
-    default="GITHUB_TOKEN",
-    show_default=True,
-    help="Environment variable holding the token.",
-)
+@forge_options(token_help="Environment variable holding the token.")
 def command(
     repo: str,
     number: int,

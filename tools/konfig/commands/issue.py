@@ -8,8 +8,9 @@ from pathlib import Path
 import click
 
 from konfig.commands._console import info
+from konfig.commands._options import forge_options
 from konfig.errors import EXIT_OK, UsageError
-from konfig.forge.client import DEFAULT_API_URL, GitHub, own_login, parse_repo
+from konfig.forge.client import GitHub, own_login, parse_repo
 from konfig.forge.issues import DRIFT_MARKER, sync_issue
 
 
@@ -52,15 +53,7 @@ from konfig.forge.issues import DRIFT_MARKER, sync_issue
     "token, personal access tokens), github-actions[bot] where GET /user is refused "
     "(GITHUB_TOKEN); give <app-slug>[bot] for a GitHub App token.",
 )
-@click.option(
-    "--api-url",
-    default=DEFAULT_API_URL,
-    show_default=True,
-    help="API base URL (GitHub Enterprise: https://HOST/api/v3; Gitea: https://HOST/api/v1).",
-)
-@click.option(
-    "--token-env", default="GITHUB_TOKEN", show_default=True, help="Variable holding the token."
-)
+@forge_options(token_help="Variable holding the token.")
 def command(
     repo: str,
     title: str,

@@ -13,9 +13,10 @@ import os
 import click
 
 from konfig.commands._console import info
+from konfig.commands._options import forge_options
 from konfig.commands._outputs import append_github_output, github_output_file
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
-from konfig.forge.client import DEFAULT_API_URL, GitHub, parse_repo
+from konfig.forge.client import GitHub, parse_repo
 
 
 @click.command("pr")
@@ -38,18 +39,7 @@ from konfig.forge.client import DEFAULT_API_URL, GitHub, parse_repo
     help="Also write `found`, `number`, `fork`, `base-sha`, `base-ref` and `head-sha` "
     "to $GITHUB_OUTPUT.",
 )
-@click.option(
-    "--api-url",
-    default=DEFAULT_API_URL,
-    show_default=True,
-    help="API base URL (GitHub Enterprise: https://HOST/api/v3, Gitea: https://HOST/api/v1).",
-)
-@click.option(
-    "--token-env",
-    default="GITHUB_TOKEN",
-    show_default=True,
-    help="Environment variable holding the token (pull requests: read).",
-)
+@forge_options(token_help="Environment variable holding the token (pull requests: read).")
 def command(
     repo: str,
     head_sha: str,
