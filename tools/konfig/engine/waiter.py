@@ -108,10 +108,14 @@ def wait_healthy(run: StackRun, changes: list[Change]) -> None:
             names = ", ".join(sorted(pending)[:5])
             more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
             verb = "becomes" if len(pending) == 1 else "become"
-            run.emit(Event(run.path, "wait", f"waiting until {names}{more} {verb} healthy"))
-            for rid in sorted(pending):
-                if last[rid].message == health.NO_LOAD_BALANCER:  # say why it may never end
-                    run.emit(Event(run.path, "wait", f"{rid}: {health.NO_LOAD_BALANCER}"))
+            # one event: the heartbeat shows the last one, so why it may never end (no load
+            # balancer controller) is said in the same line as what it waits for
+            why = "".join(
+                f"; {rid}: {health.NO_LOAD_BALANCER}"
+                for rid in sorted(pending)
+                if last[rid].message == health.NO_LOAD_BALANCER
+            )
+            run.emit(Event(run.path, "wait", f"waiting until {names}{more} {verb} healthy{why}"))
             announced = True
         if run.pause(delay):
             return  # told to stop: what was applied stays applied, the rest is not started

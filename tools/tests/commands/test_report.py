@@ -185,16 +185,17 @@ def test_real_preview_of_a_secret_never_leaks_into_report(
     old, new = "CANARY-p8-old-4d1e", "CANARY-p8-new-9c3b"
     cluster.kubectl("create", "namespace", ns)
     live = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": ns}}
-    cluster.kubectl(
-        "apply", "-f", "-", input=yaml.safe_dump({**live, "stringData": {"password": old}})
-    )
     stack = repo_builder.stack(
-        "pay",
-        "dev",
-        main=RAW_MAIN,
-        # the Secret exists (made with kubectl above): the stack takes it over
-        stack_yaml="name: dev\nkubernetes:\n  context: admin\napply:\n  adoptUnmanaged: true\n",
+        "pay", "dev", main=RAW_MAIN, stack_yaml="name: dev\nkubernetes:\n  context: admin\n"
     )
+    # the stack owns the Secret (applied with the old value), so its preview shows the
+    # change masked; an object no stack owns would be shown without content at all
+    (stack / "objects.yaml").write_text(yaml.safe_dump({**live, "stringData": {"password": old}}))
+    applied = konfig(
+        "--root", str(repo_builder.root), "apply", "pay/dev", "--yes", "--allow-dirty",
+        "--kubeconfig", str(cluster.kubeconfig),
+    )  # fmt: skip
+    assert applied.code == 0, applied.out + applied.err
     (stack / "objects.yaml").write_text(
         yaml.safe_dump({**live, "stringData": {"password": new, "user": "app"}})
     )
@@ -216,7 +217,8 @@ def test_real_preview_of_a_secret_never_leaks_into_report(
         for canary in (old, new):
             assert canary not in text
             assert base64.b64encode(canary.encode()).decode() not in text
-    assert "***" in body
+    assert "***" in body, body
+    assert "managed by no Konfig stack" not in body
 
 
 def test_many_stacks_are_grouped_and_json_lists_the_groups(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
-from fixtures.tofu import Tofu
+from fixtures.tofu import Tofu, grant_credentials
 
 from konfig.engine.kube import Kube, KubeTarget, connect
 from konfig.tofu.config import STATE_NAMESPACE, Backend
@@ -102,6 +102,15 @@ def _pair(repo: RepoBuilder) -> tuple[str, str, str, str]:
     a = _stack(repo, f"{p}-a", "db", a_app)  # appops/<p>-a/db
     b = _stack(repo, p, "a-db", b_app)  # appops/<p>/a-db
     assert legacy_state_suffix(a) == legacy_state_suffix(b) == f"appops-{p}-a-db"
+    environment = {
+        "host": "T_PGHOST",
+        "port": "T_PGPORT",
+        "username": "T_PGUSER",
+        "password": "T_PGPASSWORD",
+    }
+    grant_credentials(
+        repo.root, [{"stacks": [a, b], "provider": "postgresql", "environment": environment}]
+    )
     return a, b, a_app, b_app
 
 
