@@ -398,11 +398,6 @@ def e2e_edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from _cluster(tmp_path_factory, "edge")
 
 
-def _superuser_password(tofu: Tofu) -> str:
-    # host:port:database:user:password
-    return tofu.pg_passfile.read_text(encoding="utf-8").strip().splitlines()[0].split(":", 4)[4]
-
-
 @pytest.fixture(scope="module")
 def e2e(
     forge: Forge,
@@ -459,7 +454,7 @@ def e2e(
     goldens = sorted({*rekeyed, SHOP})
     updated = konfig_cli("test", "--update", "--", *goldens, cwd=work, kubeconfig=Path(os.devnull))
     assert updated.returncode == 0, updated.stdout + updated.stderr
-    pg_password = _superuser_password(tofu)
+    pg_password = tofu.superuser_password
     state = E2E(forge, "", work, e2e_cluster, e2e_edge, tofu, pg_password)
     state.git("init", "-q", "-b", "main")
     state.git("add", "-A")

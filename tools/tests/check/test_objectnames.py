@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from kubeutil import unique
 
 from konfig.check.objectnames import name_problem
 from konfig.check.privilege import is_bootstrap_rbac
-from konfig.engine.kube import Kube, KubeApiError, KubeTarget, connect
+from konfig.engine.kube import Kube, KubeApiError
 
 RBAC = "rbac.authorization.k8s.io/v1"
 NAMES = (
@@ -163,13 +162,6 @@ def test_crd_and_apiservice_names_follow_their_spec() -> None:
     reg = "apiregistration.k8s.io/v1"
     assert name_problem(reg, "APIService", "v1beta1.metrics.k8s.io", api) is None
     assert name_problem(reg, "APIService", "metrics", api) is not None
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 @pytest.mark.cluster

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,20 +13,13 @@ from kubeutil import unique
 
 from konfig.build.compiler import compile_input, compile_one
 from konfig.engine import inventory as inv
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 from konfig.engine.lock import StackLock
 from konfig.repo.layout import discover
 
 pytestmark = pytest.mark.cluster
 
 STACK_YAML = "name: dev\nkubernetes:\n  context: admin\n"
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 def make(

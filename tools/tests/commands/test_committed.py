@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 
 import pytest
 from fixtures.cluster import Cluster
@@ -16,19 +15,12 @@ from kubeutil import unique
 
 from konfig.build.compiler import compile_input, compile_one
 from konfig.engine import inventory as inv
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 from konfig.repo.layout import discover
 
 pytestmark = pytest.mark.cluster
 
 STACK_YAML = "name: dev\nkubernetes:\n  context: admin\n"
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 def write_stack(repo: RepoBuilder, project: str, image: str = "nginx:1.27.3") -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,7 +26,7 @@ from fixtures.webhook import Trap, holding_webhook
 from kubeutil import unique
 
 from konfig.engine import inventory as inv
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
 
@@ -39,13 +38,6 @@ import base.pkg.models.frontend
 extras = frontend.Manifests {manifests = yaml.decode_all(file.read("objects.yaml"))}
 """
 STACK_YAML = "name: dev\nkubernetes:\n  context: admin\n"
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 def objects(ns: str, version: int) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ control plane; konfig runs in process.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from fixtures.cluster import Cluster
@@ -17,7 +16,7 @@ from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig.engine import inventory as inv
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
 
@@ -33,13 +32,6 @@ extras: frontend.Manifests {{
     ]
 }}
 """
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 def _patch(data: dict[str, str]) -> list[str]:

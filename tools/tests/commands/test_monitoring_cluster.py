@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,13 +26,6 @@ KINDS += (("PrometheusRule", "prometheusrules"),)
 STACK = "http-echo/prod"
 NS = "http-echo-prod"
 GROUP = "monitoring.coreos.com/v1"
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 def install_operator_crds(cluster: Cluster) -> None:

@@ -5,7 +5,6 @@ in the cluster that belong to another stack or to nobody in Konfig, are caught b
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 import yaml
@@ -14,7 +13,7 @@ from fixtures.repos import SIMPLE_MAIN, KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig.engine import inventory as inv
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 
 CONTEXT = "name: dev\nkubernetes:\n  context: admin\n"
 
@@ -74,13 +73,6 @@ def test_check_of_one_stack_reads_only_the_ids_of_the_others(
     repo_builder.write("appops/shop/dev/stack.yaml", "name: dev\nkubernetes:\n  context: edge\n")
     res = konfig("check", "shop/dev", "--format", "json", cwd=repo_builder.root)
     assert not [k for k in findings(res.out) if k[0] == "ownership/shared-object"]
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 RAW_MAIN = """\

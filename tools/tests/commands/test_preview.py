@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from kubeutil import configmap, namespace, secret, snapshot, unique
 
 from konfig.build.compiler import compile_input, compile_one
 from konfig.engine import inventory as inv
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 from konfig.repo.layout import discover
 
 pytestmark = pytest.mark.cluster
@@ -50,13 +49,6 @@ extras: frontend.Manifests {{
     manifests = yaml.decode_all(file.read("objects.yaml"))
 }}
 """
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 STACK_YAML = "name: dev\nkubernetes:\n  context: admin\n"

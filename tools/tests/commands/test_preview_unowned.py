@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,18 +18,11 @@ from fixtures.rawstacks import raw_stack, resource
 from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
 
 CONTEXT = "name: dev\nkubernetes:\n  context: admin\n"
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 def cm(ns: str, name: str, value: str, **annotations: str) -> dict[str, object]:

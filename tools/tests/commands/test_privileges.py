@@ -7,7 +7,6 @@ have one for all three. Against the real control plane."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from fixtures.cluster import Cluster
@@ -17,18 +16,11 @@ from kubeutil import unique
 
 from konfig.check import privilege as p
 from konfig.engine import inventory as inv
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
 
 RBAC = "rbac.authorization.k8s.io/v1"
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 def _binding(name: str) -> dict[str, object]:

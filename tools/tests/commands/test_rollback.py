@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 from fixtures.cluster import Cluster
@@ -15,16 +14,9 @@ from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig.engine import inventory as inv
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 MAIN = """\

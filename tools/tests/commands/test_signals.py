@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig.engine import inventory as inv
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 from konfig.engine.lock import LEASE_API_VERSION, LEASE_KIND, StackLock
 
 STACK_YAML = "name: dev\nkubernetes:\n  context: admin\n"
@@ -55,13 +54,6 @@ after: frontend.Manifests {{
 
 # about 20 s of CPU in one KCL run: long enough to be stopped in the middle
 SPIN_MAIN = "x = sum([sum([1 for j in range(2000)]) for i in range(2000)])\n"
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 def _lb_stack(repo_builder: RepoBuilder) -> tuple[str, str]:

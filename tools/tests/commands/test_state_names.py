@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
-from fixtures.tofu import Tofu, grant_credentials
+from fixtures.tofu import PG_ENVIRONMENT, Tofu, grant_credentials
 
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 from konfig.tofu.config import STATE_NAMESPACE, Backend
 from konfig.tofu.records import legacy_state_suffix, state_suffix
 from konfig.tofu.state import decode_state
@@ -56,25 +55,6 @@ terraform:
 """
 
 
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
-
-
-@pytest.fixture
-def tofu_env(tofu: Tofu, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    password = tofu.pg_passfile.read_text(encoding="utf-8").strip().splitlines()[0]
-    monkeypatch.setenv("KONFIG_TOFU", str(tofu.tofu))
-    monkeypatch.setenv("TF_CLI_CONFIG_FILE", str(tofu.cli_config))
-    monkeypatch.setenv("KONFIG_TOFU_WORKDIR", str(tmp_path / "tofu-work"))
-    monkeypatch.setenv("T_PGHOST", tofu.pg_host)
-    monkeypatch.setenv("T_PGPORT", str(tofu.pg_port))
-    monkeypatch.setenv("T_PGUSER", tofu.pg_superuser)
-    monkeypatch.setenv("T_PGPASSWORD", password.split(":", 4)[4])
-
-
 def _stack(repo: RepoBuilder, project: str, stack: str, app: str) -> str:
     repo.stack(project, stack, main=MAIN.format(name=app), stack_yaml=STACK_YAML.format(name=stack))
     return f"appops/{project}/{stack}"
@@ -102,14 +82,8 @@ def _pair(repo: RepoBuilder) -> tuple[str, str, str, str]:
     a = _stack(repo, f"{p}-a", "db", a_app)  # appops/<p>-a/db
     b = _stack(repo, p, "a-db", b_app)  # appops/<p>/a-db
     assert legacy_state_suffix(a) == legacy_state_suffix(b) == f"appops-{p}-a-db"
-    environment = {
-        "host": "T_PGHOST",
-        "port": "T_PGPORT",
-        "username": "T_PGUSER",
-        "password": "T_PGPASSWORD",
-    }
     grant_credentials(
-        repo.root, [{"stacks": [a, b], "provider": "postgresql", "environment": environment}]
+        repo.root, [{"stacks": [a, b], "provider": "postgresql", "environment": PG_ENVIRONMENT}]
     )
     return a, b, a_app, b_app
 
@@ -119,7 +93,7 @@ def test_two_stacks_that_shared_a_state_each_keep_their_own(
     konfig: KonfigRunner,
     cluster: Cluster,
     kube: Kube,
-    tofu_env: None,
+    tofu_env: Path,
 ) -> None:
     """Before: B's preview read A's state: A's role was a delete (refused without
     terraform.allowDestroy), and B's apply with allowDestroy would have dropped it."""
@@ -152,7 +126,7 @@ def test_a_state_under_its_former_name_moves_with_the_next_apply(
     cluster: Cluster,
     kube: Kube,
     tofu: Tofu,
-    tofu_env: None,
+    tofu_env: Path,
 ) -> None:
     a, b, a_app, b_app = _pair(repo_builder)
     root, kc = repo_builder.root, f"--kubeconfig={cluster.kubeconfig}"

@@ -6,7 +6,6 @@ for all three. Against the real control plane."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig.engine import inventory as inv
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
 
@@ -36,13 +35,6 @@ extras: frontend.Manifests {{
 }}
 """  # noqa: E501
 PUBLIC = '{apiVersion = "v1", kind = "Namespace", metadata.name = "kube-public"}'
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 def _stack(repo: RepoBuilder, *, extra: str = "") -> tuple[str, str]:

@@ -11,17 +11,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 import pytest
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
-from fixtures.tofu import TOFU_SCRIPT, Tofu, grant_credentials
+from fixtures.tofu import PG_ENVIRONMENT, TOFU_SCRIPT, Tofu, grant_credentials
 from kubeutil import unique
 
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube, KubeTarget
 from konfig.tofu.config import STATE_NAMESPACE
 from konfig.tofu.records import state_suffix
 from konfig.tofu.state import decode_state
@@ -61,41 +61,11 @@ terraform:
 {extra}"""
 
 
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
-
-
-def _superuser_password(tofu: Tofu) -> str:
-    # host:port:database:user:password
-    return tofu.pg_passfile.read_text(encoding="utf-8").strip().splitlines()[0].split(":", 4)[4]
-
-
-@pytest.fixture
-def tofu_env(tofu: Tofu, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    workroot = tmp_path / "tofu-work"
-    monkeypatch.setenv("KONFIG_TOFU", str(tofu.tofu))
-    monkeypatch.setenv("TF_CLI_CONFIG_FILE", str(tofu.cli_config))
-    monkeypatch.setenv("KONFIG_TOFU_WORKDIR", str(workroot))
-    monkeypatch.setenv("T_PGHOST", tofu.pg_host)
-    monkeypatch.setenv("T_PGPORT", str(tofu.pg_port))
-    monkeypatch.setenv("T_PGUSER", tofu.pg_superuser)
-    monkeypatch.setenv("T_PGPASSWORD", _superuser_password(tofu))
-    return workroot
-
-
 # konfig.yaml grants these tests' stacks the variables their stack.yaml names
 GRANT = {
     "stacks": ["appops/*/dev"],
     "provider": "postgresql",
-    "environment": {
-        "host": "T_PGHOST",
-        "port": "T_PGPORT",
-        "username": "T_PGUSER",
-        "password": "T_PGPASSWORD",
-    },
+    "environment": PG_ENVIRONMENT,
 }
 
 
@@ -606,7 +576,7 @@ def test_preview_without_credentials_degrades_and_apply_refuses(
     ext_id = f"cyrilgdn/postgresql:postgresql_extension:{db}_pgcrypto"
     terraform_ids = [db_id, ext_id, role_id]
     named = "credentials T_PGHOST, T_PGPASSWORD, T_PGPORT, T_PGUSER missing"
-    superuser = _superuser_password(tofu)
+    superuser = tofu.superuser_password
     outputs: list[str] = []
 
     # 1. A PR from a fork: no credentials. The Kubernetes part is previewed, the
@@ -702,7 +672,7 @@ def test_status_and_drift_cover_terraform_resources(
     role_id = f"cyrilgdn/postgresql:postgresql_role:{db}"
     db_id = f"cyrilgdn/postgresql:postgresql_database:{db}"
     ext_id = f"cyrilgdn/postgresql:postgresql_extension:{db}_pgcrypto"
-    superuser = _superuser_password(tofu)
+    superuser = tofu.superuser_password
     outputs: list[str] = []
     res = konfig("apply", address, "--allow-dirty", "--yes", kc, cwd=root)
     assert res.code == 0, res.out + res.err

@@ -7,7 +7,6 @@ OpenTofu with the real PostgreSQL provider and a real PostgreSQL (``hack/tofu up
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +14,10 @@ import pytest
 import yaml
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
-from fixtures.tofu import Tofu, evil_repo, grant_credentials
+from fixtures.tofu import PG_ENVIRONMENT, Tofu, evil_repo, grant_credentials
 from kubeutil import unique
 
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 from konfig.tofu.config import STATE_NAMESPACE
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tofu]
@@ -35,12 +34,7 @@ app: frontend.Server {{
 }}
 {extra}"""
 
-CREDENTIALS = {
-    "host": "T_PGHOST",
-    "port": "T_PGPORT",
-    "username": "T_PGUSER",
-    "password": "T_PGPASSWORD",
-}
+CREDENTIALS = PG_ENVIRONMENT
 
 
 def _stack_yaml(settings: dict[str, Any], environment: dict[str, str]) -> str:
@@ -58,30 +52,6 @@ def _stack_yaml(settings: dict[str, Any], environment: dict[str, str]) -> str:
 
 def _platform(repo: RepoBuilder, grants: list[dict[str, Any]]) -> None:
     grant_credentials(repo.root, grants)
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
-
-
-def _superuser_password(tofu: Tofu) -> str:
-    return tofu.pg_passfile.read_text(encoding="utf-8").strip().splitlines()[0].split(":", 4)[4]
-
-
-@pytest.fixture
-def tofu_env(tofu: Tofu, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    workroot = tmp_path / "tofu-work"
-    monkeypatch.setenv("KONFIG_TOFU", str(tofu.tofu))
-    monkeypatch.setenv("TF_CLI_CONFIG_FILE", str(tofu.cli_config))
-    monkeypatch.setenv("KONFIG_TOFU_WORKDIR", str(workroot))
-    monkeypatch.setenv("T_PGHOST", tofu.pg_host)
-    monkeypatch.setenv("T_PGPORT", str(tofu.pg_port))
-    monkeypatch.setenv("T_PGUSER", tofu.pg_superuser)
-    monkeypatch.setenv("T_PGPASSWORD", _superuser_password(tofu))
-    return workroot
 
 
 def _nothing_written(kube: Kube, tofu: Tofu, name: str, workroot: Path) -> None:

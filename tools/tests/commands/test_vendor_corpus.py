@@ -22,7 +22,7 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import KonfigRunner, RepoBuilder
 
 from konfig.build.compiler import compile_input, compile_one
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 from konfig.repo.layout import discover
 
 pytestmark = pytest.mark.cluster
@@ -221,13 +221,6 @@ def _changes(konfig: KonfigRunner, kc: str, root: Path) -> dict[str, dict[str, A
     res = konfig("preview", "--all", "--format", "json", kc, cwd=root)
     assert res.code == 0, res.out + res.err
     return {c["id"]: c for s in json.loads(res.out)["stacks"] for c in s["changes"]}
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 def test_vendor_manifests_apply_preview_change_prune_destroy(

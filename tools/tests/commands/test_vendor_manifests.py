@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig.engine import inventory as inv
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
 
@@ -34,13 +33,6 @@ extras: frontend.Manifests {
     manifests = yaml.decode_all(file.read("objects.yaml"))
 }
 """
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 def yaml_stack(repo: RepoBuilder, project: str, docs: list[dict[str, Any]]) -> str:

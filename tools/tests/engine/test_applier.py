@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from konfig.engine import inventory as inv
 from konfig.engine.applier import ApplyError, apply_stack, check_plan
 from konfig.engine.destroyer import destroy_stack
 from konfig.engine.diff import FieldChange
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 from konfig.engine.plan import Change, StackPlan, plan_differences
 from konfig.engine.planner import plan_stack
 from konfig.engine.stackrun import ApplyOptions, Event
@@ -122,13 +121,6 @@ def test_plan_differences() -> None:
 
 
 # --- against the control plane ------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 class Recorder:

@@ -4,24 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from fixtures.cluster import Cluster
 from kubeutil import make_stack
 
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 from konfig.engine.lock import LEASE_API_VERSION, LEASE_KIND, LockError, StackLock, lease_state
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 def lease(kube: Kube, lock: StackLock) -> dict | None:  # type: ignore[type-arg]

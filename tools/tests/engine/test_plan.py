@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -37,13 +36,6 @@ from konfig.engine.planner import plan_stack
 from konfig.masking import MASK_AFTER, MASK_BEFORE
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import base64
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from fixtures.repos import AUTHOR, KonfigRunner, RepoBuilder
 from fixtures.sops import SopsCli
 from kubeutil import unique
 
-from konfig.engine.kube import Kube, KubeTarget, connect
+from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
 
@@ -69,13 +68,6 @@ def leaks(texts: dict[str, str]) -> list[str]:
                 if form and form in text:
                     found.append(f"{name}: {form}")
     return found
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 def git(root: Path, *args: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.tofu import Tofu
+from fixtures.tofu import PG_ENVIRONMENT, Tofu
 
 from konfig.spec import spec_from_items
 from konfig.tofu.config import Backend, configuration, literal, provider_variable
@@ -33,12 +33,7 @@ def _spec(role: dict[str, Any], *, import_id: str | None = None) -> Any:
     )
 
 
-CREDENTIALS = {
-    "host": "T_PGHOST",
-    "port": "T_PGPORT",
-    "username": "T_PGUSER",
-    "password": "T_PGPASSWORD",
-}
+CREDENTIALS = PG_ENVIRONMENT
 
 
 def _document(settings: dict[str, Any], role: dict[str, Any], **kw: Any) -> dict[str, Any]:
@@ -105,10 +100,6 @@ def test_provider_settings_import_ids_and_attribute_keys_are_literals() -> None:
 # --- the real OpenTofu -------------------------------------------------------------------
 
 
-def _superuser_password(tofu: Tofu) -> str:
-    return tofu.pg_passfile.read_text(encoding="utf-8").strip().splitlines()[0].split(":", 4)[4]
-
-
 def _plan(tofu: Tofu, work: Path, doc: dict[str, Any]) -> tuple[int, str]:
     work.mkdir(parents=True, exist_ok=True)
     (work / "main.tf.json").write_text(json.dumps(doc, indent=2))
@@ -116,7 +107,7 @@ def _plan(tofu: Tofu, work: Path, doc: dict[str, Any]) -> tuple[int, str]:
         "TF_VAR_" + provider_variable("postgresql", "host"): tofu.pg_host,
         "TF_VAR_" + provider_variable("postgresql", "port"): str(tofu.pg_port),
         "TF_VAR_" + provider_variable("postgresql", "username"): tofu.pg_superuser,
-        "TF_VAR_" + provider_variable("postgresql", "password"): _superuser_password(tofu),
+        "TF_VAR_" + provider_variable("postgresql", "password"): tofu.superuser_password,
     }
     init = tofu.run("init", "-no-color", "-input=false", cwd=work, env=creds)
     assert init.returncode == 0, init.stdout + init.stderr
