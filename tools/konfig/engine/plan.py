@@ -29,6 +29,31 @@ CHANGING: tuple[Action, ...] = ("create", "update", "replace", "delete")
 # or no Konfig stack at all); apply refuses the stack, reports list these first
 CONFLICT: Action = "conflict"
 
+DangerClass = Literal[
+    "destroy", "replace", "rollout", "capacity", "access", "cascade", "data", "deprecated"
+]
+# the danger classes, in the order reports list them (docs/danger.md)
+DANGER_CLASSES: tuple[DangerClass, ...] = (
+    "destroy", "replace", "rollout", "capacity", "access", "cascade", "data", "deprecated"
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Danger:
+    """What a reviewer must not miss about one planned change (:mod:`konfig.engine.danger`
+    finds them): its class and why, in words; ``objects``: how many live objects go
+    with it (a ``cascade``: what the Namespace or CRD holds), else None."""
+
+    name: DangerClass
+    reason: str
+    objects: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"class": self.name, "reason": self.reason}
+        if self.objects is not None:
+            out["objects"] = self.objects
+        return out
+
 
 @dataclass(frozen=True)
 class Change:
@@ -51,6 +76,7 @@ class Change:
     owner: str | None = None  # a conflict: who owns the object (a stack path, or words)
     # how the live object differs from Konfig's last apply (None: not in the inventory)
     drift: ObjectDrift | None = None
+    dangers: tuple[Danger, ...] = ()  # what a reviewer must not miss (engine.danger)
 
     @property
     def not_compared(self) -> tuple[str, ...]:
@@ -79,6 +105,7 @@ class Change:
             "refused": self.refused or None,
             "owner": self.owner,
             "drift": self.drift.to_dict() if self.drift is not None else None,
+            "dangers": [d.to_dict() for d in self.dangers],
         }
 
 
@@ -117,6 +144,14 @@ class StackPlan:
     @property
     def has_changes(self) -> bool:
         return any(c.action in CHANGING for c in self.changes)
+
+    def danger_counts(self) -> dict[str, int]:
+        """Changes per danger class (a change counts once per class it has)."""
+        counts: dict[str, int] = dict.fromkeys(DANGER_CLASSES, 0)
+        for change in self.changes:
+            for name in {d.name for d in change.dangers}:
+                counts[name] += 1
+        return counts
 
     def refusals(self) -> list[Change]:
         """The changes apply refuses (a guard the stack did not lift)."""

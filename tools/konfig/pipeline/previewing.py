@@ -14,8 +14,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from konfig.build.compiler import CompileResult
+from konfig.engine.danger import assess
 from konfig.engine.inventory import read_inventory
-from konfig.engine.plan import ACTIONS, Change, NotPreviewed, StackPlan
+from konfig.engine.plan import ACTIONS, DANGER_CLASSES, Change, Danger, NotPreviewed, StackPlan
 from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
 from konfig.errors import KonfigError
 from konfig.pipeline.connections import Connections
@@ -118,6 +119,26 @@ class Preview:
     def drifted_objects(self) -> int:
         return sum(len(s.plan.drifted) for s in self.stacks if s.plan)
 
+    def danger_counts(self) -> dict[str, int]:
+        """Changes per danger class, over every stack."""
+        total: dict[str, int] = dict.fromkeys(DANGER_CLASSES, 0)
+        for s in self.stacks:
+            if s.plan:
+                for name, n in s.plan.danger_counts().items():
+                    total[name] += n
+        return total
+
+    def dangers(self) -> list[tuple[str, Change, Danger]]:
+        """``(stack path, change, danger)`` of every danger, in stack then class order."""
+        found = [
+            (s.path, c, d)
+            for s in self.stacks
+            for c in (s.plan.changes if s.plan else ())
+            for d in c.dangers
+        ]
+        order = {name: i for i, name in enumerate(DANGER_CLASSES)}
+        return sorted(found, key=lambda t: (t[0], order[t[2].name], t[1].id))
+
     def not_previewed(self) -> int:
         """Resources no runtime previewed (their credentials are missing)."""
         return sum(len(s.not_previewed) for s in self.stacks)
@@ -171,6 +192,7 @@ def preview_stack(
             workers=workers,
             secret_data=data,
         )
+        plan = assess(plan, version=conns.repo.config.kubernetes_version, reader=kube)
         return StackPreview(stack.path, context=plan.context, plan=plan)
     except KonfigError as exc:
         return StackPreview(
@@ -201,6 +223,7 @@ def preview_deleted(
             if note is not None:
                 note(kept)
         plan = plan_stack(kube, stack, None, prior, deleted=True, workers=workers)
+        plan = assess(plan, version=conns.repo.config.kubernetes_version, reader=kube)
         return StackPreview(stack.path, context=plan.context, deleted=True, plan=plan)
     except KonfigError as exc:
         return StackPreview(

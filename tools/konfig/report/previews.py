@@ -15,7 +15,15 @@ import re
 from typing import Any
 
 from konfig import contracts
-from konfig.engine.plan import ACTIONS, CHANGING, CONFLICT, Change, NotPreviewed, StackPlan
+from konfig.engine.plan import (
+    ACTIONS,
+    CHANGING,
+    CONFLICT,
+    DANGER_CLASSES,
+    Change,
+    NotPreviewed,
+    StackPlan,
+)
 from konfig.masking import scrub
 from konfig.pipeline.previewing import Preview, StackPreview
 from konfig.words import plural
@@ -56,6 +64,7 @@ def to_json(preview: Preview) -> dict[str, Any]:
         "hasConflicts": preview.has_conflicts,
         "hasDrift": preview.has_drift,
         "counts": preview.counts(),
+        "dangers": preview.danger_counts(),
         "stacks": [_stack_json(s) for s in preview.stacks],
     }
 
@@ -75,6 +84,7 @@ def _stack_json(s: StackPreview) -> dict[str, Any]:
         "priorDigest": plan.prior_digest if plan else None,
         "priorDirty": plan.prior_dirty if plan else False,
         "counts": s.counts(),
+        "dangers": plan.danger_counts() if plan else dict.fromkeys(DANGER_CLASSES, 0),
         "drift": {
             "objects": len(s.plan.drifted) if s.plan else 0,
             "fields": sum(len(c.drift.fields) for c in s.plan.drifted if c.drift) if s.plan else 0,
@@ -145,6 +155,11 @@ def _counts_line(counts: dict[str, int]) -> str:
     )
 
 
+def danger_line(counts: dict[str, int]) -> str:
+    """``destroy 2, cascade 1``: the classes present, in their order ("" for none)."""
+    return ", ".join(f"{name} {counts[name]}" for name in DANGER_CLASSES if counts.get(name))
+
+
 def _key_statuses(change: Change) -> str:
     """``token changed, user unchanged``: the verdict per key, never a value."""
     return ", ".join(f"{k.key} {k.status}" for k in change.secrets)
@@ -201,6 +216,8 @@ def render_text(
         for c in _listed(s.changes):
             symbol = f"{_SYMBOL[c.action]:>3} {c.action:<7}"
             lines.append(f"  {style(symbol, _COLOUR[c.action])} {c.id}  ({c.reason})")
+            for d in c.dangers:
+                lines.append("        " + style(f"⚠ {d.name}: {d.reason}", "red", bold=True))
             if c.action in ("update", "replace"):
                 for f in c.fields:
                     note = (
@@ -240,6 +257,9 @@ def render_text(
         summary_text += (
             f"; {plural(drifted, 'object')} drifted (changed in the cluster since the last apply)"
         )
+    dangers = danger_line(preview.danger_counts())
+    if dangers:
+        summary_text += f"; dangers: {dangers}"
     skipped = preview.not_previewed()
     if skipped:
         summary_text += f"; {plural(skipped, 'resource')} not previewed (credentials missing)"
@@ -305,6 +325,11 @@ def render_markdown(preview: Preview) -> str:
         else ("changes" if preview.has_changes else "no changes")
     )
     out.append(f"**Konfig preview**: {status}. {_counts_line(total)}.")
+    dangers = preview.dangers()
+    if dangers:
+        out.extend(["", f"**⚠️ Dangers**: {danger_line(preview.danger_counts())}", ""])
+        for path, c, d in dangers:
+            out.append(f"- **{d.name}** `{path}`: `{c.id}`: {_md_cell(d.reason)}")
     skipped = preview.not_previewed()
     if skipped:
         out.append("")
@@ -370,6 +395,8 @@ def render_markdown(preview: Preview) -> str:
                     reason += f" (secret keys, encrypted or generated: {_key_statuses(c)})"
                 if c.refused:
                     reason += f" **⛔ REFUSED: {c.refused}**"
+                for d in c.dangers:
+                    reason += f" **⚠️ {d.name}**: {d.reason}"
                 out.append(f"| {c.action} | `{c.id}` | {_md_cell(reason)} |")
             out.append("")
             diff_text = "".join(c.diff for c in changing if c.diff)
