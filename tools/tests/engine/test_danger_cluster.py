@@ -5,11 +5,9 @@ cascade counts read from the cluster."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fixtures.cluster import Cluster
 from kubeutil import (
     apply_as_konfig,
     configmap,
@@ -24,18 +22,11 @@ from kubeutil import (
 )
 
 from konfig.engine.danger import assess
-from konfig.engine.kube import Kube, KubeError, KubeTarget, connect
+from konfig.engine.kube import Kube, KubeError
 from konfig.engine.plan import Change, StackPlan
 from konfig.engine.planner import plan_stack
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Iterator[Kube]:
-    k = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
-    yield k
-    k.close()
 
 
 @pytest.fixture
