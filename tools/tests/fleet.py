@@ -14,7 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from konfig.engine.danger import Context, classify
 from konfig.engine.diff import compare
+from konfig.engine.plan import Change
 
 ENVS = ("dev", "staging", "prod")
 ZERO = {"create": 0, "update": 0, "replace": 0, "delete": 0, "unchanged": 0}
@@ -85,9 +87,17 @@ def object_id(obj: Obj) -> str:
     return f"{obj['apiVersion']}:{obj['kind']}:{ns}{meta['name']}"
 
 
-def change(live: Obj | None, planned: Obj | None, *, unmasked: bool = False) -> dict[str, Any]:
+def change(
+    live: Obj | None,
+    planned: Obj | None,
+    *,
+    unmasked: bool = False,
+    dangers: bool = False,
+    held: int | None = None,
+) -> dict[str, Any]:
     """One change of the preview JSON; ``unmasked`` fakes a faulty producer that
-    forgot to mask Secret values (the report must mask them anyway)."""
+    forgot to mask Secret values (the report must mask them anyway); ``dangers``: with
+    its danger classes as the preview finds them (``held``: a deleted Namespace's count)."""
     obj = planned if planned is not None else live
     assert obj is not None
     ident = object_id(obj)
@@ -109,7 +119,7 @@ def change(live: Obj | None, planned: Obj | None, *, unmasked: bool = False) -> 
     else:
         action, reason = "unchanged", "matches the cluster"
     meta = obj["metadata"]
-    return {
+    out = {
         "id": ident,
         "apiVersion": obj["apiVersion"],
         "kind": obj["kind"],
@@ -121,6 +131,14 @@ def change(live: Obj | None, planned: Obj | None, *, unmasked: bool = False) -> 
         "fields": [f.to_dict() for f in fields],
         "diff": "" if action == "unchanged" else diff,
     }
+    if dangers:
+        planned_change = Change(
+            ident, obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"],
+            action, reason, action != "delete", planned, live, tuple(fields), diff,
+        )  # fmt: skip
+        found = classify(planned_change, Context(held={ident: held} if held is not None else None))
+        out["dangers"] = [d.to_dict() for d in found]
+    return out
 
 
 def stack_doc(
@@ -177,6 +195,7 @@ class Fleet:
         default_factory=dict
     )
     name: Callable[[int], str] = lambda i: f"app{i:03d}"
+    dangers: bool = False  # the changes carry their danger classes
     _made: dict[str, str] = field(default_factory=dict, repr=False)
 
     def paths(self) -> list[str]:
@@ -194,7 +213,11 @@ class Fleet:
         planned = copy.deepcopy(live)
         for edit in self.edits:
             edit(planned)
-        return [change(live, planned), change(service(project, env), service(project, env))]
+        svc = service(project, env)
+        return [
+            change(live, planned, dangers=self.dangers),
+            change(svc, svc, dangers=self.dangers),
+        ]
 
     def stacks(self) -> list[dict[str, Any]]:
         out = []

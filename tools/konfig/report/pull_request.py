@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from konfig.engine.plan import ACTIONS, CHANGING
+from konfig.engine.plan import ACTIONS, CHANGING, DANGER_CLASSES
 from konfig.masking import mask_field, mask_secret_diff
 from konfig.repo.settings import DEFAULT_PRODUCTION_STACKS, is_production
 from konfig.report.grouping import (
@@ -79,6 +79,22 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class DangerItem:
+    name: str  # a danger class (docs/danger.md)
+    reason: str
+
+
+@dataclass(frozen=True)
+class DangerRow:
+    """One row of the comment's danger table: a class, how many changes have it, where."""
+
+    name: str
+    changes: int
+    stacks: tuple[str, ...]  # the stacks with it, most changes first
+    example: str  # the first change's reason
+
+
+@dataclass(frozen=True)
 class ChangeItem:
     id: str
     kind: str
@@ -91,6 +107,11 @@ class ChangeItem:
     api_version: str = ""
     fields: tuple[Field, ...] = ()  # masked
     owner: str | None = None  # a conflict's owner
+    dangers: tuple[DangerItem, ...] = ()
+
+    @property
+    def danger_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(d.name for d in self.dangers))
 
 
 # -- conflicts first: an object that belongs to another stack, or to nobody in Konfig --
@@ -165,6 +186,15 @@ class StackReport:
     def has_changes(self) -> bool:
         return any(self.counts.get(a, 0) for a in CHANGING)
 
+    @property
+    def danger_counts(self) -> dict[str, int]:
+        """Changes per danger class (a change counts once per class)."""
+        counts: dict[str, int] = dict.fromkeys(DANGER_CLASSES, 0)
+        for c in self.changes:
+            for name in c.danger_names:
+                counts[name] = counts.get(name, 0) + 1
+        return counts
+
 
 @dataclass(frozen=True)
 class Report:
@@ -194,6 +224,28 @@ class Report:
         if not self.previewed:
             return "⏳ checks passed, not previewed"
         return "📝 changes to apply" if self.has_changes else "✅ no changes"
+
+    @cached_property
+    def dangers(self) -> tuple[DangerRow, ...]:
+        """The danger table (class × stack counts), in the classes' order."""
+        rows = []
+        for name in DANGER_CLASSES:
+            per_stack = [(s.danger_counts[name], s) for s in self.stacks if s.danger_counts[name]]
+            if not per_stack:
+                continue
+            per_stack.sort(key=lambda t: (-t[0], t[1].path))
+            first = next(
+                d.reason for c in per_stack[0][1].changes for d in c.dangers if d.name == name
+            )
+            rows.append(
+                DangerRow(
+                    name,
+                    sum(n for n, _ in per_stack),
+                    tuple(s.path for _, s in per_stack),
+                    first,
+                )
+            )
+        return tuple(rows)
 
     @property
     def totals(self) -> dict[str, int]:
@@ -436,6 +488,7 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
                 api_version=c.get("apiVersion", ""),
                 fields=_fields(c.get("apiVersion", ""), c["kind"], c["fields"]),
                 owner=c.get("owner") or None,
+                dangers=tuple(DangerItem(d["class"], d["reason"]) for d in c.get("dangers") or []),
             )
             for c in item["changes"]
             if c["action"] != "unchanged"
