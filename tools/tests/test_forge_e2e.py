@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures import timeline
 from fixtures.cluster import Cluster, _cluster, _run_script, merged_kubeconfig
 from fixtures.forge import Forge
 from fixtures.tofu import Tofu
@@ -542,6 +543,20 @@ def e2e(
     print("\nforge e2e timings (s):", json.dumps(TIMINGS, indent=1), file=sys.stderr)
 
 
+def _record_breakdown(
+    e2e: E2E, what: str, runs: list[dict[str, Any]], t0: float, end: float
+) -> None:
+    """Where the round's time went (fixtures/timeline.py), into TIMINGS and stderr."""
+    jobs = []
+    for run in runs:
+        name = Path(str(run.get("path", "")).split("@")[0]).name
+        for job in e2e.forge.jobs(e2e.repo, int(run["id"])):
+            jobs.append(timeline.job_of(name, job, e2e.forge.job_log(e2e.repo, int(job["id"]))))
+    for kind, seconds in timeline.breakdown(jobs, t0, end).items():
+        TIMINGS[f"{what} -> preview comment, critical path: {kind}"] = round(seconds, 1)
+    print(f"\n{what}: the round's jobs\n{timeline.table(jobs, t0)}", file=sys.stderr)
+
+
 def _preview_seen(body: str, head: str) -> bool:
     return f"for `{head[:12]}`" in body and "running" not in body.splitlines()[1]
 
@@ -556,7 +571,7 @@ def test_one_stack_pr_gets_one_comment_placeholder_first_then_updated(e2e: E2E) 
     head = e2e.change(
         "one-stack", {"appops/guestbook/dev/main.k": text}, "guestbook dev: 2", goldens=(DEV,)
     )
-    t0, cpu0 = time.monotonic(), e2e.forge.cpu_seconds()
+    t0, cpu0, wall0 = time.monotonic(), e2e.forge.cpu_seconds(), time.time()
     pr = e2e.open_pr("one-stack", "guestbook dev: two frontends", head)
 
     # Watch the comments as the run goes: never more than one, placeholder first.
@@ -584,6 +599,7 @@ def test_one_stack_pr_gets_one_comment_placeholder_first_then_updated(e2e: E2E) 
     TIMINGS["PR opened -> preview comment"] = time.monotonic() - t0
     TIMINGS["PR opened -> preview comment: forge CPU seconds"] = e2e.forge.cpu_seconds() - cpu0
     TIMINGS["load average (1 min) at the preview comment"] = os.getloadavg()[0]
+    seen_at = time.time()
     first_body = seen[0][2]
     assert "running" in first_body.splitlines()[1] and head in first_body, first_body
     assert {cid for _, cid, _ in seen} == {int(comment["id"])}
@@ -596,13 +612,14 @@ def test_one_stack_pr_gets_one_comment_placeholder_first_then_updated(e2e: E2E) 
     TIMINGS["PR opened -> run completed"] = time.monotonic() - t0
     assert run["conclusion"] == "success", e2e.logs(run)
     assert len(e2e.konfig_comments(pr.number)) == 1
+    _record_breakdown(e2e, "PR opened", [run, e2e.cluster_run(head)], wall0, seen_at)
 
     # A second push: the same comment now reports the new head.
     text2 = text.replace("replicas = 2", "replicas = 3")
     head2 = e2e.change(
         "one-stack", {"appops/guestbook/dev/main.k": text2}, "guestbook dev: 3", goldens=(DEV,)
     )
-    t1 = time.monotonic()
+    t1, wall1 = time.monotonic(), time.time()
     updated = e2e.forge.wait(
         "the comment to report the second push",
         lambda: next(
@@ -612,10 +629,13 @@ def test_one_stack_pr_gets_one_comment_placeholder_first_then_updated(e2e: E2E) 
         logs=lambda: _logs_for(e2e, head2),
     )
     TIMINGS["second push -> preview comment"] = time.monotonic() - t1
+    seen2_at = time.time()
+    TIMINGS["load average (1 min) at the second comment"] = os.getloadavg()[0]
     assert int(updated["id"]) == int(comment["id"])
     assert len(e2e.konfig_comments(pr.number)) == 1
     run2 = e2e.wait_run("preview.yml", head2, "pull_request")
     assert run2["conclusion"] == "success", e2e.logs(run2)
+    _record_breakdown(e2e, "second push", [run2, e2e.cluster_run(head2)], wall1, seen2_at)
 
     # Merge: the apply workflow brings the cluster to the new state.
     merged = e2e.merge(pr)
