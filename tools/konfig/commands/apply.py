@@ -80,6 +80,14 @@ from konfig.repo.layout import Stack
     "the inventory records the apply as dirty and `konfig pending` lists the stack until "
     "a commit is applied.",
 )
+@click.option(
+    "--confirm",
+    "confirms",
+    multiple=True,
+    metavar="STACK=DIGEST",
+    help="Confirm a stack's dangers that konfig.yaml `dangers` says need a confirmation "
+    "(danger/confirm): the digest the preview names. Repeatable.",
+)
 @lock_options(lock_timeout="Seconds to wait for another apply of the same stack to finish.")
 @kube_options
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
@@ -98,6 +106,7 @@ def command(
     plan_file: Path | None,
     commit: str | None,
     allow_dirty: bool,
+    confirms: tuple[str, ...],
     lock_timeout: float,
     lease_duration: int,
     kubeconfig: str | None,
@@ -120,6 +129,7 @@ def command(
       konfig apply --all --yes --plan preview.json --json   # CI: exactly what was previewed
     """
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
+    confirmed = _confirmations(confirms)
     repo = load_repository(ctx)
     selected = select_stacks(repo, stacks, all_stacks=all_stacks)
     if not selected:
@@ -143,7 +153,13 @@ def command(
 
     def options_of(stack: Stack) -> ApplyOptions:
         return apply_options(
-            stack, tree=inputs.tree, timeout=timeout, concurrency=concurrency, wait=not no_wait
+            stack,
+            tree=inputs.tree,
+            timeout=timeout,
+            concurrency=concurrency,
+            wait=not no_wait,
+            config=repo.config,
+            confirmed=confirmed,
         )
 
     kept: dict[str, SavedPlan] = {}  # OpenTofu plans shown, applied as they are
@@ -201,3 +217,20 @@ def command(
                 results = run_concurrently(selected, lambda s: one(s, stop), stack_concurrency)
     code = finish("Apply", results, as_json=as_json, contexts=contexts)
     return stopped(stop, code)
+
+
+def _confirmations(given: tuple[str, ...]) -> dict[str, str]:
+    """``--confirm STACK=DIGEST`` values: stack path (``appops/`` optional) -> digest."""
+    out: dict[str, str] = {}
+    for item in given:
+        path, sep, digest = item.partition("=")
+        path = path.strip().strip("/")
+        if not sep or not path or not digest.strip():
+            raise UsageError(
+                f"--confirm {item!r} is not STACK=DIGEST",
+                hint="copy it from the preview: `konfig apply --confirm appops/shop/prod=<digest>`",
+            )
+        if not path.startswith("appops/"):
+            path = f"appops/{path}"
+        out[path] = digest.strip()
+    return out

@@ -38,7 +38,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from konfig.engine import inventory, ordering
-from konfig.engine.guards import REPLACE_ANNOTATION, replace_allowed
+from konfig.engine.danger import assess
+from konfig.engine.guards import (
+    CONFIRM_RULE,
+    REPLACE_ANNOTATION,
+    confirm_hint,
+    replace_allowed,
+    unconfirmed,
+)
 from konfig.engine.inventory import Inventory, Member
 from konfig.engine.kube import Kube, KubeApiError, KubeError
 from konfig.engine.plan import Change, StackPlan
@@ -86,6 +93,19 @@ def check_plan(
             hint="an object belongs to exactly one stack: resolve each conflict as its reason "
             "says (the pull request's preview shows them first)",
         )
+    if options.dangers is not None and options.dangers.policy.active:
+        assessed = (
+            plan
+            if any(c.dangers for c in plan.changes)
+            else assess(plan, version=options.kubernetes_version)
+        )
+        found = unconfirmed(assessed, options.dangers)
+        if found is not None:
+            raise ApplyError(
+                f"{plan.path}: nothing was applied: {CONFIRM_RULE}: {found.summary} needs a "
+                f"confirmation ({len(found.why)} change{'s' if len(found.why) != 1 else ''})",
+                hint=confirm_hint(plan.path, found),
+            )
     resources = spec.by_id() if spec else {}
     planned = [c for c in plan.changes if c.id in resources and c.action != "delete"]
     blocked = [

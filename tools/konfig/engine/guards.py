@@ -24,6 +24,12 @@ Apply guards:
   object that exists without any inventory's label is taken over only when the stack
   or the object opts in.
 
+- ``danger/confirm`` (:func:`unconfirmed`): the changes whose danger classes
+  ``konfig.yaml`` ``dangers.confirm`` lists, and every delete of a stack that deletes
+  more objects (or a larger share of them) than ``dangers.maxDeletes`` /
+  ``maxDeletePercent``, need a confirmation bound to them (``--confirm PATH=DIGEST``);
+  the preview marks them refused, apply refuses the stack (docs/danger.md).
+
 Both ownership guards make the planned change a ``conflict`` (with the owner), so the
 pull request's preview shows it and apply refuses the stack before any write.
 
@@ -33,12 +39,15 @@ engine passes one over the live API (with retries), tests one over plain dicts.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from konfig.engine.inventory import LABEL_PART_OF, Inventory
 from konfig.engine.kube import KubeApiError, KubeError
+from konfig.engine.plan import StackPlan
 from konfig.ids import ObjectRef, format_id
 
 PROTECTED_NAMESPACES = ("default",)
@@ -331,3 +340,136 @@ def foreign_owner(live: Mapping[str, Any], ours: str | Collection[str]) -> str |
     owner = str(_labels(live).get(LABEL_PART_OF) or "")
     mine = {ours} if isinstance(ours, str) else set(ours)
     return owner if owner and owner not in mine else None
+
+
+# --- danger confirmation -----------------------------------------------------------------
+
+CONFIRM_RULE = "danger/confirm"
+
+
+@dataclass(frozen=True)
+class DangerPolicy:
+    """``konfig.yaml`` ``dangers``: which danger classes (docs/danger.md) need a
+    confirmation before apply, and the count guard: deleting more than ``max_deletes``
+    objects, or more than ``max_delete_percent`` % of a stack's objects."""
+
+    confirm: tuple[str, ...] = ()
+    max_deletes: int | None = None
+    max_delete_percent: float | None = None
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any] | None) -> DangerPolicy:
+        """From ``konfig.yaml``'s ``dangers`` (already held to its contract)."""
+        data = settings or {}
+        percent = data.get("maxDeletePercent")
+        return cls(
+            tuple(data.get("confirm") or ()),
+            data.get("maxDeletes"),
+            None if percent is None else float(percent),
+        )
+
+    @property
+    def active(self) -> bool:
+        return (
+            bool(self.confirm)
+            or self.max_deletes is not None
+            or (self.max_delete_percent is not None)
+        )
+
+
+@dataclass(frozen=True)
+class DangerGuard:
+    """``danger/confirm``: the policy, and the confirmations given (stack path ->
+    confirmation digest, ``konfig apply --confirm PATH=DIGEST``)."""
+
+    policy: DangerPolicy
+    confirmed: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Unconfirmed:
+    """What ``danger/confirm`` stops in one stack: why per change id, and the digest a
+    confirmation must name."""
+
+    digest: str
+    why: Mapping[str, str]
+    summary: str
+
+
+def confirmation_digest(path: str, items: Iterable[tuple[str, str, str]]) -> str:
+    """The digest a confirmation is bound to: the stack and its ``(id, action, class)``
+    that need one, so that a push changing what is dangerous drops the confirmation.
+
+    SEAM (issue 27, "the merge applies what was reviewed"): once the change digest of
+    a stack's preview lands, bind confirmations to it instead."""
+    text = json.dumps([path, sorted(set(items))], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def unconfirmed(plan: StackPlan, guard: DangerGuard | None) -> Unconfirmed | None:
+    """``danger/confirm``: the changes of ``plan`` (its dangers assessed) that need a
+    confirmation the guard does not hold, or None."""
+    if guard is None or not guard.policy.active:
+        return None
+    policy = guard.policy
+    why: dict[str, str] = {}
+    items: list[tuple[str, str, str]] = []
+    for change in plan.changes:
+        wanted = [d.name for d in change.dangers if d.name in policy.confirm]
+        if wanted:
+            why[change.id] = f"{', '.join(dict.fromkeys(wanted))} needs a confirmation"
+            items += [(change.id, change.action, name) for name in wanted]
+    deletes = [c for c in plan.changes if c.action == "delete"]
+    held = [c for c in plan.changes if c.action in ("update", "replace", "delete", "unchanged")]
+    over: list[str] = []
+    if policy.max_deletes is not None and len(deletes) > policy.max_deletes:
+        over.append(f"deletes {len(deletes)} objects (more than {policy.max_deletes})")
+    if (
+        policy.max_delete_percent is not None
+        and deletes
+        and 100 * len(deletes) / len(held) > policy.max_delete_percent
+    ):
+        share = 100 * len(deletes) / len(held)
+        over.append(
+            f"deletes {share:.0f}% of its {len(held)} objects (more than "
+            f"{policy.max_delete_percent:g}%)"
+        )
+    if over:
+        for change in deletes:
+            why[change.id] = "; ".join([*([why[change.id]] if change.id in why else []), *over])
+            items.append((change.id, change.action, "count"))
+    if not why:
+        return None
+    digest = confirmation_digest(plan.path, items)
+    if guard.confirmed.get(plan.path) == digest:
+        return None
+    parts = sorted({n for _, _, n in items if n != "count"})
+    summary = ", ".join(parts) + ("; " if parts and over else "") + "; ".join(over)
+    return Unconfirmed(digest, why, summary)
+
+
+def confirm_hint(path: str, found: Unconfirmed) -> str:
+    return (
+        f"review the dangers, then confirm: `konfig apply --confirm {path}={found.digest}` "
+        "(a confirmation is bound to what is dangerous: a change to it needs a new one; "
+        "konfig.yaml `dangers` says what needs one, docs/danger.md)"
+    )
+
+
+def mark_unconfirmed(plan: StackPlan, guard: DangerGuard | None) -> StackPlan:
+    """``plan`` with each change ``danger/confirm`` stops marked ``refused`` (the
+    preview shows it; apply refuses the stack: :func:`unconfirmed`)."""
+    found = unconfirmed(plan, guard)
+    if found is None:
+        return plan
+    marked = tuple(
+        replace(
+            c,
+            refused=f"{CONFIRM_RULE}: {found.why[c.id]} "
+            f"(`konfig apply --confirm {plan.path}={found.digest}`)",
+        )
+        if c.id in found.why and not c.refused
+        else c
+        for c in plan.changes
+    )
+    return replace(plan, changes=marked)

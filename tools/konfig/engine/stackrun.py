@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from konfig.engine import inventory
 from konfig.engine.drift import owned_fields
+from konfig.engine.guards import DangerGuard
 from konfig.engine.inventory import Inventory
 from konfig.engine.kube import Kube, KubeError
 from konfig.engine.plan import Change
@@ -45,6 +46,9 @@ class ApplyOptions:
     poll: float = 1.0
     attempts: int = 4
     backoff: float = 0.5
+    # danger/confirm: konfig.yaml `dangers` and the confirmations given (None: no guard)
+    dangers: DangerGuard | None = None
+    kubernetes_version: str | None = None  # the declared one (dangers of class deprecated)
 
 
 @dataclass(frozen=True)

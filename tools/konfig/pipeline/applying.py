@@ -21,6 +21,7 @@ from konfig.check.ownership import shared_objects
 from konfig.detect import gitrepo
 from konfig.detect.dirty import TreeState, tree_state
 from konfig.engine.applier import ApplyError
+from konfig.engine.guards import DangerGuard, DangerPolicy
 from konfig.engine.inventory import read_inventory
 from konfig.engine.lock import StackLock
 from konfig.engine.plan import StackPlan, plan_differences
@@ -41,6 +42,7 @@ from konfig.pipeline.runtime import (
     uses_opentofu,
 )
 from konfig.repo.layout import Repository, Stack
+from konfig.repo.settings import RepoConfig
 from konfig.secrets.refs import Resolver, SecretData, secret_data, unresolved
 from konfig.spec import Spec
 
@@ -139,10 +141,18 @@ def check_shared(stacks: Sequence[Stack], specs: Mapping[str, Spec], conns: Conn
 
 
 def apply_options(
-    stack: Stack, *, tree: TreeState, timeout: float, concurrency: int, wait: bool
+    stack: Stack,
+    *,
+    tree: TreeState,
+    timeout: float,
+    concurrency: int,
+    wait: bool,
+    config: RepoConfig | None = None,
+    confirmed: Mapping[str, str] | None = None,
 ) -> ApplyOptions:
     """The options of one stack's apply: the commit (and whether the stack's inputs were
-    dirty) to record, and ``stack.yaml`` ``apply: {replaceOnImmutable}``."""
+    dirty) to record, ``stack.yaml`` ``apply: {replaceOnImmutable}``, and ``danger/confirm``
+    (``konfig.yaml`` ``dangers`` of ``config``, the ``confirmed`` stacks' digests)."""
     return ApplyOptions(
         concurrency=concurrency,
         timeout=timeout,
@@ -150,6 +160,10 @@ def apply_options(
         replace_on_immutable=stack.apply_setting("replaceOnImmutable"),
         commit=tree.commit,
         dirty=tree.is_dirty(stack.path),
+        dangers=None
+        if config is None
+        else DangerGuard(DangerPolicy.of(config.dangers), dict(confirmed or {})),
+        kubernetes_version=None if config is None else config.kubernetes_version,
     )
 
 

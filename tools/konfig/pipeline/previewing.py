@@ -15,7 +15,9 @@ from typing import Any
 
 from konfig.build.compiler import CompileResult
 from konfig.engine.danger import assess
+from konfig.engine.guards import DangerGuard, DangerPolicy, mark_unconfirmed
 from konfig.engine.inventory import read_inventory
+from konfig.engine.kube import Kube
 from konfig.engine.plan import ACTIONS, DANGER_CLASSES, Change, Danger, NotPreviewed, StackPlan
 from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
 from konfig.errors import KonfigError
@@ -192,7 +194,7 @@ def preview_stack(
             workers=workers,
             secret_data=data,
         )
-        plan = assess(plan, version=conns.repo.config.kubernetes_version, reader=kube)
+        plan = _assessed(conns, plan, kube)
         return StackPreview(stack.path, context=plan.context, plan=plan)
     except KonfigError as exc:
         return StackPreview(
@@ -223,7 +225,7 @@ def preview_deleted(
             if note is not None:
                 note(kept)
         plan = plan_stack(kube, stack, None, prior, deleted=True, workers=workers)
-        plan = assess(plan, version=conns.repo.config.kubernetes_version, reader=kube)
+        plan = _assessed(conns, plan, kube)
         return StackPreview(stack.path, context=plan.context, deleted=True, plan=plan)
     except KonfigError as exc:
         return StackPreview(
@@ -232,6 +234,14 @@ def preview_deleted(
             deleted=True,
             error=StackError(str(exc)),
         )
+
+
+def _assessed(conns: Connections, plan: StackPlan, kube: Kube) -> StackPlan:
+    """``plan`` with its dangers (engine.danger) and what ``danger/confirm`` stops marked
+    refused (a preview holds no confirmation: apply takes them)."""
+    config = conns.repo.config
+    plan = assess(plan, version=config.kubernetes_version, reader=kube)
+    return mark_unconfirmed(plan, DangerGuard(DangerPolicy.of(config.dangers)))
 
 
 def preview_stacks(

@@ -41,6 +41,9 @@ class RepoConfig:
     # the platform's Terraform policy (provider configurations, granted variables), as
     # written: konfig.tofu.policy reads it
     terraform: dict[str, Any] = field(default_factory=dict)
+    # what needs a confirmation before apply (danger classes, the count guard), as
+    # written: konfig.engine.guards.DangerPolicy reads it
+    dangers: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -139,6 +142,7 @@ def repo_config_from_data(
         allow_system_namespaces=tuple(data.get("allowSystemNamespaces", ())),
         schema_crds=tuple(data.get("schemaCrds", ())),
         terraform=dict(data.get("terraform") or {}),
+        dangers=dict(data.get("dangers") or {}),
         extra={k: v for k, v in data.items() if k not in known},
     )
 

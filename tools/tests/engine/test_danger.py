@@ -13,6 +13,7 @@ import yaml
 
 from konfig.engine import danger as dg
 from konfig.engine.diff import compare
+from konfig.engine.guards import DangerGuard, DangerPolicy, mark_unconfirmed, unconfirmed
 from konfig.engine.plan import DANGER_CLASSES, Change, StackPlan
 from konfig.errors import KonfigError
 from konfig.ids import resource_id
@@ -343,3 +344,54 @@ def test_counts_and_json() -> None:
     assert [d["class"] for d in rollout] == ["rollout", "capacity"]
     # no reader: the cascade is not counted, and says so by leaving objects out
     assert "objects" not in one(plan, "Namespace").to_dict()["dangers"][1]
+
+
+# --- danger/confirm: the policy and the count guard -----------------------------------
+
+
+def guard(confirmed: dict[str, str] | None = None, **policy: Any) -> DangerGuard:
+    return DangerGuard(DangerPolicy.of(policy), confirmed or {})
+
+
+def test_confirm_classes_marks_the_changes_and_binds_to_a_digest() -> None:
+    ns = obj("v1", "Namespace", "shop", ns=None)
+    plan = dg.assess(
+        plan_of(change("delete", ns, None), change("update", deployment(), deployment(image="x")))
+    )
+    assert unconfirmed(plan, guard()) is None  # no policy: nothing needs one
+    found = unconfirmed(plan, guard(confirm=["cascade"]))
+    assert found is not None
+    assert dict(found.why) == {"v1:Namespace:shop": "cascade needs a confirmation"}
+    marked = mark_unconfirmed(plan, guard(confirm=["cascade"]))
+    assert [c.refused for c in marked.changes if c.refused] == [
+        f"danger/confirm: cascade needs a confirmation "
+        f"(`konfig apply --confirm appops/shop/prod={found.digest}`)"
+    ]
+    # the digest confirms it; another digest, or another stack's, does not
+    assert unconfirmed(plan, guard({"appops/shop/prod": found.digest}, confirm=["cascade"])) is None
+    assert unconfirmed(plan, guard({"appops/shop/prod": "0" * 16}, confirm=["cascade"]))
+    assert unconfirmed(plan, guard({"appops/shop/dev": found.digest}, confirm=["cascade"]))
+    # what is dangerous changes (a second Namespace deleted): the confirmation drops
+    more = dg.assess(
+        plan_of(
+            change("delete", ns, None),
+            change("delete", obj("v1", "Namespace", "shop2", ns=None), None),
+        )
+    )
+    again = unconfirmed(more, guard({"appops/shop/prod": found.digest}, confirm=["cascade"]))
+    assert again is not None and again.digest != found.digest
+
+
+def test_count_guard_objects_and_percent() -> None:
+    cms = [obj("v1", "ConfigMap", f"c{i}", data={"a": str(i)}) for i in range(10)]
+    deletes = [change("delete", c, None) for c in cms[:3]]
+    kept = [change("unchanged", c, c) for c in cms[3:]]
+    plan = dg.assess(plan_of(*deletes, *kept))
+    assert unconfirmed(plan, guard(maxDeletes=3)) is None
+    found = unconfirmed(plan, guard(maxDeletes=2))
+    assert found is not None and set(found.why) == {c.id for c in deletes}
+    assert found.summary == "deletes 3 objects (more than 2)"
+    assert unconfirmed(plan, guard(maxDeletePercent=30)) is None  # 3 of 10: 30%
+    by_share = unconfirmed(plan, guard(maxDeletePercent=25))
+    assert by_share is not None
+    assert by_share.summary == "deletes 30% of its 10 objects (more than 25%)"
