@@ -40,6 +40,7 @@ COMMANDS = {
     "pending": "konfig.commands.pending",
     "pr": "konfig.commands.pr",
     "preview": "konfig.commands.preview",
+    "publish": "konfig.commands.publish",
     "report": "konfig.commands.report",
     "secrets": "konfig.commands.secrets",
     "status": "konfig.commands.status",

@@ -6,8 +6,10 @@ listing uses NUL-separated output (``-z``) so paths with spaces, quotes or newli
 survive; renames and copies are reported as a deletion plus an addition (``--no-renames``)
 so both the old and the new path take part in change detection.
 
-konfig only asks git questions (it never writes to a repository; the one exception is
-``konfig init``, which makes a new one: :func:`init_repository`), so it runs the
+konfig only asks git questions (it never writes to a repository; the exceptions are
+``konfig init``, which makes a new one: :func:`init_repository`, and ``konfig publish``,
+which commits to the rendered branch without touching the work tree:
+:func:`commit_files`), so it runs the
 ``git`` command line itself: a library that wraps git costs every command that asks
 one question a tenth of a second of imports. :func:`runs` counts the processes started,
 so a test can hold the number a command needs.
@@ -18,7 +20,8 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -108,7 +111,9 @@ class GitRepo:
     prefix: str  # the Konfig root relative to the git top level, "" or "a/b/"
 
 
-def _git(g: GitRepo, *args: str, stdin: bytes | None = None) -> bytes:
+def _git(
+    g: GitRepo, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> bytes:
     """What ``git <args>`` (run at the top of the work tree) wrote on stdout; _Failed
     when it exits non-zero."""
     global _started
@@ -119,7 +124,7 @@ def _git(g: GitRepo, *args: str, stdin: bytes | None = None) -> bytes:
             cwd=g.top,
             input=stdin,
             capture_output=True,
-            env={**os.environ, **_ENV},
+            env={**os.environ, **_ENV, **(env or {})},
             check=False,
         )
     except OSError as exc:  # no git on PATH, or the top folder vanished
@@ -132,8 +137,8 @@ def _git(g: GitRepo, *args: str, stdin: bytes | None = None) -> bytes:
     return done.stdout
 
 
-def _text(g: GitRepo, *args: str) -> str:
-    return _git(g, *args).decode("utf-8", errors="surrogateescape")
+def _text(g: GitRepo, *args: str, env: dict[str, str] | None = None) -> str:
+    return _git(g, *args, env=env).decode("utf-8", errors="surrogateescape")
 
 
 def _top_of(start: Path) -> Path | None:
@@ -622,3 +627,101 @@ def init_repository(root: Path, branch: str, message: str) -> str:
                 ) from None
             raise failure(root, what, exc.stderr) from None
     return _text(g, "rev-parse", "HEAD").strip()
+
+
+def branch_files(root: Path, branch: str) -> dict[str, str] | None:
+    """The files on local ``branch`` (paths from the top of the repository -> blob ids),
+    or None when there is no such branch."""
+    g = open_repo(root)
+    try:
+        out = _text(g, "ls-tree", "-r", "-z", "--full-tree", f"refs/heads/{branch}")
+    except _Failed as exc:
+        if "Not a valid object name" in exc.stderr or "not a tree object" in exc.stderr:
+            return None
+        raise failure(g.top, "ls-tree", exc.stderr) from None
+    found: dict[str, str] = {}
+    for record in _split_z(out):
+        info, _, path = record.partition("\t")
+        mode, _kind, sha = info.split(" ")
+        if _blob(mode, sha) is not None:
+            found[path] = sha
+    return found
+
+
+def commit_files(
+    root: Path, branch: str, changes: Mapping[str, bytes | None], message: str
+) -> str | None:
+    """Commit ``changes`` (path from the top of the repository -> new bytes, or None to
+    delete it) onto local ``branch`` (made when missing, as a root commit), on top of
+    its files, without touching the work tree, the index or HEAD. Returns the new
+    commit, or None when the tree would not change (nothing is committed then)."""
+    g = open_repo(root)
+    ref = f"refs/heads/{branch}"
+    try:
+        _git(g, "check-ref-format", ref)
+    except _Failed:
+        raise UsageError(f"{branch!r} is not a valid git branch name") from None
+    try:
+        parent: str | None = _text(g, "rev-parse", "--verify", "--quiet", ref + "^{commit}")
+        parent = (parent or "").strip() or None
+    except _Failed:
+        parent = None
+    with tempfile.TemporaryDirectory(prefix="konfig-publish-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        try:
+            if parent:
+                _git(g, "read-tree", parent, env=env)
+            else:
+                _git(g, "read-tree", "--empty", env=env)
+            lines: list[str] = []
+            written = {p: data for p, data in sorted(changes.items()) if data is not None}
+            if written:
+                blobs = Path(tmp) / "blobs"
+                blobs.mkdir()
+                names = []
+                for number, data in enumerate(written.values()):
+                    name = blobs / str(number)
+                    name.write_bytes(data)
+                    names.append(str(name))
+                shas = (
+                    _git(
+                        g,
+                        "hash-object",
+                        "-w",
+                        "--no-filters",
+                        "--stdin-paths",
+                        stdin="\n".join(names).encode() + b"\n",
+                    )
+                    .decode()
+                    .split()
+                )
+                lines += [f"100644 {sha}\t{p}" for p, sha in zip(written, shas, strict=True)]
+            zero = "0" * 40
+            lines += [f"0 {zero}\t{p}" for p, data in sorted(changes.items()) if data is None]
+            if lines:
+                _git(
+                    g,
+                    "update-index",
+                    "-z",
+                    "--index-info",
+                    stdin="".join(line + "\0" for line in lines).encode(),
+                    env=env,
+                )
+            tree = _text(g, "write-tree", env=env).strip()
+            if parent and _text(g, "rev-parse", parent + "^{tree}").strip() == tree:
+                return None
+            args = ["commit-tree", tree, "-m", message]
+            if parent:
+                args += ["-p", parent]
+            commit = _text(g, *args).strip()
+            _git(g, "update-ref", "-m", "konfig publish", ref, commit, parent or zero)
+        except _Failed as exc:
+            if "ident" in exc.stderr or "user.email" in exc.stderr:
+                raise GitError(
+                    f"git commit-tree failed in {g.top}: git does not know who commits "
+                    f"({_first_line(exc.stderr)})",
+                    hint="set `git config user.name NAME` and `git config user.email EMAIL` "
+                    "(the publish job's identity)",
+                ) from None
+            raise failure(g.top, "commit to " + ref, exc.stderr) from None
+    return commit

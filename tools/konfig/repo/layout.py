@@ -61,6 +61,25 @@ class Project:
     raw: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
+PUSH = "push"
+PULL = "pull"
+DEFAULT_RENDERED_BRANCH = "rendered"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How a merge delivers a stack: ``push`` (konfig apply) or ``pull`` (konfig publish
+    writes ``<cluster>/<project>/<stack>/`` on ``branch``; a controller applies it)."""
+
+    mode: str
+    branch: str = ""
+    cluster: str = ""
+
+    @property
+    def pull(self) -> bool:
+        return self.mode == PULL
+
+
 @dataclass(frozen=True)
 class Stack:
     project: str
@@ -85,6 +104,23 @@ class Stack:
         """A switch of ``stack.yaml`` ``apply:`` (``replaceOnImmutable``, ``adoptUnmanaged``)."""
         settings = self.raw.get("apply")
         return isinstance(settings, dict) and settings.get(key) is True
+
+    @property
+    def delivery(self) -> Delivery:
+        """``stack.yaml`` ``delivery:``: push (the default) or pull with its target.
+        Its shape is checked by the stack.yaml contract (``konfig check``, ``publish``)."""
+        raw = self.raw.get("delivery")
+        if not isinstance(raw, dict) or raw.get("mode") != PULL:
+            return Delivery(PUSH)
+        target = raw.get("target")
+        target = target if isinstance(target, dict) else {}
+        branch = target.get("branch")
+        cluster = target.get("cluster")
+        return Delivery(
+            PULL,
+            branch if isinstance(branch, str) and branch else DEFAULT_RENDERED_BRANCH,
+            cluster if isinstance(cluster, str) else "",
+        )
 
     @property
     def kubeconfig(self) -> str | None:

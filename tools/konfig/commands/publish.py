@@ -1,0 +1,129 @@
+"""``konfig publish``: write the pull-delivery stacks' rendered manifests (docs/pull.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from konfig.commands._common import (
+    cache_state,
+    compile_settings,
+    load_repository,
+    repository_root,
+)
+from konfig.commands._console import echo_json, error, info
+from konfig.errors import EXIT_FINDINGS, EXIT_OK
+from konfig.repo.files import WriteScope, update_text
+
+
+@click.command("publish")
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write the rendered trees to DIR/<branch>/ instead of committing them (no git "
+    "write; the work tree may be uncommitted).",
+)
+@click.option(
+    "--branch",
+    "extra_branches",
+    multiple=True,
+    metavar="BRANCH",
+    help="Also prune this rendered branch (a branch no pull stack names any more).",
+)
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Compile workers.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was published as JSON.")
+@click.pass_context
+def command(
+    ctx: click.Context,
+    out: Path | None,
+    extra_branches: tuple[str, ...],
+    jobs: int | None,
+    as_json: bool,
+) -> int:
+    """Render every stack in pull delivery onto its rendered branch.
+
+    Each stack whose stack.yaml says `delivery: {mode: pull, target: {cluster: C}}` is
+    compiled and written, as canonical YAML with a kustomization.yaml, to the folder
+    C/<project>/<stack>/ of the branch `target.branch` (default `rendered`): one commit
+    per branch naming the source commit (HEAD) and the stacks, none when nothing
+    changed. Folders of stacks no longer in pull mode there are removed. A Secret with
+    values or a Terraform resource is refused (publish/secret, publish/terraform), and
+    the stack's folder stays as it was. The branch is local: push it with
+    `git push origin rendered`.
+
+    \b
+    Examples:
+      konfig publish                       # commit onto the rendered branch(es)
+      konfig publish --out rendered/       # write the trees to a folder instead
+    """
+    from konfig.pipeline.applying import check_committed
+    from konfig.pipeline.publishing import publish, pull_stacks, render_stacks, tree
+
+    root = repository_root(ctx)
+    state = cache_state(root, enabled=True, git_required=out is None)
+    repo = load_repository(ctx, state=state)
+    stacks = pull_stacks(repo)
+    source = ""
+    if out is None:
+        source = check_committed(repo, stacks, allow_dirty=False, verb="publish").commit
+    rendered = render_stacks(repo, stacks, jobs=jobs, state=state, settings=compile_settings())
+    failed = [r for r in rendered if not r.ok]
+    for r in failed:
+        where = r.where[0] if r.where[1] is None else f"{r.where[0]}:{r.where[1]}"
+        if r.error is not None:
+            error(f"{r.path}: not published: compile failed\n  {r.error}".replace("\n", "\n  "))
+        for refusal in r.refused:
+            error(
+                f"{where}: {r.path}: not published: {refusal.message} [{refusal.rule}]\n"
+                f"  hint: {refusal.hint}"
+            )
+    commits = []
+    if out is not None:
+        scope = WriteScope.named(out, "--out", folder=True)
+        for branch in sorted({r.branch for r in rendered}):
+            files = tree([r for r in rendered if r.branch == branch and r.ok])
+            for path, data in files.items():
+                update_text(out / branch / path, data.decode("utf-8"), scope=scope)
+    else:
+        commits = publish(repo, rendered, source=source, extra_branches=extra_branches)
+        for c in commits:
+            if c.commit is None:
+                info(f"{c.branch}: up to date, nothing committed")
+            else:
+                info(f"{c.branch}: {c.commit[:12]} ({len(c.changed)} stack folders changed)")
+    if not stacks:
+        info("no stack is in pull delivery (stack.yaml `delivery: {mode: pull, ...}`)")
+    if as_json:
+        echo_json(
+            {
+                "source": source or None,
+                "stacks": [
+                    {
+                        "path": r.path,
+                        "branch": r.branch,
+                        "folder": r.folder,
+                        "ok": r.ok,
+                        "files": sorted(r.files),
+                        "refused": [
+                            {"rule": x.rule, "resource": x.resource, "message": x.message}
+                            for x in r.refused
+                        ],
+                        "error": r.error,
+                    }
+                    for r in rendered
+                ],
+                "commits": [
+                    {
+                        "branch": c.branch,
+                        "commit": c.commit,
+                        "changed": list(c.changed),
+                        "removed": list(c.removed),
+                    }
+                    for c in commits
+                ],
+            }
+        )
+    return EXIT_FINDINGS if failed else EXIT_OK

@@ -1,0 +1,206 @@
+"""``konfig publish``: the pull-delivery stacks rendered onto their rendered branches.
+
+Every stack whose ``stack.yaml`` says ``delivery: {mode: pull, target: ...}`` is
+compiled, refused where it holds what cannot be published
+(:func:`konfig.build.rendered.refusals`), and rendered
+(:func:`konfig.build.rendered.render`) into ``<cluster>/<project>/<stack>/`` of its
+target branch; each cluster folder gets a ``kustomization.yaml`` naming its stack
+folders. The branch is a function of the commit: a stack folder whose stack is no
+longer in pull mode for that cluster (moved back to push, to another cluster, or
+deleted) is removed. One commit per branch, naming the source commit and the stacks
+whose folder changed; none when nothing changed. A stack that fails to compile or is
+refused keeps the folder it had (nothing of it is written), and the run fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from konfig.build.compiler import CompileSettings
+from konfig.build.rendered import KUSTOMIZATION, Refusal, cluster_kustomization, refusals, render
+from konfig.detect import gitrepo
+from konfig.errors import ConfigError
+from konfig.pipeline.compiling import compile_stacks
+from konfig.repo.layout import Repository, Stack
+
+FORMAT = "konfig-rendered/v1"  # the rendered tree's layout (docs/pull.md)
+
+
+@dataclass(frozen=True)
+class RenderedStack:
+    """One pull stack: its folder on the branch and its files, or why it has none."""
+
+    path: str  # appops/<project>/<stack>
+    branch: str
+    folder: str  # <cluster>/<project>/<stack>
+    files: dict[str, bytes] = field(default_factory=dict)  # name in the folder -> bytes
+    refused: tuple[Refusal, ...] = ()
+    error: str | None = None  # the compile error
+    where: tuple[str, int | None] = ("", None)  # file and line of the first problem
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.refused
+
+
+@dataclass(frozen=True)
+class BranchCommit:
+    """What publishing did to one branch."""
+
+    branch: str
+    commit: str | None  # None: nothing changed, nothing committed
+    changed: tuple[str, ...]  # stack folders written or removed
+    removed: tuple[str, ...]  # stack folders removed (their stack left pull for it)
+
+
+def pull_stacks(repo: Repository) -> list[Stack]:
+    """The repository's stacks in pull delivery, in path order; ConfigError (every
+    problem, with file and line) when a ``delivery:`` breaks the stack.yaml contract."""
+    from konfig import contracts
+    from konfig.repo.layout import STACK_FILE
+
+    problems: list[str] = []
+    for stack in repo.stacks:
+        if "delivery" not in stack.raw:
+            continue
+        rel = f"{stack.path}/{STACK_FILE}"
+        text = (repo.root / rel).read_text(encoding="utf-8")
+        for v in contracts.violations("stack", stack.raw, file=rel, text=text):
+            if v.path[:1] == ("delivery",):
+                problems.append(str(v))
+    if problems:
+        raise ConfigError(
+            "invalid `delivery:` in stack.yaml:\n  " + "\n  ".join(problems),
+            hint="`delivery: {mode: pull, target: {cluster: NAME, branch: rendered}}` or "
+            "`delivery: {mode: push}` (docs/pull.md)",
+        )
+    return [s for s in repo.stacks if s.delivery.pull]
+
+
+def render_stacks(
+    repo: Repository,
+    stacks: Sequence[Stack],
+    *,
+    jobs: int | None = None,
+    state: Path | None = None,
+    settings: CompileSettings | None = None,
+) -> list[RenderedStack]:
+    """Compile ``stacks`` and render each, refusals and compile errors included."""
+    from konfig.check.locate import locate
+
+    out: list[RenderedStack] = []
+    results = compile_stacks(repo, stacks, jobs=jobs, state=state, settings=settings)
+    for stack, result in zip(stacks, results, strict=True):
+        delivery = stack.delivery
+        folder = f"{delivery.cluster}/{stack.short}"
+        base = RenderedStack(stack.path, delivery.branch, folder)
+        if result.spec is None:
+            error = result.error
+            out.append(
+                RenderedStack(
+                    stack.path,
+                    delivery.branch,
+                    folder,
+                    error=str(error) if error else "compile failed",
+                    where=(error.file or stack.path, error.line) if error else (stack.path, None),
+                )
+            )
+            continue
+        refused = refusals(result.spec)
+        if refused:
+            first = result.spec.by_id().get(refused[0].resource)
+            out.append(
+                RenderedStack(
+                    base.path,
+                    base.branch,
+                    folder,
+                    refused=tuple(refused),
+                    where=locate(repo.root, stack, first),
+                )
+            )
+            continue
+        out.append(RenderedStack(base.path, base.branch, folder, files=render(result.spec)))
+    return out
+
+
+def tree(rendered: Sequence[RenderedStack], existing: Collection[str] = ()) -> dict[str, bytes]:
+    """The files of one branch's rendered tree (path -> bytes) for ``rendered`` (the
+    stacks that rendered; ``existing``: stack folders kept as they are, e.g. of a stack
+    that failed), each cluster's ``kustomization.yaml`` included."""
+    files: dict[str, bytes] = {}
+    clusters: dict[str, set[str]] = {}
+    for stack in rendered:
+        for name, data in stack.files.items():
+            files[f"{stack.folder}/{name}"] = data
+        cluster, _, rest = stack.folder.partition("/")
+        clusters.setdefault(cluster, set()).add(rest)
+    for folder in existing:
+        cluster, _, rest = folder.partition("/")
+        clusters.setdefault(cluster, set()).add(rest)
+    for cluster, folders in clusters.items():
+        files[f"{cluster}/{KUSTOMIZATION}"] = cluster_kustomization(dict.fromkeys(folders))
+    return dict(sorted(files.items()))
+
+
+def stack_folders(paths: Collection[str]) -> set[str]:
+    """The stack folders (``<cluster>/<project>/<stack...>``) among a branch's files:
+    every folder below a cluster folder holding a ``kustomization.yaml``."""
+    found = set()
+    for path in paths:
+        p = PurePosixPath(path)
+        if p.name == KUSTOMIZATION and len(p.parts) >= 4:
+            found.add(p.parent.as_posix())
+    return found
+
+
+def publish(
+    repo: Repository,
+    rendered: Sequence[RenderedStack],
+    *,
+    source: str,
+    extra_branches: Sequence[str] = (),
+) -> list[BranchCommit]:
+    """Write ``rendered`` onto their branches (and prune the stack folders of stacks no
+    longer published there on those and ``extra_branches``): one commit per branch
+    that changes, naming ``source`` and the stacks."""
+    branches = sorted({r.branch for r in rendered} | set(extra_branches))
+    done: list[BranchCommit] = []
+    for branch in branches:
+        mine = [r for r in rendered if r.branch == branch]
+        old = gitrepo.branch_files(repo.root, branch) or {}
+        kept = {r.folder for r in mine if not r.ok and _has_folder(old, r.folder)}
+        wanted = tree([r for r in mine if r.ok], kept)
+        changes: dict[str, bytes | None] = {}
+        for path, data in wanted.items():
+            if old.get(path) != gitrepo.blob_id(data):
+                changes[path] = data
+        for path in old:
+            if path in wanted or any(path.startswith(k + "/") for k in kept):
+                continue
+            changes[path] = None
+        folders = stack_folders(set(wanted)) | stack_folders(set(old))
+        changed_folders = sorted(f for f in folders if any(p.startswith(f + "/") for p in changes))
+        removed = sorted(stack_folders(set(old)) - stack_folders(set(wanted)) - kept)
+        if not changes:
+            done.append(BranchCommit(branch, None, (), ()))
+            continue
+        message = _message(source, changed_folders, removed)
+        commit = gitrepo.commit_files(repo.root, branch, changes, message)
+        done.append(BranchCommit(branch, commit, tuple(changed_folders), tuple(removed)))
+    return done
+
+
+def _has_folder(files: dict[str, str], folder: str) -> bool:
+    return f"{folder}/{KUSTOMIZATION}" in files
+
+
+def _message(source: str, changed: Sequence[str], removed: Sequence[str]) -> str:
+    subject = f"konfig publish {source[:12]}: " + (
+        ", ".join(changed) if len(changed) <= 3 else f"{len(changed)} stacks"
+    )
+    lines = [subject, "", f"Source-Commit: {source}", f"Format: {FORMAT}"]
+    lines += [f"Stack: {folder}" for folder in changed if folder not in removed]
+    lines += [f"Removed: {folder}" for folder in removed]
+    return "\n".join(lines) + "\n"
