@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test unit demo bench bench-changed bench-cache bench-batch bench-startup bench-preview bench-report bench-report-repo cluster-build cluster-up cluster-down sops-build tofu-build tofu-up tofu-down forge-build forge-up forge-down constraints clean
+.PHONY: venv lint test unit demo bench bench-changed bench-cache bench-batch bench-startup bench-preview bench-report bench-report-repo cluster-build cluster-up cluster-down sops-build helm-build tofu-build tofu-up tofu-down forge-build forge-up forge-down constraints clean
 
 # constraints.txt pins every package (konfig's and the tools'): installs are reproducible
 $(STAMP): pyproject.toml constraints.txt
@@ -33,14 +33,14 @@ lint: venv
 	$(BIN)/mypy
 
 ## test: lint, every test (the local Kubernetes control plane, the sops CLI, OpenTofu and PostgreSQL, and the local forge are built and started as needed), then konfig test and konfig check on the example stacks
-test: lint cluster-build sops-build tofu-build forge-build
+test: lint cluster-build sops-build tofu-build forge-build helm-build
 	$(BIN)/python -m pytest
 	$(BIN)/konfig test --all
 	$(BIN)/konfig check --all
 
-## unit: tests that need no cluster, no OpenTofu/PostgreSQL and no forge
+## unit: tests that need no cluster, no OpenTofu/PostgreSQL, no forge and no helm
 unit: venv
-	$(BIN)/python -m pytest -m "not cluster and not tofu and not forge"
+	$(BIN)/python -m pytest -m "not cluster and not tofu and not forge and not helm"
 
 ## demo: the whole loop on the example stacks
 demo: venv
@@ -85,6 +85,10 @@ cluster-build:
 ## sops-build: build the sops CLI (and age-keygen) the round-trip tests use, from Go modules (cached in .cache/sops)
 sops-build:
 	hack/sops build
+
+## helm-build: build the helm CLI the chart tests use, from its Go module (cached in .cache/helm)
+helm-build:
+	hack/helm build
 
 cluster-up:
 	hack/cluster up

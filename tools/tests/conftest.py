@@ -5,4 +5,5 @@ pytest_plugins = [
     "fixtures.monorepo",
     "fixtures.github_server",
     "fixtures.forge",
+    "fixtures.helm",
 ]
