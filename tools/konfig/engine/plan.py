@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from konfig.engine.diff import FieldChange
 from konfig.engine.drift import ObjectDrift
+from konfig.engine.ignore import IgnoredField
 from konfig.errors import KonfigError
 from konfig.masking import secret_values
 from konfig.secrets.refs import NOT_COMPARED, KeyStatus
@@ -77,6 +78,8 @@ class Change:
     # how the live object differs from Konfig's last apply (None: not in the inventory)
     drift: ObjectDrift | None = None
     dangers: tuple[Danger, ...] = ()  # what a reviewer must not miss (engine.danger)
+    # fields an ignore rule kept out (listed, never counted: engine.ignore)
+    ignored: tuple[IgnoredField, ...] = ()
 
     @property
     def not_compared(self) -> tuple[str, ...]:
@@ -106,6 +109,7 @@ class Change:
             "owner": self.owner,
             "drift": self.drift.to_dict() if self.drift is not None else None,
             "dangers": [d.to_dict() for d in self.dangers],
+            "ignored": [f.to_dict() for f in self.ignored],
         }
 
 

@@ -36,6 +36,7 @@ from konfig.engine import inventory
 from konfig.engine.diff import Comparison, compare
 from konfig.engine.drift import FINISHED, is_drift_path, object_drift
 from konfig.engine.guards import ADOPT_ANNOTATION, adopt_allowed, foreign_owner, unmanaged_by
+from konfig.engine.ignore import IgnoredField, ignore_fields, stack_rules
 from konfig.engine.inventory import LABEL_PART_OF
 from konfig.engine.kube import Kube, KubeApiError, UnknownKindError
 from konfig.engine.plan import Action, Change, PlanError, StackPlan
@@ -66,6 +67,7 @@ class _Planned:
     secret_keys: tuple[str, ...] = ()  # data keys from encrypted files
     compared: bool = True  # their values are known (decrypted)
     foreign: bool = False  # it exists and the stack does not own it: its content is not shown
+    ignored: tuple[IgnoredField, ...] = ()  # fields ignore rules kept out
 
 
 def _ref_from_manifest(manifest: Mapping[str, Any]) -> ObjectRef:
@@ -166,6 +168,7 @@ def plan_stack(
     crds = _crds_in(spec)
     namespaces = _namespaces_in(spec)
     problems: list[str] = []
+    rules = stack_rules(stack, (r.attributes for r in spec.resources) if spec else ())
 
     # Discovery first, in this thread: the discovery cache is not thread-safe.
     planned: list[_Planned] = []
@@ -236,6 +239,7 @@ def plan_stack(
             return item
         ref = item.ref
         known = prefetched.get((ref.api_version, ref.kind, ref.namespace), {})
+        declared = item.desired
         try:
             for attempt in range(RACE_RETRIES):
                 if attempt == 0 and ref.name in known:
@@ -244,6 +248,8 @@ def plan_stack(
                     item.live = kube.get(ref.api_version, ref.kind, ref.name, ref.namespace)
                 if not item.compared:
                     _live_values(item)
+                if rules:
+                    item.desired, item.ignored = ignore_fields(declared, item.live, rules)
                 item.dry = kube.apply(item.desired, dry_run=True, force=True)
                 # The dry-run result is based on the object as stored at that moment; when
                 # a controller wrote in between (e.g. the Deployment revision annotation),
@@ -285,6 +291,8 @@ def plan_stack(
         change = _planned_change(
             item, ours, item.id in prior_ids, adopt=adopt, finished=finished.get(item.id, "")
         )
+        if item.ignored and not item.foreign:
+            change = replace(change, ignored=item.ignored)
         if change.action != "conflict":
             if prior is not None and item.id in prior_ids and not item.deferred:
                 change = _with_drift(change, prior)

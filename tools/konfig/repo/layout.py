@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from konfig.errors import ConfigError, KonfigError, UsageError
-from konfig.repo.settings import CACHE_DIR, RepoConfig, load_repo_config
+from konfig.repo.settings import CACHE_DIR, CONFIG_FILE, RepoConfig, load_repo_config
 from konfig.repo.statmemo import MISSING, StatMemo
 
 APPOPS = "appops"
@@ -87,6 +87,10 @@ class Stack:
     path: str  # relative to the repository root, POSIX: appops/<project>/<stack>
     project_path: str
     raw: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # the ignore rules it inherits, as written, per file: konfig.yaml's, its project's
+    inherited_ignore: tuple[tuple[str, tuple[dict[str, Any], ...]], ...] = field(
+        default=(), compare=False, hash=False
+    )
 
     @property
     def short(self) -> str:
@@ -355,6 +359,10 @@ def discover(root: Path, memo: StatMemo | None = None) -> Repository:
                 path=rel,
                 project_path=project.path,
                 raw=data,
+                inherited_ignore=(
+                    (CONFIG_FILE, config.ignore),
+                    (f"{project.path}/{PROJECT_FILE}", tuple(project.raw.get("ignore") or ())),
+                ),
             )
     if memo is not None:
         memo.save()

@@ -44,6 +44,7 @@ class RepoConfig:
     # what needs a confirmation before apply (danger classes, the count guard), as
     # written: konfig.engine.guards.DangerPolicy reads it
     dangers: dict[str, Any] = field(default_factory=dict)
+    ignore: tuple[dict[str, Any], ...] = ()  # ignore rules, as written (engine.ignore)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -143,6 +144,7 @@ def repo_config_from_data(
         schema_crds=tuple(data.get("schemaCrds", ())),
         terraform=dict(data.get("terraform") or {}),
         dangers=dict(data.get("dangers") or {}),
+        ignore=tuple(data.get("ignore") or ()),
         extra={k: v for k, v in data.items() if k not in known},
     )
 

@@ -196,7 +196,7 @@ def _priority(stack: StackReport) -> tuple[int, str]:
 
 
 def _has_section(stack: StackReport) -> bool:
-    return bool(stack.failures or stack.changes)
+    return bool(stack.failures or stack.changes or stack.ignored)
 
 
 def to_json(report: Report, *, layout: Layout = "auto") -> dict[str, Any]:

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from konfig import contracts
+from konfig.engine.ignore import IgnoredField
 from konfig.engine.plan import (
     ACTIONS,
     CHANGING,
@@ -155,6 +156,11 @@ def _counts_line(counts: dict[str, int]) -> str:
     )
 
 
+def _ignored(stack: StackPreview) -> list[tuple[Change, IgnoredField]]:
+    """``(change, field)`` of every field an ignore rule kept out of the stack's plan."""
+    return [(c, f) for c in stack.changes for f in c.ignored]
+
+
 def danger_line(counts: dict[str, int]) -> str:
     """``destroy 2, cascade 1``: the classes present, in their order ("" for none)."""
     return ", ".join(f"{name} {counts[name]}" for name in DANGER_CLASSES if counts.get(name))
@@ -236,6 +242,16 @@ def render_text(
                     colour = "green" if line.startswith("+") else None
                     colour = "red" if line.startswith("-") else colour
                     lines.append("        " + style(line, colour))
+        for owner, ign in _ignored(s):
+            was, declared = _values(ign.live, ign.declared)
+            lines.append(
+                "  "
+                + style(
+                    f"  ignored {owner.id} {ign.path}: {was} (declared {declared}, {ign.applied})",
+                    "bright_black",
+                )
+                + style(f"  [{ign.rule}: {ign.reason}]", "bright_black")
+            )
         uncompared = _not_compared(s)
         if uncompared:
             lines.append(
@@ -260,6 +276,9 @@ def render_text(
     dangers = danger_line(preview.danger_counts())
     if dangers:
         summary_text += f"; dangers: {dangers}"
+    ignored = sum(len(_ignored(s)) for s in preview.stacks)
+    if ignored:
+        summary_text += f"; {plural(ignored, 'field')} ignored by rules (not counted)"
     skipped = preview.not_previewed()
     if skipped:
         summary_text += f"; {plural(skipped, 'resource')} not previewed (credentials missing)"
@@ -405,6 +424,17 @@ def render_markdown(preview: Preview) -> str:
                 out.extend([f"{fence}diff", diff_text.rstrip("\n"), fence, ""])
         else:
             out.append("No changes.")
+            out.append("")
+        ignored = _ignored(s)
+        if ignored:
+            out.append(f"Ignored by rules, not counted as changes ({len(ignored)}):")
+            out.append("")
+            for owner, ign in ignored:
+                was, declared = _values(ign.live, ign.declared)
+                out.append(
+                    f"- `{owner.id}` `{ign.path}`: {_md_cell(was)} (declared {_md_cell(declared)}, "
+                    f"{ign.applied}): {_md_cell(ign.rule)}: {_md_cell(ign.reason)}"
+                )
             out.append("")
         uncompared = _not_compared(s)
         if uncompared:

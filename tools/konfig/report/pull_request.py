@@ -15,6 +15,7 @@ a report can never carry one even from a faulty input.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -95,6 +96,31 @@ class DangerRow:
 
 
 @dataclass(frozen=True)
+class IgnoredItem:
+    """A field an ignore rule kept out of a stack's plan (listed, never counted)."""
+
+    object: str  # Kind namespace/name
+    path: str
+    live: Any
+    declared: Any
+    rule: str
+    reason: str
+    applied: str
+
+    @property
+    def live_text(self) -> str:
+        return json.dumps(self.live, ensure_ascii=False, sort_keys=True)
+
+    @property
+    def declared_text(self) -> str:
+        return (
+            "(absent)"
+            if self.declared is None
+            else json.dumps(self.declared, ensure_ascii=False, sort_keys=True)
+        )
+
+
+@dataclass(frozen=True)
 class ChangeItem:
     id: str
     kind: str
@@ -136,6 +162,7 @@ class StackReport:
     production: bool = False  # production-like (docs/report.md)
     # resources the preview could not plan: (id, reason naming the missing credentials)
     not_previewed: tuple[tuple[str, str], ...] = ()
+    ignored: tuple[IgnoredItem, ...] = ()  # fields ignore rules kept out of the plan
 
     @property
     def conflicts(self) -> tuple[Conflict, ...]:
@@ -248,6 +275,19 @@ class Report:
         return tuple(rows)
 
     @property
+    def ignored_by_rule(self) -> tuple[tuple[str, int], ...]:
+        """(rule, fields it ignored) over every stack, most first."""
+        counts: dict[str, int] = {}
+        for s in self.stacks:
+            for f in s.ignored:
+                counts[f.rule] = counts.get(f.rule, 0) + 1
+        return tuple(sorted(counts.items(), key=lambda t: (-t[1], t[0])))
+
+    @property
+    def ignored_count(self) -> int:
+        return sum(len(s.ignored) for s in self.stacks)
+
+    @property
     def totals(self) -> dict[str, int]:
         return {a: sum(s.counts.get(a, 0) for s in self.stacks) for a in ACTIONS}
 
@@ -356,6 +396,7 @@ def build(
                 failures=failures,
                 production=is_production(path, data.get("production"), production),
                 not_previewed=tuple(data.get("not_previewed", ())),
+                ignored=tuple(data.get("ignored", ())),
             )
         )
     return Report(
@@ -494,6 +535,24 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
             if c["action"] != "unchanged"
         ]
         e["changes"] = sorted(changes, key=lambda c: c.id)
+        e["ignored"] = [
+            IgnoredItem(
+                f"{c['kind']} " + (f"{c['namespace']}/" if c["namespace"] else "") + c["name"],
+                f["path"],
+                *mask_field(
+                    c.get("apiVersion", ""),
+                    c["kind"],
+                    f["path"].lstrip("/").replace("/", "."),
+                    f.get("live"),
+                    f.get("declared"),
+                ),
+                f["rule"],
+                f["reason"],
+                f["applied"],
+            )
+            for c in sorted(item["changes"], key=lambda c: c["id"])
+            for f in c.get("ignored") or []
+        ]
         e["not_previewed"] = [(n["id"], n["reason"]) for n in item.get("notPreviewed") or []]
 
 
