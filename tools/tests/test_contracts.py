@@ -142,8 +142,8 @@ def test_check_reports_unknown_keys_of_every_config_file(
             "structure/unknown-key",
             "konfig.yaml",
             2,
-            "unknown key `trigers` (allowed here: allowSystemNamespaces, kubernetesVersion, "
-            "productionStacks, renderEntry, schemaCrds, terraform, triggers)",
+            "unknown key `trigers` (allowed here: allowSystemNamespaces, dangers, ignore, "
+            "kubernetesVersion, productionStacks, renderEntry, schemaCrds, terraform, triggers)",
         ),
         (
             "structure/unknown-key",
