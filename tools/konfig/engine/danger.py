@@ -48,6 +48,8 @@ from konfig.engine.plan import Change, Danger, StackPlan
 from konfig.errors import KonfigError
 
 PREVIOUS_NAME_ANNOTATION = "konfig.io/previous-name"
+# said of a danger that comes only from fields someone changed in the cluster
+DRIFT = " (drift: the cluster already differs; apply sets it back)"
 RENAME_SIMILARITY = 0.9  # a delete and a create this alike (their fields) are a rename
 
 # Known immutable fields, per (group, kind): a change to one (or below it) is a replace
@@ -369,8 +371,13 @@ def _rollout(change: Change, ctx: Context) -> Danger | None:
     if change.action not in ("update", "replace"):
         return None
     key = (group_of(change.api_version), change.kind)
-    if key in WORKLOADS and any(_under(f.path, "spec.template") for f in change.fields):
-        return Danger("rollout", f"{change.kind} {change.name}: pod template changed, pods restart")
+    template = [f for f in change.fields if _under(f.path, "spec.template")]
+    if key in WORKLOADS and template:
+        return Danger(
+            "rollout",
+            f"{change.kind} {change.name}: pod template changed, pods restart"
+            + (DRIFT if all(f.drift for f in template) else ""),
+        )
     if key in (("", "ConfigMap"), ("", "Secret")):
         users = (ctx.users or {}).get((change.namespace, change.kind, change.name), ())
         if users:
@@ -393,7 +400,9 @@ def _capacity(change: Change) -> Danger | None:
     what = f"{change.kind} {change.name}"
     for f in change.fields:
         if f.path == "spec.replicas" and _number(f.after) == 0 and change.action != "create":
-            return Danger("capacity", f"{what}: replicas {f.before} → 0")
+            return Danger(
+                "capacity", f"{what}: replicas {f.before} → 0" + (DRIFT if f.drift else "")
+            )
         if key == ("autoscaling", "HorizontalPodAutoscaler") and f.path == "spec.maxReplicas":
             before, after = _number(f.before), _number(f.after)
             if before is not None and after is not None and after < before:

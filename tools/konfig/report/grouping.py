@@ -74,6 +74,9 @@ class Field:
     path: str
     before: Any
     after: Any
+    # the live value is someone else's change since Konfig's last apply: "the cluster
+    # already differs", kept apart from "this PR changes" (a group of its own)
+    drift: bool = False
 
 
 @dataclass(frozen=True)
@@ -314,7 +317,7 @@ def _normalise(stacks: Sequence[StackChanges]) -> dict[_ClassKey, list[_Item]]:
                 if isinstance(v, str):
                     v = norm.text(v, literals.skip(("value", *kind, f.path, side, v)))
                 sides.append(freeze(v))
-            lines.append(Field(path, sides[0], sides[1]))
+            lines.append(Field(path, sides[0], sides[1], f.drift))
             originals[(path, 0)] = f.before
             originals[(path, 1)] = f.after
         occurrence = Occurrence(s.path, c.id, tuple(sorted(tokens.items())), c.diff)
@@ -619,6 +622,7 @@ def _display_field(line: Field, entry: _Entry, uniform: Mapping[str, str]) -> Fi
         display(line.path, uniform),
         display_value(thaw(line.before, originals.get((line.path, 0))), uniform),
         display_value(thaw(line.after, originals.get((line.path, 1))), uniform),
+        line.drift,
     )
 
 

@@ -560,5 +560,5 @@ def _fields(api_version: str, kind: str, raw: Sequence[Mapping[str, Any]]) -> tu
     out = []
     for f in raw:
         before, after = mask_field(api_version, kind, f["path"], f["before"], f["after"])
-        out.append(Field(f["path"], before, after))
+        out.append(Field(f["path"], before, after, bool(f.get("drift"))))
     return tuple(out)

@@ -395,3 +395,17 @@ def test_count_guard_objects_and_percent() -> None:
     by_share = unconfirmed(plan, guard(maxDeletePercent=25))
     assert by_share is not None
     assert by_share.summary == "deletes 30% of its 10 objects (more than 25%)"
+
+
+def test_a_danger_that_only_drift_causes_says_so() -> None:
+    from dataclasses import replace
+
+    c = change("update", deployment(replicas=4), deployment(replicas=0))
+    drifted = replace(c, fields=tuple(replace(f, drift=True) for f in c.fields))
+    (d,) = dg.classify(drifted, dg.Context())
+    assert (
+        d.reason
+        == "Deployment web: replicas 4 → 0 (drift: the cluster already differs; apply sets it back)"
+    )
+    (d,) = dg.classify(c, dg.Context())
+    assert d.reason == "Deployment web: replicas 4 → 0"
