@@ -42,6 +42,7 @@ COMMANDS = {
     "pr": "konfig.commands.pr",
     "preview": "konfig.commands.preview",
     "publish": "konfig.commands.publish",
+    "release": "konfig.commands.release",
     "report": "konfig.commands.report",
     "secrets": "konfig.commands.secrets",
     "status": "konfig.commands.status",

@@ -24,6 +24,7 @@ from konfig.commands._common import (
     load_repository,
     runtime_contexts,
 )
+from konfig.commands._console import echo_json, info
 from konfig.commands._keys import take_keyring_from_env
 from konfig.commands._options import kube_options, lock_options, pace_options
 from konfig.commands._progress import StackProgress
@@ -31,7 +32,7 @@ from konfig.commands._results import confirm, finish, show_plans
 from konfig.commands._signals import Stop, graceful, stopped
 from konfig.engine.plan import StackPlan
 from konfig.engine.stackrun import ApplyOptions, StackResult
-from konfig.errors import UsageError
+from konfig.errors import EXIT_OK, UsageError
 from konfig.pipeline.applying import (
     Planned,
     apply_locked,
@@ -134,6 +135,11 @@ def command(
     selected = select_stacks(repo, stacks, all_stacks=all_stacks)
     if not selected:
         raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")
+    selected = _push_only(selected, named=bool(stacks))
+    if not selected:
+        if as_json:
+            echo_json({"ok": True, "stacks": []})
+        return EXIT_OK
     refuse_bad_kcl_mod(repo)  # what `check` refuses, before any cluster is asked
     conns = connections(ctx, repo, kubeconfig, context)
     inputs = check_before_write(  # the safety order: nothing written until it passed
@@ -234,3 +240,20 @@ def _confirmations(given: tuple[str, ...]) -> dict[str, str]:
             path = f"appops/{path}"
         out[path] = digest.strip()
     return out
+
+
+def _push_only(selected: list[Stack], *, named: bool) -> list[Stack]:
+    """The stacks apply writes: a stack in pull delivery is the controller's (konfig
+    publish renders it; docs/pull.md). Named on the command line it is refused (exit 2);
+    with --all it is left out, said on stderr."""
+    pull = [s for s in selected if s.delivery.pull]
+    if pull and named:
+        raise UsageError(
+            f"{', '.join(s.path for s in pull)}: in pull delivery (stack.yaml `delivery:`): "
+            "konfig publish renders it and its cluster's controller applies it; konfig "
+            "apply never writes it",
+            hint="run `konfig publish`, or set `delivery: {mode: push}` to apply it",
+        )
+    for s in pull:
+        info(f"{s.path}: in pull delivery: left to konfig publish and the controller")
+    return [s for s in selected if not s.delivery.pull]

@@ -23,7 +23,7 @@ from konfig.build.rendered import KUSTOMIZATION, Refusal, cluster_kustomization,
 from konfig.detect import gitrepo
 from konfig.errors import ConfigError
 from konfig.pipeline.compiling import compile_stacks
-from konfig.repo.layout import Repository, Stack
+from konfig.repo.layout import DEFAULT_RENDERED_BRANCH, Repository, Stack
 
 FORMAT = "konfig-rendered/v1"  # the rendered tree's layout (docs/pull.md)
 
@@ -163,9 +163,14 @@ def publish(
     extra_branches: Sequence[str] = (),
 ) -> list[BranchCommit]:
     """Write ``rendered`` onto their branches (and prune the stack folders of stacks no
-    longer published there on those and ``extra_branches``): one commit per branch
-    that changes, naming ``source`` and the stacks."""
+    longer published there on those, ``extra_branches`` and the default branch
+    ``rendered`` when it exists): one commit per branch that changes, naming ``source``
+    and the stacks."""
     branches = sorted({r.branch for r in rendered} | set(extra_branches))
+    if DEFAULT_RENDERED_BRANCH not in branches and gitrepo.branch_files(
+        repo.root, DEFAULT_RENDERED_BRANCH
+    ):
+        branches.append(DEFAULT_RENDERED_BRANCH)  # its last pull stack may have left
     done: list[BranchCommit] = []
     for branch in branches:
         mine = [r for r in rendered if r.branch == branch]

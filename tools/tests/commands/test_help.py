@@ -131,6 +131,7 @@ NOT_RUN = {
     "issue": "opens or closes a GitHub issue; tests/forge/test_issues.py does",
     "pr": "asks a forge's API; tests/forge/test_gitea.py asks Gitea",
     "report": "reads the results of a CI run; tests/commands/test_report.py has them",
+    "release": "hands objects over to a pull controller; tests/engine/test_handoff.py does",
     "secrets edit": "opens $EDITOR",
     "secrets encrypt": "replaces the plaintext file it is given",
     "secrets rotate": "needs the decryption key of the example repository",

@@ -8,6 +8,7 @@ the diff (tools/tests/pipeline/golden/rendered/).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -191,3 +192,15 @@ def test_out_writes_the_tree_without_git(tmp_path: Path, konfig: KonfigRunner) -
         if p.is_file()
     }
     assert written == _branch_tree(root, "rendered")
+
+
+def test_apply_never_writes_a_pull_stack(tmp_path: Path, konfig: KonfigRunner) -> None:
+    root = _examples(tmp_path / "repo")
+    named = konfig("apply", "guestbook/dev", "--yes", cwd=root)
+    assert named.code == 2
+    assert "appops/guestbook/dev: in pull delivery" in named.err
+    # every stack is in pull delivery: --all applies none, and asks no cluster
+    every = konfig("apply", "--all", "--yes", "--json", "--kubeconfig", "/nonexistent", cwd=root)
+    assert every.code == 0, every.err
+    assert json.loads(every.out) == {"ok": True, "stacks": []}
+    assert "appops/guestbook/prod: in pull delivery: left to konfig publish" in every.err
