@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from konfig.engine.diff import compare
 from konfig.engine.guards import (
     CLUSTER_MADE_KINDS,
     ClusterReader,
@@ -241,6 +242,22 @@ def similarity(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> floa
     if not left and not right:
         return 1.0
     return 2 * len(left & right) / (len(left) + len(right))
+
+
+def shaped(live: Any, desired: Any) -> Any:
+    """``live`` cut to what ``desired`` declares (the server's defaults left out), so
+    that comparing them shows what the repository changed; named list items are
+    matched by name."""
+    if isinstance(live, Mapping) and isinstance(desired, Mapping):
+        return {k: shaped(live[k], desired[k]) for k in desired if k in live}
+    if isinstance(live, list) and isinstance(desired, list):
+        named = all(isinstance(i, Mapping) and "name" in i for i in live + desired)
+        if named:
+            by_name = {i["name"]: i for i in live}
+            return [shaped(by_name[i["name"]], i) for i in desired if i["name"] in by_name]
+        if len(live) == len(desired):
+            return [shaped(a, b) for a, b in zip(live, desired, strict=True)]
+    return live
 
 
 def renames(changes: Sequence[Change]) -> dict[str, str]:
@@ -571,11 +588,25 @@ def assess(
     """``plan`` with each change's dangers (``reader``: the cluster, for the counts of
     a cascade; without it they are not counted). ``version``: the stack's declared
     Kubernetes version (``konfig.yaml`` ``kubernetesVersion``), for ``deprecated``."""
+    renamed = renames(plan.changes)
     ctx = Context(
         deleted=plan.deleted,
-        renamed=renames(plan.changes),
+        renamed=renamed,
         users=workload_users(plan.changes),
         held=held_objects(reader, plan.changes) if reader is not None else None,
         version=version,
     )
-    return replace(plan, changes=tuple(replace(c, dangers=classify(c, ctx)) for c in plan.changes))
+    by_id = {c.id: c for c in plan.changes}
+    sources = {new: old for old, new in renamed.items()}
+
+    def marked(c: Change) -> Change:
+        c = replace(c, dangers=classify(c, ctx))
+        if c.id in renamed:
+            return replace(c, renamed_to=renamed[c.id])
+        if c.id in sources:
+            old = by_id[sources[c.id]]
+            fields = compare(shaped(old.live, c.desired), c.desired, name=c.id).fields
+            return replace(c, renamed_from=old.id, rename_fields=fields)
+        return c
+
+    return replace(plan, changes=tuple(marked(c) for c in plan.changes))

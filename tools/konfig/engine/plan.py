@@ -80,6 +80,12 @@ class Change:
     dangers: tuple[Danger, ...] = ()  # what a reviewer must not miss (engine.danger)
     # fields an ignore rule kept out (listed, never counted: engine.ignore)
     ignored: tuple[IgnoredField, ...] = ()
+    # a rename (engine.danger.renames): the id this delete's object is renamed to, or the
+    # id this create's object is renamed from; ``rename_fields``: the create's fields
+    # compared with the old object (masked)
+    renamed_to: str | None = None
+    renamed_from: str | None = None
+    rename_fields: tuple[FieldChange, ...] = ()
 
     @property
     def not_compared(self) -> tuple[str, ...]:
@@ -110,6 +116,16 @@ class Change:
             "drift": self.drift.to_dict() if self.drift is not None else None,
             "dangers": [d.to_dict() for d in self.dangers],
             "ignored": [f.to_dict() for f in self.ignored],
+            "rename": self._rename_json(),
+        }
+
+    def _rename_json(self) -> dict[str, Any] | None:
+        if self.renamed_to is None and self.renamed_from is None:
+            return None
+        return {
+            "from": self.renamed_from or self.id,
+            "to": self.renamed_to or self.id,
+            "fields": [f.to_dict() for f in self.rename_fields],
         }
 
 

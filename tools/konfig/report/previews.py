@@ -222,6 +222,16 @@ def render_text(
         for c in _listed(s.changes):
             symbol = f"{_SYMBOL[c.action]:>3} {c.action:<7}"
             lines.append(f"  {style(symbol, _COLOUR[c.action])} {c.id}  ({c.reason})")
+            if c.renamed_from is not None:
+                old = c.renamed_from.rsplit(":", 1)[-1]
+                lines.append(
+                    "        "
+                    + style(f"rename {old} → {c.name}", "cyan", bold=True)
+                    + " (created, then the old object is pruned once the new one is healthy)"
+                )
+                for f in c.rename_fields:
+                    was, now = _values(f.before, f.after)
+                    lines.append(f"          {f.path}: {was} → {now}")
             for d in c.dangers:
                 lines.append("        " + style(f"⚠ {d.name}: {d.reason}", "red", bold=True))
             if c.action in ("update", "replace"):
@@ -414,6 +424,8 @@ def render_markdown(preview: Preview) -> str:
                     reason += f" (secret keys, encrypted or generated: {_key_statuses(c)})"
                 if c.refused:
                     reason += f" **⛔ REFUSED: {c.refused}**"
+                if c.renamed_from is not None:
+                    reason += f" (rename {c.renamed_from.rsplit(':', 1)[-1]} → {c.name})"
                 for d in c.dangers:
                     reason += f" **⚠️ {d.name}**: {d.reason}"
                 out.append(f"| {c.action} | `{c.id}` | {_md_cell(reason)} |")

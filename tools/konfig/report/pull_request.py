@@ -134,6 +134,7 @@ class ChangeItem:
     fields: tuple[Field, ...] = ()  # masked
     owner: str | None = None  # a conflict's owner
     dangers: tuple[DangerItem, ...] = ()
+    rename: str = ""  # "rename a → b" when this delete or create is half of a rename
 
     @property
     def danger_names(self) -> tuple[str, ...]:
@@ -530,6 +531,7 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
                 fields=_fields(c.get("apiVersion", ""), c["kind"], c["fields"]),
                 owner=c.get("owner") or None,
                 dangers=tuple(DangerItem(d["class"], d["reason"]) for d in c.get("dangers") or []),
+                rename=_rename_text(c.get("rename")),
             )
             for c in item["changes"]
             if c["action"] != "unchanged"
@@ -562,3 +564,11 @@ def _fields(api_version: str, kind: str, raw: Sequence[Mapping[str, Any]]) -> tu
         before, after = mask_field(api_version, kind, f["path"], f["before"], f["after"])
         out.append(Field(f["path"], before, after, bool(f.get("drift"))))
     return tuple(out)
+
+
+def _rename_text(rename: Any) -> str:
+    if not isinstance(rename, Mapping):
+        return ""
+    old = str(rename.get("from", "")).rsplit(":", 1)[-1]
+    new = str(rename.get("to", "")).rsplit(":", 1)[-1]
+    return f"rename {old} → {new}"

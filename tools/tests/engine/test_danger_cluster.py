@@ -157,3 +157,29 @@ def test_deprecated_api_in_the_declared_version(kube: Kube, ns: str) -> None:
         "Endpoints legacy: v1 Endpoints is deprecated since Kubernetes 1.33; "
         "use discovery.k8s.io/v1 EndpointSlice"
     )
+
+
+def test_a_rename_is_shown_as_a_rename(kube: Kube, ns: str) -> None:
+    stack = make_stack()
+    objs = apply_as_konfig(kube, stack, deployment(ns, "web"))
+    renamed = deployment(ns, "frontend")
+    renamed["metadata"]["annotations"] = {"konfig.io/previous-name": "web"}
+    container = renamed["spec"]["template"]["spec"]["containers"][0]
+    container.update(name="web", image="nginx:1.28.0")
+    plan = assess(plan_stack(kube, stack, spec_of(renamed), inventory_of(stack, objs)))
+    old = next(c for c in plan.changes if c.name == "web")
+    new = next(c for c in plan.changes if c.name == "frontend")
+    assert (old.action, new.action) == ("delete", "create")  # still a delete + create
+    assert old.renamed_to == new.id and new.renamed_from == old.id
+    for c in (old, new):
+        assert (c.to_dict()["rename"]["from"], c.to_dict()["rename"]["to"]) == (old.id, new.id)
+    # the new object compared with the old one: what the repository changed, no defaults
+    assert {f.path: (f.before, f.after) for f in new.rename_fields} == {
+        'metadata.annotations["konfig.io/previous-name"]': (None, "web"),
+        "metadata.labels.app": ("web", "frontend"),
+        "metadata.name": ("web", "frontend"),
+        "spec.selector.matchLabels.app": ("web", "frontend"),
+        "spec.template.metadata.labels.app": ("web", "frontend"),
+        "spec.template.spec.containers[name=web].image": ("nginx:1.27.3", "nginx:1.28.0"),
+    }  # fmt: skip
+    assert old.dangers[0].reason.startswith("Deployment web: renamed to frontend")

@@ -5,12 +5,13 @@ engine.danger as the preview does). Goldens: ``golden/dangers-*.md``
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet import Fleet, change, set_image
+from fleet import Fleet, change, preview_doc, set_image, stack_doc
 
 from konfig.report import comment, pull_request
 
@@ -103,3 +104,17 @@ def test_no_dangers_no_table() -> None:
     r = pull_request.build(inputs(quiet), sha=SHA, run_url=RUN)
     assert r.dangers == ()
     assert "Dangers" not in comment.render(r).text
+
+
+def test_a_rename_reads_as_one_in_the_comment() -> None:
+    old = {"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "web", "namespace": "shop-dev"}, "data": {"a": "1"}}  # fmt: skip
+    new = copy.deepcopy(old)
+    new["metadata"]["name"] = "frontend"
+    gone, made = change(old, None, dangers=True), change(None, new, dangers=True)
+    rename = {"from": gone["id"], "to": made["id"], "fields": []}
+    gone["rename"] = made["rename"] = rename
+    preview = preview_doc([stack_doc("appops/shop/dev", [gone, made])])
+    r = pull_request.build(pull_request.Inputs(previews=[preview]), sha=SHA, run_url=RUN)
+    text = comment.render(r, layout="stacks").text
+    assert text.count("**rename web → frontend**: ") == 2
