@@ -454,6 +454,15 @@ def to_json(report: Report, grouping: Grouping, *, layout: str) -> dict[str, Any
         "status": _status(report),
         "layout": layout,
         "counts": report.totals,
+        "dangers": report.danger_totals,
+        "labels": list(report.labels),
+        "dangerCheck": {
+            "conclusion": report.danger_conclusion,
+            "confirmations": [
+                {"stack": path, "digest": digest, "what": what}
+                for path, digest, what in report.confirmations
+            ],
+        },
         "stacks": [
             {
                 "path": s.path,

@@ -16,6 +16,7 @@ a report can never carry one even from a faulty input.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -60,7 +61,12 @@ STATUS_LABEL: dict[str, str] = {
     "pending": "⏳ not previewed",
 }
 _FAILED = {"conflict", "compile-error", "preview-error", "test-failed", "check-failed"}
-OWNERSHIP_RULES = "ownership/"  # check findings that are conflicts (two stacks, one object)
+OWNERSHIP_RULES = "ownership/"
+LABEL_PREFIX = "konfig/danger:"
+# what the preview's danger/confirm refusal says (engine.guards.mark_unconfirmed)
+_CONFIRM = re.compile(
+    r"danger/confirm: (.+?) \(`konfig apply --confirm \S+=([0-9a-f]{16})`\)"
+)  # check findings that are conflicts (two stacks, one object)
 
 
 @dataclass(frozen=True)
@@ -274,6 +280,37 @@ class Report:
                 )
             )
         return tuple(rows)
+
+    @property
+    def danger_totals(self) -> dict[str, int]:
+        totals: dict[str, int] = dict.fromkeys(DANGER_CLASSES, 0)
+        for s in self.stacks:
+            for name, n in s.danger_counts.items():
+                totals[name] = totals.get(name, 0) + n
+        return totals
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The pull request's labels: one per danger class present (``konfig/danger:<class>``)."""
+        return tuple(f"{LABEL_PREFIX}{name}" for name, n in self.danger_totals.items() if n)
+
+    @property
+    def confirmations(self) -> tuple[tuple[str, str, str], ...]:
+        """``(stack, digest, what)`` of each stack apply refuses until confirmed
+        (``danger/confirm``, as the preview marked it under konfig.yaml's policy)."""
+        found: dict[str, tuple[str, str, str]] = {}
+        for s in self.stacks:
+            for c in s.changes:
+                m = _CONFIRM.search(c.reason)
+                if m is not None and s.path not in found:
+                    found[s.path] = (s.path, m.group(2), m.group(1))
+        return tuple(found.values())
+
+    @property
+    def danger_conclusion(self) -> str:
+        """The danger check's conclusion: ``action_required`` while a stack needs a
+        confirmation the policy asks for, else ``success``."""
+        return "action_required" if self.confirmations else "success"
 
     @property
     def ignored_by_rule(self) -> tuple[tuple[str, int], ...]:

@@ -118,3 +118,40 @@ def test_a_rename_reads_as_one_in_the_comment() -> None:
     r = pull_request.build(pull_request.Inputs(previews=[preview]), sha=SHA, run_url=RUN)
     text = comment.render(r, layout="stacks").text
     assert text.count("**rename web → frontend**: ") == 2
+
+
+def test_labels_and_the_check_follow_the_policy() -> None:
+    from konfig import contracts
+    from konfig.engine.danger import assess
+    from konfig.engine.guards import DangerGuard, DangerPolicy, mark_unconfirmed
+    from konfig.engine.plan import Change, StackPlan
+
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop-old"}}
+    gone = Change("v1:Namespace:shop-old", "v1", "Namespace", None, "shop-old", "delete",
+                  "removed from the stack: apply prunes it", False, None, ns, (), "")  # fmt: skip
+    plan = assess(StackPlan("appops/shop/prod", "prod", False, None, None, None, (gone,)))
+    policy = DangerGuard(DangerPolicy.of({"confirm": ["cascade"]}))
+    marked = mark_unconfirmed(plan, policy).changes[0].to_dict()
+    preview = preview_doc([stack_doc("appops/shop/prod", [marked])])
+    r = pull_request.build(pull_request.Inputs(previews=[preview]), sha=SHA, run_url=RUN)
+    assert r.labels == ("konfig/danger:destroy", "konfig/danger:cascade")
+    assert r.danger_conclusion == "action_required"
+    ((path, digest, what),) = r.confirmations
+    assert (path, what) == ("appops/shop/prod", "cascade needs a confirmation")
+    text = comment.render(r).text
+    assert (
+        "- `appops/shop/prod`: cascade needs a confirmation: "
+        f"`konfig apply --confirm appops/shop/prod={digest}`" in text
+    )
+    data = comment.to_json(r)
+    assert contracts.violations("report", data) == []
+    assert data["dangerCheck"]["conclusion"] == "action_required"
+    assert data["labels"] == ["konfig/danger:destroy", "konfig/danger:cascade"]
+    # without the policy: the same dangers, labelled, and nothing to confirm
+    unmarked = plan.changes[0].to_dict()
+    r2 = pull_request.build(
+        pull_request.Inputs(previews=[preview_doc([stack_doc("appops/shop/prod", [unmarked])])]),
+        sha=SHA,
+    )
+    assert (r2.labels, r2.danger_conclusion) == (r.labels, "success")
+    assert "Apply refuses" not in comment.render(r2).text
