@@ -27,7 +27,7 @@ from konfig.engine.kube import MAX_WORKERS
 from konfig.engine.planner import DEFAULT_WORKERS
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
-from konfig.pipeline.previewing import Preview, preview_stacks
+from konfig.pipeline.previewing import Preview, commits_of, preview_stacks
 from konfig.pipeline.runtime import uses_opentofu
 from konfig.pipeline.selection import gone_stack, select_stacks, stacks_affected_since
 from konfig.repo.files import WriteScope, atomic_write_text
@@ -214,7 +214,7 @@ def command(
             contexts=runtime_contexts(repo.root, opentofu=terraform),
         )
 
-    preview = Preview.of(results)
+    preview = Preview.of(results, commits_of(repo.root, changed_from))
     if fmt == "json":
         text = render_json(preview)
     elif fmt == "markdown":

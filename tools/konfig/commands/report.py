@@ -101,6 +101,14 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
     "for an artifact.",
 )
 @click.option(
+    "--reviewed-out",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    default=None,
+    help="Also write the reviewed record (each previewed stack's change digest, the "
+    "record the comment hides; docs/contracts/review.md) to FILE (`-`: stdout), for "
+    "`konfig apply --reviewed`.",
+)
+@click.option(
     "--summary-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -139,6 +147,7 @@ def command(
     placeholder: bool,
     out: Path | None,
     full_out: Path | None,
+    reviewed_out: Path | None,
     summary_file: Path | None,
     layout: comment.Layout,
     as_json: bool,
@@ -158,6 +167,10 @@ def command(
       konfig report --results results/ --sha "$SHA" --out comment.md --summary-file summary.md
       konfig report --apply apply.json --sha "$SHA"
     """
+    if reviewed_out is not None and str(reviewed_out) == "-" and out is None:
+        raise UsageError(
+            "--reviewed-out - prints the record on stdout: write the comment with --out FILE"
+        )
     if placeholder:
         _emit(comment.render_placeholder(sha, run_url), out)
         return EXIT_OK
@@ -243,6 +256,13 @@ def command(
         atomic_write_text(full_out, full.text, scope=WriteScope.named(full_out, "--full-out"))
     if summary_file is not None:
         _append_summary(report, summary_file, title, chosen)
+    if reviewed_out is not None:
+        record = json.dumps(report.reviewed.to_dict(), indent=2) + "\n"
+        if str(reviewed_out) == "-":
+            click.echo(record, nl=False)
+        else:
+            scope = WriteScope.named(reviewed_out, "--reviewed-out")
+            atomic_write_text(reviewed_out, record, scope=scope)
     return EXIT_OK
 
 

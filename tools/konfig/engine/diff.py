@@ -149,6 +149,11 @@ def _leaves(node: Any, prefix: str, key: tuple[_Segment, ...]) -> Iterator[tuple
         yield key, prefix, node
 
 
+def leaves(obj: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Every leaf of ``obj`` by its field path (the paths of :class:`FieldChange`)."""
+    return {path.lstrip("."): v for _, path, v in _leaves(dict(obj or {}), "", ())}
+
+
 def field_changes(
     before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
 ) -> tuple[FieldChange, ...]:

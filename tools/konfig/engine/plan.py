@@ -154,6 +154,7 @@ class StackPlan:
     changes: tuple[Change, ...]
     prior_dirty: bool = False  # the last apply came from uncommitted changes
     not_previewed: tuple[NotPreviewed, ...] = ()  # planned by nobody (credentials missing)
+    tofu_state: tuple[str, int] | None = None  # OpenTofu's state planned against (lineage, serial)
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = dict.fromkeys(ACTIONS, 0)

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from functools import cached_property
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from konfig.build.compiler import CompileResult
+from konfig.detect import gitrepo
 from konfig.engine.danger import assess
+from konfig.engine.digest import ChangeDigest, change_digest
 from konfig.engine.guards import DangerGuard, DangerPolicy, mark_unconfirmed
 from konfig.engine.inventory import read_inventory
 from konfig.engine.kube import Kube
@@ -76,19 +79,48 @@ class StackPreview:
     def not_previewed(self) -> tuple[NotPreviewed, ...]:
         return self.plan.not_previewed if self.plan else ()
 
+    @cached_property
+    def digest(self) -> ChangeDigest | None:
+        """The change digest of the plan (:mod:`konfig.engine.digest`); None: no plan."""
+        return change_digest(self.plan) if self.plan is not None else None
+
+
+@dataclass(frozen=True)
+class Commits:
+    """The commits a preview compares: the base (the merge base of ``--changed-from``;
+    None without one) and the head checked out (None outside a git repository)."""
+
+    base: str | None = None
+    head: str | None = None
+
+
+def commits_of(root: Path, changed_from: str | None) -> Commits:
+    """The commits of a preview of the work tree at ``root``."""
+    if not gitrepo.is_repo(root):
+        return Commits()
+    try:
+        head = gitrepo.rev_parse(root, "HEAD")
+    except KonfigError:
+        return Commits()  # no commit yet
+    base = gitrepo.merge_base(root, changed_from, head) if changed_from else None
+    return Commits(base, head)
+
 
 @dataclass(frozen=True)
 class Preview:
     stacks: tuple[StackPreview, ...]
     secrets: frozenset[str] = field(default=frozenset(), compare=False)
+    commits: Commits = Commits()
 
     @classmethod
-    def of(cls, stacks: list[StackPreview]) -> Preview:
+    def of(cls, stacks: list[StackPreview], commits: Commits | None = None) -> Preview:
         found: set[str] = set()
         for s in stacks:
             if s.plan:
                 found |= s.plan.secrets()
-        return cls(tuple(sorted(stacks, key=lambda s: s.path)), frozenset(found))
+        return cls(
+            tuple(sorted(stacks, key=lambda s: s.path)), frozenset(found), commits or Commits()
+        )
 
     def counts(self) -> dict[str, int]:
         total: dict[str, int] = dict.fromkeys(ACTIONS, 0)

@@ -13,9 +13,10 @@ only read the report.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from konfig.pipeline.reviewed import hidden
 from konfig.report import grouped
 from konfig.report.budget import DEFAULT_BUDGET, Measure, chars, cut_section, utf8_bytes
 from konfig.report.markdown import environment
@@ -73,12 +74,23 @@ def render(
 ) -> Rendered:
     """Render ``report`` as markdown no larger than ``budget`` (as counted by ``measure``):
     one section per stack, or (many stacks) each distinct change once (docs/report.md)."""
+    record = _record(report)
+    budget -= measure(record)
     if choose_layout(report, layout, budget=budget, measure=measure) == "grouped":
         shown = grouped.render_grouped(
             report, report.grouping, budget=budget, measure=measure, title=title
         )
-        return Rendered(shown.text, shown.truncated, shown.omitted, (), "grouped")
-    return _render_stacks(report, budget=budget, measure=measure, title=title)
+        return Rendered(shown.text + record, shown.truncated, shown.omitted, (), "grouped")
+    rendered = _render_stacks(report, budget=budget, measure=measure, title=title)
+    return replace(rendered, text=rendered.text + record)
+
+
+def _record(report: Report) -> str:
+    """The hidden reviewed record (:mod:`konfig.pipeline.reviewed`) that ends the comment
+    and the summary: nothing when no stack was previewed with a digest."""
+    if not report.reviewed.stacks:
+        return ""
+    return "\n" + hidden(report.reviewed) + "\n"
 
 
 def render_full(
@@ -91,8 +103,11 @@ def render_full(
 ) -> Rendered:
     """The job summary and the artifact: with the grouped layout, the grouped overview
     and then every stack with its diff, within ``budget``."""
+    record = _record(report)
+    budget -= measure(record)
     if choose_layout(report, layout) == "stacks":
-        return _render_stacks(report, budget=budget, measure=measure, title=title)
+        rendered = _render_stacks(report, budget=budget, measure=measure, title=title)
+        return replace(rendered, text=rendered.text + record)
     overview = grouped.render_grouped(
         report, report.grouping, budget=budget // 2, measure=measure, title=title, footer=False
     )
@@ -100,7 +115,7 @@ def render_full(
         report, budget=budget - measure(overview.text), measure=measure, title=title, detail=True
     )
     return Rendered(
-        overview.text + detail.text,
+        overview.text + detail.text + record,
         overview.truncated or detail.truncated,
         detail.omitted,
         detail.cut,

@@ -66,6 +66,7 @@ def to_json(preview: Preview) -> dict[str, Any]:
         "hasDrift": preview.has_drift,
         "counts": preview.counts(),
         "dangers": preview.danger_counts(),
+        "commits": {"base": preview.commits.base, "head": preview.commits.head},
         "stacks": [_stack_json(s) for s in preview.stacks],
     }
 
@@ -92,6 +93,7 @@ def _stack_json(s: StackPreview) -> dict[str, Any]:
         },
         "changes": [c.to_dict() for c in s.changes] if not s.error else [],
         "notPreviewed": [n.to_dict() for n in s.not_previewed],
+        "review": s.digest.to_dict() if s.digest is not None and not s.error else None,
     }
 
 

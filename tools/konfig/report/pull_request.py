@@ -24,7 +24,9 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from konfig.engine.plan import ACTIONS, CHANGING, DANGER_CLASSES
+from konfig.errors import UsageError
 from konfig.masking import mask_field, mask_secret_diff
+from konfig.pipeline.reviewed import Reviewed, reviewed_of_previews
 from konfig.repo.settings import DEFAULT_PRODUCTION_STACKS, is_production
 from konfig.report.grouping import (
     FailureNote,
@@ -34,7 +36,7 @@ from konfig.report.grouping import (
     StackChanges,
     group_changes,
 )
-from konfig.report.inputs import Document, validated
+from konfig.report.inputs import Document, ReportInputError, validated
 
 Status = Literal[
     "conflict",
@@ -170,6 +172,9 @@ class StackReport:
     # resources the preview could not plan: (id, reason naming the missing credentials)
     not_previewed: tuple[tuple[str, str], ...] = ()
     ignored: tuple[IgnoredItem, ...] = ()  # fields ignore rules kept out of the plan
+    digest: str | None = None  # the change digest previewed (konfig.engine.digest)
+    # (object id, field path) the cluster differs in that this change does not change
+    cluster_differs: tuple[tuple[str, str], ...] = ()
 
     @property
     def conflicts(self) -> tuple[Conflict, ...]:
@@ -238,6 +243,9 @@ class Report:
     other_failures: tuple[Failure, ...] = ()  # not tied to a stack (e.g. base/ unit tests)
     missing: tuple[str, ...] = ()  # inputs that were expected but absent
     previewed: bool = False
+    reviewed: Reviewed = field(
+        default_factory=Reviewed
+    )  # the change digests previewed: the hidden record
 
     @property
     def failed(self) -> bool:
@@ -400,8 +408,13 @@ def build(
         _read_test(validated("test", doc), entry, others)
     for findings in inputs.checks:
         _read_check(validated("check", findings), entry, others)
-    for preview in inputs.previews:
-        _read_preview(validated("preview", preview), entry)
+    previews = [validated("preview", preview) for preview in inputs.previews]
+    for doc in previews:
+        _read_preview(doc, entry)
+    try:
+        reviewed = reviewed_of_previews(previews)
+    except UsageError as exc:
+        raise ReportInputError(str(exc)) from None
 
     # A failure in a file inside a stack (e.g. a unit test there) belongs to its row.
     rest = []
@@ -435,6 +448,10 @@ def build(
                 production=is_production(path, data.get("production"), production),
                 not_previewed=tuple(data.get("not_previewed", ())),
                 ignored=tuple(data.get("ignored", ())),
+                digest=reviewed.stacks[path].digest if path in reviewed.stacks else None,
+                cluster_differs=(
+                    reviewed.stacks[path].cluster_differs if path in reviewed.stacks else ()
+                ),
             )
         )
     return Report(
@@ -444,6 +461,7 @@ def build(
         other_failures=_dedupe(rest),
         missing=tuple(inputs.missing),
         previewed=bool(inputs.previews),
+        reviewed=reviewed,
     )
 
 

@@ -173,6 +173,7 @@ def plan_hybrid(
         spec_digest=spec.digest(),
         changes=tuple(sorted((*kplan.changes, *tchanges), key=lambda c: c.id)),
         not_previewed=skipped,
+        tofu_state=state_serial(state),
     )
     return HybridPlan(plan, planned, kspec, data, ctx, state_serial(state), kplan)
 
