@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -29,6 +30,7 @@ from konfig.commands._keys import take_keyring_from_env
 from konfig.commands._options import kube_options, lock_options, pace_options
 from konfig.commands._progress import StackProgress
 from konfig.commands._results import confirm, finish, show_plans
+from konfig.commands._reviewed import blocked, blocked_result, read_reviewed_file, show_verdicts
 from konfig.commands._signals import Stop, graceful, stopped
 from konfig.engine.plan import StackPlan
 from konfig.engine.stackrun import ApplyOptions, StackResult
@@ -46,6 +48,7 @@ from konfig.pipeline.applying import (
 from konfig.pipeline.compiling import refuse_bad_kcl_mod
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.previewing import StackPreview
+from konfig.pipeline.reviewed import Verdict, verify
 from konfig.pipeline.runtime import SavedPlan
 from konfig.pipeline.selection import select_stacks
 from konfig.repo.layout import Stack
@@ -67,6 +70,17 @@ from konfig.repo.layout import Stack
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     default=None,
     help="A saved `konfig preview --format json`: refuse if the recomputed plan differs.",
+)
+@click.option(
+    "--reviewed",
+    "reviewed_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The reviewed record (the pull request's Konfig comment, `konfig report "
+    "--reviewed-out`, or the preview JSON): each stack's change is recomputed and compared "
+    "with the reviewed one; the same is applied with the resourceVersions just read as "
+    "preconditions, another is blocked or applied as stack.yaml apply.onReviewedChanged "
+    "says (default: block for production stacks). docs/review.md.",
 )
 @click.option(
     "--commit",
@@ -105,6 +119,7 @@ def command(
     stack_concurrency: int,
     no_wait: bool,
     plan_file: Path | None,
+    reviewed_file: Path | None,
     commit: str | None,
     allow_dirty: bool,
     confirms: tuple[str, ...],
@@ -128,9 +143,11 @@ def command(
     Examples:
       konfig apply guestbook/dev                       # show the plan, ask, apply
       konfig apply --all --yes --plan preview.json --json   # CI: exactly what was previewed
+      konfig apply --all --yes --reviewed comment.md        # merge: what was reviewed
     """
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     confirmed = _confirmations(confirms)
+    reviewed = read_reviewed_file(reviewed_file) if reviewed_file is not None else None
     repo = load_repository(ctx)
     selected = select_stacks(repo, stacks, all_stacks=all_stacks)
     if not selected:
@@ -157,6 +174,8 @@ def command(
     )
     specs, saved = inputs.specs, inputs.saved
 
+    reviews: dict[str, dict[str, Any]] = {}  # what each inventory records of the review
+
     def options_of(stack: Stack) -> ApplyOptions:
         return apply_options(
             stack,
@@ -166,6 +185,8 @@ def command(
             wait=not no_wait,
             config=repo.config,
             confirmed=confirmed,
+            preconditions=reviewed is not None,
+            review=reviews.get(stack.path),
         )
 
     kept: dict[str, SavedPlan] = {}  # OpenTofu plans shown, applied as they are
@@ -173,7 +194,8 @@ def command(
         cleanup.callback(discard_kept, kept)
         check_against_clusters(selected, inputs, conns)
         shown: dict[str, StackPlan] = {}
-        if not yes or saved is not None:
+        verdicts: list[Verdict] = []
+        if not yes or saved is not None or reviewed is not None:
             # Plan every stack first: to show it and ask, or to compare it with the saved
             # preview so that a difference anywhere applies nothing anywhere.
             plans = plan_all(
@@ -189,8 +211,19 @@ def command(
             shown = {p.path: p for p in plans}
             if saved is not None:
                 compare_saved(saved, plans, plan_file)
+            if reviewed is not None:
+                by_path = {s.path: s for s in selected}
+                verdicts = verify(
+                    reviewed,
+                    plans,
+                    lambda path: by_path[path].on_reviewed_changed(repo.config.production_stacks),
+                )
+                show_verdicts(verdicts)
+                reviews.update((v.path, v.record(reviewed.pr)) for v in verdicts)
             if not as_json:
-                show_plans([StackPreview(p.path, plan=p) for p in plans])
+                show_plans(
+                    [StackPreview(p.path, plan=p) for p in plans if p.path not in blocked(verdicts)]
+                )
             confirm("apply these changes", yes=yes)
         show = yes and saved is None and not as_json
         contexts = conns.contexts(selected)
@@ -219,8 +252,17 @@ def command(
                 progress.finish(result)
                 return result
 
+            held = blocked(verdicts)
             with graceful("the apply") as stop:
-                results = run_concurrently(selected, lambda s: one(s, stop), stack_concurrency)
+                results = run_concurrently(
+                    [s for s in selected if s.path not in held],
+                    lambda s: one(s, stop),
+                    stack_concurrency,
+                )
+            results = sorted(
+                [*results, *(blocked_result(v) for v in verdicts if v.blocked)],
+                key=lambda r: [s.path for s in selected].index(r.path),
+            )
     code = finish("Apply", results, as_json=as_json, contexts=contexts)
     return stopped(stop, code)
 

@@ -72,6 +72,14 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
     "check): a kind with no file found is reported as missing (its job failed).",
 )
 @click.option("--sha", required=True, help="Head commit the report is about.")
+@click.option(
+    "--pr",
+    "pr",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The pull request's number, recorded in the reviewed record (konfig status "
+    "names it once the change is applied).",
+)
 @click.option("--run-url", default=None, help="Link to the workflow run (footer).")
 @click.option(
     "--budget",
@@ -141,6 +149,7 @@ def command(
     results: Sequence[Path],
     expect: str,
     sha: str,
+    pr: int | None,
     run_url: str | None,
     budget: int,
     title: str,
@@ -232,7 +241,7 @@ def command(
         missing=missing,
     )
     try:
-        report = pull_request.build(inputs, sha=sha, run_url=run_url)
+        report = pull_request.build(inputs, sha=sha, run_url=run_url, pr=pr)
     except ReportInputError as exc:
         raise UsageError(str(exc), hint="pass the JSON the named konfig command printed") from exc
 

@@ -50,7 +50,13 @@ from konfig.engine.inventory import Inventory, Member
 from konfig.engine.kube import Kube, KubeApiError, KubeError
 from konfig.engine.plan import Change, StackPlan
 from konfig.engine.pruner import prune
-from konfig.engine.retry import RETRYABLE_STATUS, Unreachable, delete_object, retry
+from konfig.engine.retry import (
+    RETRYABLE_STATUS,
+    PreconditionFailed,
+    Unreachable,
+    delete_object,
+    retry,
+)
 from konfig.engine.stackrun import (
     INTERRUPTED,
     ApplyOptions,
@@ -281,6 +287,7 @@ def apply_stack(
                 applied_at=None if ok else (prior.applied_at if prior else None),
                 dirty=options.dirty if ok else (prior.dirty if prior else False),
                 applied_fields=_applied_fields(prior, run),
+                review=options.review if ok else (prior.review if prior else None),
             ),
             options,
         )
@@ -334,6 +341,30 @@ def _applied_fields(prior: Inventory | None, run: StackRun) -> dict[str, Any]:
     return fields
 
 
+def _precondition(run: StackRun, change: Change) -> str:
+    """The resourceVersion an update is sent with (``options.preconditions``: the version
+    the plan read under the Lease), or "" for none (a create has no version yet, a
+    replace re-creates the object)."""
+    if not run.options.preconditions or change.action != "update" or change.live is None:
+        return ""
+    return str((change.live.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _send(kube: Kube, manifest: dict[str, Any], version: str) -> dict[str, Any]:
+    """Server-side apply; with ``version``, a 409 is the precondition refused (the
+    server answers a stale resourceVersion so; proven in engine/test_preconditions.py)."""
+    try:
+        return kube.apply(manifest, dry_run=False, force=True)
+    except KubeApiError as exc:
+        if version and exc.failure.status == 409:
+            raise PreconditionFailed(
+                f"changed in the cluster since the plan read it (resourceVersion {version}): "
+                "not applied; preview again",
+                exc.failure,
+            ) from exc
+        raise
+
+
 def _apply_one(run: StackRun, change: Change) -> bool:
     """Apply one object; records its result. True when it was written (or unchanged)."""
     kube, options = run.kube, run.options
@@ -368,7 +399,13 @@ def _apply_one(run: StackRun, change: Change) -> bool:
             )
             wait_gone(run, ref, uid_of(change.live))
             deleted = True
-        result = retry(lambda: kube.apply(manifest, dry_run=False, force=True), options)
+        version = _precondition(run, change)
+        if version:
+            manifest = {
+                **manifest,
+                "metadata": {**manifest["metadata"], "resourceVersion": version},
+            }
+        result = retry(lambda: _send(kube, manifest, version), options)
     except Unreachable as exc:
         # The request may have been carried out before the connection broke: keep the
         # object in the inventory (a member that turns out not to exist is dropped later).
@@ -377,7 +414,11 @@ def _apply_one(run: StackRun, change: Change) -> bool:
         run.record(ObjectResult(change.id, "failed", f"failed: {exc.error.message}"))
         return False
     except KubeError as exc:
-        uncertain = isinstance(exc, KubeApiError) and exc.failure.status in RETRYABLE_STATUS
+        uncertain = (
+            isinstance(exc, KubeApiError)
+            and exc.failure.status in RETRYABLE_STATUS
+            and not isinstance(exc, PreconditionFailed)
+        )
         # A rejection (admission, validation, ...) leaves the object as it was.
         run.exists[change.id] = uncertain or (change.live is not None and not deleted)
         run.record(ObjectResult(change.id, "failed", f"failed: {exc.message}"))

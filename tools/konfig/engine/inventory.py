@@ -91,6 +91,9 @@ DATA_COMMIT = "commit"
 DATA_DIGEST = "specDigest"
 DATA_APPLIED_AT = "appliedAt"
 DATA_DIRTY = "dirty"
+# how the last complete apply relates to a review (konfig apply --reviewed): JSON with
+# status (reviewed, changed, unreviewed), digest, reviewedDigest and pr; absent without
+DATA_REVIEW = "review"
 BINARY_APPLIED_FIELDS = "appliedFields"
 # Compressed bytes; a ConfigMap holds at most 1 MiB in all, and the members list too.
 MAX_APPLIED_FIELDS = 512 * 1024
@@ -170,6 +173,8 @@ class Inventory:
     name: str = ""
     uid: str = ""
     dirty: bool = False  # the last complete apply came from uncommitted changes
+    # the last complete apply's review (DATA_REVIEW): None when applied without a record
+    review: Mapping[str, Any] | None = field(default=None, compare=False)
     # member id -> Konfig's fields right after its last write (None: not recorded)
     applied_fields: FieldSets | None = field(default=None, compare=False, repr=False)
     # The same stack's inventory under the name konfig gave it before names were
@@ -314,6 +319,7 @@ def inventory_manifest(
     applied_at: str,
     dirty: bool = False,
     applied_fields: FieldSets | None = None,
+    review: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ConfigMap that records an inventory (pure; for server-side apply)."""
     name = inventory_name(stack_path)
@@ -350,6 +356,7 @@ def inventory_manifest(
             DATA_DIGEST: spec_digest,
             DATA_APPLIED_AT: applied_at,
             DATA_DIRTY: "true" if dirty else "false",
+            **({DATA_REVIEW: json.dumps(dict(review), sort_keys=True)} if review else {}),
         },
         **_binary(applied_fields, [m.id for m in ordered]),
     }
@@ -383,6 +390,28 @@ def _old_name_of(stack_path: str) -> str | None:
         return old if old != inventory_name(stack_path) else None
     except InventoryError:
         return None
+
+
+def _review(raw: Any) -> dict[str, Any] | None:
+    """The recorded review (DATA_REVIEW), or None: absent, or not the record konfig writes
+    (a hand edit is ignored, never trusted for more than it says)."""
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else None
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or data.get("status") not in (
+        "reviewed",
+        "changed",
+        "unreviewed",
+    ):
+        return None
+    pr = data.get("pr")
+    return {
+        "status": data["status"],
+        "digest": str(data.get("digest") or "") or None,
+        "reviewedDigest": str(data.get("reviewedDigest") or "") or None,
+        "pr": pr if isinstance(pr, int) and not isinstance(pr, bool) else None,
+    }
 
 
 def parse_inventory(obj: Mapping[str, Any], *, stack: str | None = None) -> Inventory:
@@ -477,6 +506,7 @@ def parse_inventory(obj: Mapping[str, Any], *, stack: str | None = None) -> Inve
         name=name,
         uid=str(meta.get("uid") or ""),
         dirty=str(data.get(DATA_DIRTY) or "").lower() == "true",
+        review=_review(data.get(DATA_REVIEW)),
         applied_fields=decode_fields((obj.get("binaryData") or {}).get(BINARY_APPLIED_FIELDS)),
     )
 
@@ -593,6 +623,7 @@ def write_inventory(
     applied_at: str | None = None,
     dirty: bool = False,
     applied_fields: FieldSets | None = None,
+    review: Mapping[str, Any] | None = None,
 ) -> Inventory:
     """Record ``members`` (server-side apply of the parent ConfigMap) and return it."""
     ensure_namespace(kube)
@@ -604,6 +635,7 @@ def write_inventory(
         applied_at=applied_at or now(),
         dirty=dirty,
         applied_fields=applied_fields,
+        review=review,
     )
     return parse_inventory(kube.apply(manifest, dry_run=False))
 
@@ -624,6 +656,7 @@ def write_union(
         applied_at=prior.applied_at if prior else "",
         dirty=prior.dirty if prior else False,
         applied_fields=prior.applied_fields if prior else None,
+        review=prior.review if prior else None,
     )
     if prior is None or not prior.former_name:
         return written

@@ -26,7 +26,15 @@ class Unreachable(Exception):
         self.error = error
 
 
+class PreconditionFailed(KubeApiError):
+    """The server refused a write whose ``metadata.resourceVersion`` (the version the plan
+    read) is no longer the object's: someone changed it in between. Never retried: the
+    same write would be refused again, and a newer version is not what was planned."""
+
+
 def retryable(exc: KubeError) -> bool:
+    if isinstance(exc, PreconditionFailed):
+        return False
     if isinstance(exc, KubeApiError):
         return exc.failure.status in RETRYABLE_STATUS
     return True  # unreachable, connection reset

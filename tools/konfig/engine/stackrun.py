@@ -43,6 +43,12 @@ class ApplyOptions:
     replace_on_immutable: bool = False  # the stack's stack.yaml `apply: {replaceOnImmutable}`
     commit: str = ""
     dirty: bool = False  # the Spec comes from uncommitted changes on top of ``commit``
+    # each update sent with the resourceVersion the plan read, a precondition the server
+    # checks (the merge-time apply of a reviewed change: nothing slips in between)
+    preconditions: bool = False
+    # recorded with the inventory when the apply completes (konfig apply --reviewed):
+    # status, digest, reviewedDigest, pr
+    review: Mapping[str, Any] | None = None
     poll: float = 1.0
     attempts: int = 4
     backoff: float = 0.5

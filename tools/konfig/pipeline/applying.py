@@ -149,6 +149,8 @@ def apply_options(
     wait: bool,
     config: RepoConfig | None = None,
     confirmed: Mapping[str, str] | None = None,
+    preconditions: bool = False,
+    review: Mapping[str, Any] | None = None,
 ) -> ApplyOptions:
     """The options of one stack's apply: the commit (and whether the stack's inputs were
     dirty) to record, ``stack.yaml`` ``apply: {replaceOnImmutable}``, and ``danger/confirm``
@@ -164,6 +166,8 @@ def apply_options(
         if config is None
         else DangerGuard(DangerPolicy.of(config.dangers), dict(confirmed or {})),
         kubernetes_version=None if config is None else config.kubernetes_version,
+        preconditions=preconditions,
+        review=review,
     )
 
 

@@ -23,12 +23,19 @@ import binascii
 import json
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from konfig import contracts
-from konfig.engine.digest import ChangeDigest, DigestError
+from konfig.engine.digest import (
+    ChangeDigest,
+    Difference,
+    DigestError,
+    change_digest,
+    differences,
+)
+from konfig.engine.plan import StackPlan
 from konfig.errors import UsageError
 
 MARKER = "konfig:reviewed"
@@ -136,3 +143,85 @@ def _digest(path: str, data: Mapping[str, Any], where: str) -> ChangeDigest:
         return ChangeDigest.from_dict(path, data)
     except DigestError as exc:
         raise UsageError(f"{where}: {exc}") from None
+
+
+# -- at merge: the change recomputed, compared with the reviewed one --------------------
+
+Status = Literal["reviewed", "changed", "unreviewed"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One stack at merge: is the change apply would make the reviewed one?
+
+    ``reviewed``: the digest recomputed is the one in the record (or nothing changes);
+    ``changed``: the record has another digest for the stack; ``unreviewed``: the record
+    has none (a direct push, or a stack no preview of the pull request planned).
+    ``policy`` (``stack.yaml`` ``apply.onReviewedChanged``) decides the other two."""
+
+    path: str
+    status: Status
+    policy: str  # block or apply
+    digest: str  # the change digest now
+    reviewed_digest: str | None
+    differences: tuple[Difference, ...] = ()
+    cluster_differs: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def blocked(self) -> bool:
+        return self.status != "reviewed" and self.policy == "block"
+
+    def record(self, pr: int | None) -> dict[str, Any]:
+        """What the inventory records of an apply of this verdict (``konfig status``)."""
+        return {
+            "status": self.status,
+            "digest": self.digest,
+            "reviewedDigest": self.reviewed_digest,
+            "pr": pr,
+        }
+
+    def explain(self) -> str:
+        """One paragraph for the report and the error: what differs, path by path."""
+        if self.status == "reviewed":
+            return f"{self.path}: the reviewed change (digest {self.digest[:12]})"
+        if self.status == "unreviewed":
+            head = f"{self.path}: no reviewed preview of this change (digest {self.digest[:12]})"
+        else:
+            head = (
+                f"{self.path}: changed since the review (reviewed digest "
+                f"{str(self.reviewed_digest)[:12]}, now {self.digest[:12]})"
+            )
+        listed = "".join(f"\n  {d}" for d in self.differences[:30])
+        more = len(self.differences) - 30
+        if more > 0:
+            listed += f"\n  ... and {more} more"
+        return head + listed
+
+
+def verify(
+    reviewed: Reviewed, plans: Sequence[StackPlan], policy_of: Callable[[str], str]
+) -> list[Verdict]:
+    """Each plan recomputed at merge against ``reviewed``; ``policy_of(path)`` is the
+    stack's ``onReviewedChanged``."""
+    out: list[Verdict] = []
+    for plan in plans:
+        now = change_digest(plan)
+        before = reviewed.stacks.get(plan.path)
+        if before is None:
+            status: Status = "reviewed" if not now.objects else "unreviewed"
+            diffs = tuple(Difference(o.id, "", f"not reviewed: {o.action}") for o in now.objects)
+        else:
+            diffs = tuple(differences(before, now))
+            status = "reviewed" if not diffs else "changed"
+        out.append(
+            Verdict(
+                plan.path,
+                status,
+                policy_of(plan.path),
+                now.digest,
+                before.digest if before else None,
+                diffs,
+                now.cluster_differs,
+            )
+        )
+    return out

@@ -119,6 +119,7 @@ class StackStatus:
             "commit": (inv.commit or None) if inv else None,
             "appliedAt": (inv.applied_at or None) if inv else None,
             "specDigest": (inv.spec_digest or None) if inv else None,
+            "review": dict(inv.review) if inv and inv.review else None,
             "commitsBehind": self.commits_behind,
             "upToDate": None if self.state != "applied" else not self.pending,
             "pendingReasons": list(self.pending),

@@ -17,7 +17,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from konfig.errors import ConfigError, KonfigError, UsageError
-from konfig.repo.settings import CACHE_DIR, CONFIG_FILE, RepoConfig, load_repo_config
+from konfig.repo.settings import (
+    CACHE_DIR,
+    CONFIG_FILE,
+    RepoConfig,
+    is_production,
+    load_repo_config,
+)
 from konfig.repo.statmemo import MISSING, StatMemo
 
 APPOPS = "appops"
@@ -108,6 +114,16 @@ class Stack:
         """A switch of ``stack.yaml`` ``apply:`` (``replaceOnImmutable``, ``adoptUnmanaged``)."""
         settings = self.raw.get("apply")
         return isinstance(settings, dict) and settings.get(key) is True
+
+    def on_reviewed_changed(self, production_stacks: tuple[str, ...]) -> str:
+        """``stack.yaml`` ``apply: {onReviewedChanged}``: ``block`` or ``apply``; by
+        default ``block`` for a production stack (:func:`is_production`), else ``apply``."""
+        settings = self.raw.get("apply")
+        chosen = settings.get("onReviewedChanged") if isinstance(settings, dict) else None
+        if chosen in ("block", "apply"):
+            return str(chosen)
+        production = is_production(self.path, self.raw.get("production"), production_stacks)
+        return "block" if production else "apply"
 
     @property
     def delivery(self) -> Delivery:

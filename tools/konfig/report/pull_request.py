@@ -384,6 +384,7 @@ def build(
     sha: str,
     run_url: str | None = None,
     production: tuple[str, ...] = DEFAULT_PRODUCTION_STACKS,
+    pr: int | None = None,
 ) -> Report:
     """Merge the stage outputs into one :class:`Report` (pure; raises ReportInputError
     when a document does not match its contract).
@@ -412,7 +413,7 @@ def build(
     for doc in previews:
         _read_preview(doc, entry)
     try:
-        reviewed = reviewed_of_previews(previews)
+        reviewed = reviewed_of_previews(previews, pr=pr)
     except UsageError as exc:
         raise ReportInputError(str(exc)) from None
 

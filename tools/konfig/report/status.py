@@ -143,10 +143,32 @@ def tables(report: StatusReport) -> Iterator[RenderableType]:
         for s in stacks:
             if s.error and s.state != "error":  # e.g. its Terraform state was not read
                 yield Text(f"{s.short}: {s.error}", style="yellow")
+        for s in stacks:
+            line = review_line(s)
+            if line is not None:
+                yield line
         yield Text("")
     yield Text(summary_line(report), style="bold")
     if report.terraform != "refresh" and any(s.terraform for s in report.stacks):
         yield Text(TERRAFORM_NOTES[report.terraform], style="bright_black")
+
+
+_REVIEW_WORDS = {
+    "reviewed": ("the reviewed change", "green"),
+    "changed": ("changed since the review (applied as onReviewedChanged: apply)", "yellow"),
+    "unreviewed": ("no reviewed preview had this change", "yellow"),
+}
+
+
+def review_line(s: StackStatus) -> Text | None:
+    """What the last complete apply of ``s`` was, as to review (``apply --reviewed``)."""
+    review = s.inventory.review if s.inventory is not None else None
+    if not review:
+        return None
+    words, style = _REVIEW_WORDS[str(review["status"])]
+    pr = f" of pull request #{review['pr']}" if review.get("pr") else ""
+    digest = str(review.get("digest") or "")[:12]
+    return Text(f"{s.short}: applied change {digest}{pr}: {words}", style=style)
 
 
 TERRAFORM_NOTES = {
