@@ -27,8 +27,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from konfig.engine.drift import ObjectDrift
 from konfig.engine.kube.request import FIELD_MANAGER
 from konfig.errors import KonfigError
+from konfig.ids import ObjectRef
 from konfig.masking import mask_field
 from konfig.repo.layout import STACK_FILE, Stack
 
@@ -352,3 +354,43 @@ def ignore_fields(
                         IgnoredField(shown, before, after, rule.source, rule.reason, applied)
                     )
     return out, tuple(ignored)
+
+
+def _fields_prefix(segments: Sequence[Segment]) -> list[str]:
+    """A pointer as the fieldsV1 keys it names (a list item by its merge key)."""
+    keys = []
+    for seg in segments:
+        keys.append(f"f:{seg.key}")
+        if seg.item_key is not None:
+            keys.append("k:" + json.dumps({seg.item_key: seg.item_value}, separators=(",", ":")))
+    return keys
+
+
+def without_ignored(drift: ObjectDrift, ref: ObjectRef, rules: Sequence[IgnoreRule]) -> ObjectDrift:
+    """``drift`` without the fields a rule ignores (drift reads the same rules as
+    preview and apply). Rules are matched on the object's group, kind, namespace and
+    name (its labels are not known here: a rule with a label selector does not match)."""
+    if not drift.fields or not rules:
+        return drift
+    shell = {
+        "apiVersion": ref.api_version,
+        "kind": ref.kind,
+        "metadata": {"name": ref.name, **({"namespace": ref.namespace} if ref.namespace else {})},
+    }
+    prefixes = [
+        _fields_prefix(parse_pointer(p)) for r in rules if r.selects(shell) for p in r.paths
+    ]
+    kept = tuple(
+        f for f in drift.fields if not any(list(f.keys[: len(p)]) == p for p in prefixes if f.keys)
+    )
+    if len(kept) == len(drift.fields):
+        return drift
+    if not kept:
+        return ObjectDrift(drift.id, "in_sync")
+    n = len(kept)
+    return ObjectDrift(
+        drift.id,
+        drift.state,
+        kept,
+        f"{n} field{'s' if n != 1 else ''} changed outside Konfig since the last apply",
+    )

@@ -19,10 +19,12 @@ from typing import Any, Literal
 from konfig.detect import gitrepo
 from konfig.detect.behind import Pending, pending_stacks
 from konfig.engine.drift import value_at
+from konfig.engine.ignore import stack_rules, without_ignored
 from konfig.engine.inventory import Inventory
 from konfig.engine.kube import KubeTarget
 from konfig.engine.survey import ClusterSurvey, InventoryStatus, ObjectStatus, survey
 from konfig.errors import KonfigError
+from konfig.ids import parse_id
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.runtime import NOTHING_SET_UP, Contexts, runtime_of, uses_opentofu
@@ -289,6 +291,8 @@ def collect_status(
                 continue
             st = got.stacks.get(stack.path)
             inv = st.inventory if st else None
+            if st is not None:
+                st = _ignoring(st, stack)
             if st is None or inv is None:
                 result.append(StackStatus(stack.path, got.context, "never-applied"))
                 continue
@@ -318,6 +322,21 @@ def collect_status(
     order = {c.context: i for i, c in enumerate(clusters)}
     result.sort(key=lambda s: (order.get(s.context, len(order)), s.state == "orphaned", s.path))
     return StatusReport(head_sha, tuple(clusters), tuple(result), terraform)
+
+
+def _ignoring(st: InventoryStatus, stack: Stack) -> InventoryStatus:
+    """The stack's drift without the fields its ignore rules ignore (engine.ignore:
+    the rules preview and apply follow)."""
+    rules = stack_rules(stack)
+    if not rules:
+        return st
+    objects = tuple(
+        replace(o, drift=without_ignored(o.drift, parse_id(o.id), rules))
+        if o.runtime == "Kubernetes"
+        else o
+        for o in st.objects
+    )
+    return replace(st, objects=objects)
 
 
 def _with_terraform(
