@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,8 +14,11 @@ from konfig.commands._common import (
     repository_root,
 )
 from konfig.commands._console import echo_json, error, info
-from konfig.errors import EXIT_FINDINGS, EXIT_OK
+from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.repo.files import WriteScope, update_text
+
+if TYPE_CHECKING:
+    from konfig.pipeline.publishing import FolderDiff
 
 
 @click.command("publish")
@@ -34,6 +38,21 @@ from konfig.repo.files import WriteScope, update_text
     help="Also prune this rendered branch (a branch no pull stack names any more).",
 )
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Compile workers.")
+@click.option(
+    "--diff",
+    "show_diff",
+    is_flag=True,
+    help="Write nothing: print each stack folder's diff against the rendered branch as "
+    "published (origin/BRANCH, else BRANCH) and its digest, for the pull request's review.",
+)
+@click.option(
+    "--expect",
+    "expects",
+    multiple=True,
+    metavar="STACK=DIGEST",
+    help="Publish only if STACK's folder still has the DIGEST reviewed (from --diff); "
+    "else write nothing, exit 1. Repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what was published as JSON.")
 @click.pass_context
 def command(
@@ -41,6 +60,8 @@ def command(
     out: Path | None,
     extra_branches: tuple[str, ...],
     jobs: int | None,
+    show_diff: bool,
+    expects: tuple[str, ...],
     as_json: bool,
 ) -> int:
     """Render every stack in pull delivery onto its rendered branch.
@@ -58,16 +79,27 @@ def command(
     Examples:
       konfig publish                       # commit onto the rendered branch(es)
       konfig publish --out rendered/       # write the trees to a folder instead
+      konfig publish --diff                # what a merge would publish, and its digests
     """
     from konfig.pipeline.applying import check_committed
-    from konfig.pipeline.publishing import publish, pull_stacks, render_stacks, tree
+    from konfig.pipeline.publishing import (
+        diff_against,
+        publish,
+        pull_stacks,
+        render_stacks,
+        tree,
+        unexpected,
+    )
 
+    if show_diff and (out is not None or expects):
+        raise UsageError("--diff writes nothing: give it without --out and --expect")
+    expected = _expected(expects)
     root = repository_root(ctx)
     state = cache_state(root, enabled=True, git_required=out is None)
     repo = load_repository(ctx, state=state)
     stacks = pull_stacks(repo)
     source = ""
-    if out is None:
+    if out is None and not show_diff:
         source = check_committed(repo, stacks, allow_dirty=False, verb="publish").commit
     rendered = render_stacks(repo, stacks, jobs=jobs, state=state, settings=compile_settings())
     failed = [r for r in rendered if not r.ok]
@@ -81,7 +113,26 @@ def command(
                 f"  hint: {refusal.hint}"
             )
     commits = []
-    if out is not None:
+    diffs = []
+    wrong = unexpected(rendered, {repo.stack(k).path: v for k, v in expected.items()})
+    for path, want, found in wrong:
+        error(
+            f"{path}: not published: its rendered folder is {found}, not the {want} "
+            "reviewed; nothing was written\n  hint: the stack changed since the review "
+            "(a later merge, a changed base): preview it again (konfig publish --diff)"
+        )
+    if wrong:
+        return EXIT_FINDINGS
+    if show_diff:
+        diffs = diff_against(repo, rendered)
+        if not as_json:
+            for change in diffs:
+                what = "changes" if change.diff else "no change"
+                click.echo(
+                    f"# {change.path} -> {change.branch}:{change.folder}/ ({what}) {change.digest}"
+                )
+                click.echo(change.diff, nl=False)
+    elif out is not None:
         scope = WriteScope.named(out, "--out", folder=True)
         for branch in sorted({r.branch for r in rendered}):
             files = tree([r for r in rendered if r.branch == branch and r.ok])
@@ -112,6 +163,7 @@ def command(
                             for x in r.refused
                         ],
                         "error": r.error,
+                        **_diff_json(diffs, r.path),
                     }
                     for r in rendered
                 ],
@@ -127,3 +179,23 @@ def command(
             }
         )
     return EXIT_FINDINGS if failed else EXIT_OK
+
+
+def _expected(expects: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in expects:
+        stack, sep, digest = item.partition("=")
+        if not sep or not stack or not digest.startswith("sha256:") or len(digest) != 71:
+            raise UsageError(
+                f"--expect {item!r}: expected STACK=sha256:<64 hex digits> "
+                "(the digest konfig publish --diff printed)"
+            )
+        out[stack] = digest
+    return out
+
+
+def _diff_json(diffs: list[FolderDiff], path: str) -> dict[str, object]:
+    for change in diffs:
+        if change.path == path:
+            return {"digest": change.digest, "base": change.base or None, "diff": change.diff}
+    return {}

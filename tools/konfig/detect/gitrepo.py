@@ -629,12 +629,12 @@ def init_repository(root: Path, branch: str, message: str) -> str:
     return _text(g, "rev-parse", "HEAD").strip()
 
 
-def branch_files(root: Path, branch: str) -> dict[str, str] | None:
-    """The files on local ``branch`` (paths from the top of the repository -> blob ids),
-    or None when there is no such branch."""
+def branch_files(root: Path, branch: str, *, ref: str | None = None) -> dict[str, str] | None:
+    """The files on local ``branch`` (or on ``ref``, e.g. ``refs/remotes/origin/x``):
+    paths from the top of the repository -> blob ids; None when there is no such ref."""
     g = open_repo(root)
     try:
-        out = _text(g, "ls-tree", "-r", "-z", "--full-tree", f"refs/heads/{branch}")
+        out = _text(g, "ls-tree", "-r", "-z", "--full-tree", ref or f"refs/heads/{branch}")
     except _Failed as exc:
         if "Not a valid object name" in exc.stderr or "not a tree object" in exc.stderr:
             return None

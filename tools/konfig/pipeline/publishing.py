@@ -14,6 +14,8 @@ refused keeps the folder it had (nothing of it is written), and the run fails.
 
 from __future__ import annotations
 
+import difflib
+import hashlib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -209,3 +211,83 @@ def _message(source: str, changed: Sequence[str], removed: Sequence[str]) -> str
     lines += [f"Stack: {folder}" for folder in changed if folder not in removed]
     lines += [f"Removed: {folder}" for folder in removed]
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class FolderDiff:
+    """What publishing would change in one stack folder, against a base of the branch."""
+
+    path: str  # the stack
+    branch: str
+    folder: str
+    base: str  # the ref compared with ("" when the branch exists nowhere yet)
+    digest: str  # of the folder's rendered bytes (folder_digest)
+    diff: str  # unified diff, "" when unchanged
+
+
+def folder_digest(files: dict[str, bytes]) -> str:
+    """A stack folder's digest: sha256 over each file's name and bytes, in name order.
+    What the pull request reviews (``publish --diff``) and what ``publish --expect``
+    requires before it writes."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + str(len(files[name])).encode() + b"\0" + files[name])
+    return "sha256:" + h.hexdigest()
+
+
+def diff_against(
+    repo: Repository, rendered: Sequence[RenderedStack], *, remote: str = "origin"
+) -> list[FolderDiff]:
+    """Each rendered stack folder against its branch as published: ``<remote>/<branch>``
+    when it exists (a pull request's CI), else the local branch; every line of every
+    file that publishing would add, change or remove."""
+    out: list[FolderDiff] = []
+    bases: dict[str, tuple[str, dict[str, str]]] = {}
+    for r in rendered:
+        if not r.ok:
+            continue
+        if r.branch not in bases:
+            bases[r.branch] = _base(repo, r.branch, remote)
+        base, files = bases[r.branch]
+        prefix = r.folder + "/"
+        old_ids = {p[len(prefix) :]: sha for p, sha in files.items() if p.startswith(prefix)}
+        blobs = gitrepo.read_blobs(repo.root, old_ids.values())
+        old = {name: blobs[sha] for name, sha in old_ids.items()}
+        text: list[str] = []
+        for name in sorted(set(old) | set(r.files)):
+            before, after = old.get(name), r.files.get(name)
+            if before == after:
+                continue
+            text += difflib.unified_diff(
+                (before or b"").decode("utf-8").splitlines(keepends=True),
+                (after or b"").decode("utf-8").splitlines(keepends=True),
+                fromfile=f"a/{prefix}{name}" if before is not None else "/dev/null",
+                tofile=f"b/{prefix}{name}" if after is not None else "/dev/null",
+            )
+        out.append(
+            FolderDiff(r.path, r.branch, r.folder, base, folder_digest(r.files), "".join(text))
+        )
+    return out
+
+
+def _base(repo: Repository, branch: str, remote: str) -> tuple[str, dict[str, str]]:
+    for ref in (f"refs/remotes/{remote}/{branch}", f"refs/heads/{branch}"):
+        files = gitrepo.branch_files(repo.root, branch, ref=ref)
+        if files is not None:
+            return ref, files
+    return "", {}
+
+
+def unexpected(
+    rendered: Sequence[RenderedStack], expected: dict[str, str]
+) -> list[tuple[str, str, str]]:
+    """The stacks of ``expected`` (stack path -> digest reviewed) whose rendered folder
+    has another digest now, or that did not render: (path, expected, found)."""
+    by_path = {r.path: r for r in rendered}
+    wrong = []
+    for path, digest in sorted(expected.items()):
+        r = by_path.get(path)
+        found = folder_digest(r.files) if r is not None and r.ok else "(not rendered)"
+        if found != digest:
+            wrong.append((path, digest, found))
+    return wrong

@@ -204,3 +204,48 @@ def test_apply_never_writes_a_pull_stack(tmp_path: Path, konfig: KonfigRunner) -
     assert every.code == 0, every.err
     assert json.loads(every.out) == {"ok": True, "stacks": []}
     assert "appops/guestbook/prod: in pull delivery: left to konfig publish" in every.err
+
+
+def test_the_review_shows_the_rendered_diff_and_publish_writes_only_what_was_reviewed(
+    tmp_path: Path, konfig: KonfigRunner
+) -> None:
+    origin = _examples(tmp_path / "origin")
+    assert konfig("publish", cwd=origin).code == 1  # the refused stacks
+    work = tmp_path / "work"
+    _git(tmp_path, "clone", "-q", str(origin), str(work))
+    # the pull request: guestbook/dev gets two replicas
+    main = work / "appops/guestbook/dev/main.k"
+    main.write_text(
+        main.read_text().replace(
+            'namespace = "guestbook-dev"\n', 'namespace = "guestbook-dev"\n    replicas = 2\n', 1
+        )
+    )
+    _commit(work, "two replicas")
+    review = konfig("publish", "--diff", "--json", cwd=work)
+    stacks = {s["path"]: s for s in json.loads(review.out)["stacks"]}
+    dev = stacks["appops/guestbook/dev"]
+    assert dev["base"] == "refs/remotes/origin/rendered"
+    assert "-  replicas: 1\n+  replicas: 2\n" in dev["diff"]
+    assert "+++ b/admin/guestbook/dev/deployment.apps_guestbook-dev_guestbook.yaml" in dev["diff"]
+    assert all(s["diff"] == "" for p, s in stacks.items() if s["ok"] and p != dev["path"])
+    text = konfig("publish", "--diff", cwd=work)
+    assert f"# appops/guestbook/dev -> rendered:admin/guestbook/dev/ (changes) {dev['digest']}" in (
+        text.out
+    )
+    # the merge: another change slipped in after the review; publish refuses, writes nothing
+    _git(work, "fetch", "-q", "origin", "rendered:rendered")
+    before = _git(work, "rev-parse", "rendered")
+    main.write_text(main.read_text().replace("replicas = 2", "replicas = 3"))
+    _commit(work, "three")
+    refused = konfig("publish", "--expect", f"guestbook/dev={dev['digest']}", cwd=work)
+    assert refused.code == 1
+    assert f"not the {dev['digest']} reviewed; nothing was written" in refused.err
+    assert _git(work, "rev-parse", "rendered") == before
+    # what was reviewed is published
+    _git(work, "reset", "-q", "--hard", "HEAD~1")
+    konfig("publish", "--expect", f"guestbook/dev={dev['digest']}", cwd=work)
+    assert _git(work, "rev-parse", "rendered") != before
+    assert "replicas: 2" in _git(
+        work, "show", "rendered:admin/guestbook/dev/deployment.apps_guestbook-dev_guestbook.yaml"
+    )
+    assert konfig("publish", "--expect", "guestbook/dev=abc", cwd=work).code == 2
