@@ -39,8 +39,6 @@ engine passes one over the live API (with retries), tests one over plain dicts.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -396,14 +394,16 @@ class Unconfirmed:
     summary: str
 
 
-def confirmation_digest(path: str, items: Iterable[tuple[str, str, str]]) -> str:
-    """The digest a confirmation is bound to: the stack and its ``(id, action, class)``
-    that need one, so that a push changing what is dangerous drops the confirmation.
+CONFIRM_DIGITS = 16  # a confirmation names the first digits of the change digest
 
-    SEAM (issue 27, "the merge applies what was reviewed"): once the change digest of
-    a stack's preview lands, bind confirmations to it instead."""
-    text = json.dumps([path, sorted(set(items))], separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+def confirmation_digest(plan: StackPlan) -> str:
+    """The digest a confirmation is bound to: the stack's change digest
+    (:func:`konfig.engine.digest.change_digest`, what reviewers approve), so that a
+    push that changes the stack's change, its dangers included, needs a new one."""
+    from konfig.engine.digest import change_digest  # scrypt for Secrets: only when asked
+
+    return change_digest(plan).digest[:CONFIRM_DIGITS]
 
 
 def unconfirmed(plan: StackPlan, guard: DangerGuard | None) -> Unconfirmed | None:
@@ -440,7 +440,7 @@ def unconfirmed(plan: StackPlan, guard: DangerGuard | None) -> Unconfirmed | Non
             items.append((change.id, change.action, "count"))
     if not why:
         return None
-    digest = confirmation_digest(plan.path, items)
+    digest = confirmation_digest(plan)
     if guard.confirmed.get(plan.path) == digest:
         return None
     parts = sorted({n for _, _, n in items if n != "count"})

@@ -409,3 +409,18 @@ def test_a_danger_that_only_drift_causes_says_so() -> None:
     )
     (d,) = dg.classify(c, dg.Context())
     assert d.reason == "Deployment web: replicas 4 → 0"
+
+
+def test_a_confirmation_is_bound_to_the_change_digest() -> None:
+    from konfig.engine.digest import change_digest
+
+    ns = obj("v1", "Namespace", "shop", ns=None)
+    plan = dg.assess(plan_of(change("delete", ns, None)))
+    found = unconfirmed(plan, guard(confirm=["cascade"]))
+    assert found is not None and found.digest == change_digest(plan).digest[:16]
+    # any other change to the stack's change set (not only to its dangers) drops it
+    more = dg.assess(
+        plan_of(change("delete", ns, None), change("update", deployment(), deployment(image="x")))
+    )
+    other = unconfirmed(more, guard({"appops/shop/prod": found.digest}, confirm=["cascade"]))
+    assert other is not None and other.digest != found.digest
