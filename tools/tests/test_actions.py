@@ -201,13 +201,15 @@ def test_changed_stacks_outputs_json(config_repo: tuple[RepoBuilder, str], tmp_p
     assert json.loads(result.outputs["stacks"]) == ["appops/alpha/dev", "appops/my app/dev"]
     assert json.loads(result.outputs["deleted-stacks"]) == []
     assert result.outputs["has-changes"] == "true"
+    # Two stacks, the default sharding (ten a shard): one shard of the three has work.
     shards = json.loads(result.outputs["shards"])
     assert [json.loads(c["stacks"]) for c in shards] == [
-        ["appops/alpha/dev"],
-        ["appops/my app/dev"],
+        ["appops/alpha/dev", "appops/my app/dev"],
+        [],
         [],
     ]
     assert [json.loads(c["deleted"]) for c in shards] == [[], [], []]
+    assert result.outputs["used-shards"] == "1"
     changed_file = json.loads(result.outputs["changed-file"])
     assert json.loads(Path(changed_file).read_text())["stacks"][0]["path"] == "appops/alpha/dev"
 

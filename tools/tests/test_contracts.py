@@ -143,7 +143,8 @@ def test_check_reports_unknown_keys_of_every_config_file(
             "konfig.yaml",
             2,
             "unknown key `trigers` (allowed here: allowSystemNamespaces, dangers, ignore, "
-            "kubernetesVersion, productionStacks, renderEntry, schemaCrds, terraform, triggers)",
+            "kubernetesVersion, productionStacks, renderEntry, schemaCrds, sharding, terraform, "
+            "triggers)",
         ),
         (
             "structure/unknown-key",

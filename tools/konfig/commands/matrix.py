@@ -6,8 +6,10 @@ jobs, each given a JSON array of stacks. Two forms:
 - ``--shards N`` (what the workflows use): exactly N shards, ``{"index", "stacks",
   "deleted"}`` each, for a *static* matrix ``shard: [0, ..., N-1]`` whose jobs pick
   their own with ``fromJSON(needs.<job>.outputs.shards)[matrix.shard]``. Both GitHub
-  and Gitea run that; Gitea does not expand a matrix built from a job output. Empty
-  shards come last; every deleted stack is in shard 0. ``--shard I/N`` prints one.
+  and Gitea run that; Gitea does not expand a matrix built from a job output. How many
+  of them get stacks follows the number of stacks (konfig.yaml ``sharding``), and each
+  stack's shard is a hash of its path (``konfig.pipeline.sharding``): stable between
+  pushes. Every deleted stack is in shard 0. ``--shard I/N`` prints one.
 - ``--max-jobs N``: at most N non-empty chunks ``{"index", "stacks"}``, usable as a
   dynamic ``strategy.matrix.include`` on GitHub only.
 
@@ -23,12 +25,11 @@ from typing import Any
 
 import click
 
+from konfig.commands._common import repository_root
 from konfig.commands._console import echo_json
 from konfig.commands._outputs import append_github_output, github_output_file
-from konfig.errors import EXIT_OK, UsageError
-
-# A static matrix is written out in the workflow; more jobs than this is a typo.
-MAX_SHARDS = 256
+from konfig.errors import EXIT_OK, KonfigError, UsageError
+from konfig.pipeline.sharding import MAX_SHARDS, ShardPolicy, assign, shard_count
 
 
 def chunks(stacks: list[str], max_jobs: int, *, keep_one: bool = False) -> list[dict[str, Any]]:
@@ -49,19 +50,35 @@ def chunks(stacks: list[str], max_jobs: int, *, keep_one: bool = False) -> list[
     return out
 
 
-def shards(stacks: list[str], deleted: list[str], count: int) -> list[dict[str, Any]]:
-    """Exactly ``count`` shards of the stacks (the chunks of :func:`chunks`, then empty
-    ones); the deleted stacks all go to shard 0, which previews them."""
-    parts = chunks(stacks, count)
+def shards(
+    stacks: list[str], deleted: list[str], slots: int, policy: ShardPolicy
+) -> list[dict[str, Any]]:
+    """Exactly ``slots`` shards: the stacks spread over as many as ``policy`` asks for
+    (:mod:`konfig.pipeline.sharding`), the others empty; the deleted stacks all go to
+    shard 0, which previews them."""
+    unique = list(dict.fromkeys(stacks))
+    parts = assign(unique, shard_count(len(unique), slots, policy))
     gone = json.dumps(sorted(dict.fromkeys(deleted)))
     return [
         {
             "index": index,
-            "stacks": parts[index]["stacks"] if index < len(parts) else "[]",
+            "stacks": json.dumps(parts[index]) if index < len(parts) else "[]",
             "deleted": gone if index == 0 else "[]",
         }
-        for index in range(count)
+        for index in range(slots)
     ]
+
+
+def _policy(ctx: click.Context) -> ShardPolicy:
+    """konfig.yaml's ``sharding`` of the repository here; the defaults outside one."""
+    from konfig.repo.settings import load_repo_config
+
+    try:
+        root = repository_root(ctx)
+    except KonfigError:
+        return ShardPolicy()
+    config = load_repo_config(root)
+    return ShardPolicy(config.stacks_per_shard, config.max_shards)
 
 
 def _parse(name: str, text: str) -> list[str]:
@@ -96,10 +113,11 @@ def _parse_shard(text: str) -> tuple[int, int]:
 )
 @click.option(
     "--shards",
-    "shard_count",
+    "slots",
     type=click.IntRange(min=1, max=MAX_SHARDS),
     default=None,
-    help="Exactly this many shards, for a static matrix of that length (GitHub and Gitea).",
+    help="Exactly this many shards, for a static matrix of that length (GitHub and Gitea); "
+    "as many of them get stacks as konfig.yaml's `sharding` asks for.",
 )
 @click.option(
     "--shard",
@@ -118,12 +136,15 @@ def _parse_shard(text: str) -> tuple[int, int]:
 @click.option(
     "--github-output",
     is_flag=True,
-    help="Append `shards` (or, with --max-jobs, `matrix`) and `count` to $GITHUB_OUTPUT.",
+    help="Append `shards` (or, with --max-jobs, `matrix`) and `count` to $GITHUB_OUTPUT "
+    "(with --shards also `used`: how many shards have work).",
 )
+@click.pass_context
 def command(
+    ctx: click.Context,
     stacks_json: str,
     deleted_json: str,
-    shard_count: int | None,
+    slots: int | None,
     one_shard: str | None,
     max_jobs: int | None,
     github_output: bool,
@@ -135,7 +156,7 @@ def command(
       konfig matrix --stacks '["appops/a/dev", "appops/b/dev"]' --shards 8
       konfig matrix --stacks "$STACKS" --shard 1/8
     """
-    if sum(x is not None for x in (shard_count, one_shard, max_jobs)) > 1:
+    if sum(x is not None for x in (slots, one_shard, max_jobs)) > 1:
         raise UsageError("give one of --shards, --shard and --max-jobs")
     stacks = _parse("--stacks", stacks_json)
     deleted = _parse("--deleted", deleted_json)
@@ -143,11 +164,12 @@ def command(
     result: Any
     if one_shard is not None:
         index, count = _parse_shard(one_shard)
-        result = shards(stacks, deleted, count)[index]
+        result = shards(stacks, deleted, count, _policy(ctx))[index]
         outputs = {"shard": json.dumps(result)}
-    elif shard_count is not None:
-        result = shards(stacks, deleted, shard_count)
-        outputs = {"shards": json.dumps(result), "count": str(len(result))}
+    elif slots is not None:
+        result = shards(stacks, deleted, slots, _policy(ctx))
+        used = sum(1 for s in result if s["stacks"] != "[]" or s["deleted"] != "[]")
+        outputs = {"shards": json.dumps(result), "count": str(len(result)), "used": str(used)}
     else:
         result = chunks(stacks, max_jobs or 16, keep_one=bool(deleted))
         outputs = {"matrix": json.dumps(result), "count": str(len(result))}

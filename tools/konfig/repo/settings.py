@@ -26,6 +26,9 @@ DEFAULT_TRIGGERS = ("kcl.mod", "kcl.mod.lock", CONFIG_FILE, "base/render/**")
 # Stacks whose stack.yaml does not say `production: true|false` are production-like
 # when their path matches one of these (docs/report.md).
 DEFAULT_PRODUCTION_STACKS = ("appops/*/**/prod", "appops/*/**/prod-*", "appops/*/**/production")
+# How a pull request's stacks spread over CI shards (konfig.pipeline.sharding).
+DEFAULT_STACKS_PER_SHARD = 10
+DEFAULT_MAX_SHARDS = 8
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ class RepoConfig:
     allow_system_namespaces: tuple[str, ...] = ()
     # CRD files `konfig gen schemas` generates KCL schemas from (besides Kubernetes')
     schema_crds: tuple[str, ...] = ()
+    # CI shards: about this many stacks each, at most max_shards (`sharding`)
+    stacks_per_shard: int = DEFAULT_STACKS_PER_SHARD
+    max_shards: int = DEFAULT_MAX_SHARDS
     # the platform's Terraform policy (provider configurations, granted variables), as
     # written: konfig.tofu.policy reads it
     terraform: dict[str, Any] = field(default_factory=dict)
@@ -135,6 +141,7 @@ def repo_config_from_data(
     )
     known = contracts.schema("konfig")["properties"]
     defaults = RepoConfig()
+    sharding = data.get("sharding") or {}
     return RepoConfig(
         kubernetes_version=data.get("kubernetesVersion", defaults.kubernetes_version),
         render_entry=data.get("renderEntry", defaults.render_entry),
@@ -142,6 +149,8 @@ def repo_config_from_data(
         production_stacks=tuple(data.get("productionStacks", defaults.production_stacks)),
         allow_system_namespaces=tuple(data.get("allowSystemNamespaces", ())),
         schema_crds=tuple(data.get("schemaCrds", ())),
+        stacks_per_shard=int(sharding.get("stacksPerShard", defaults.stacks_per_shard)),
+        max_shards=int(sharding.get("maxShards", defaults.max_shards)),
         terraform=dict(data.get("terraform") or {}),
         dangers=dict(data.get("dangers") or {}),
         ignore=tuple(data.get("ignore") or ()),

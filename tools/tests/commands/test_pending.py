@@ -40,29 +40,30 @@ def test_matrix_fixed_shards_for_a_static_matrix(
     stacks = json.dumps([f"appops/p/s {i}" for i in range(5)])
     deleted = json.dumps(["appops/gone/dev"])
     args = ("matrix", "--stacks", stacks, "--deleted", deleted)
-    result = konfig(*args, "--shards", "4", "--github-output")
+    # Outside a repository: the default sharding, 10 stacks a shard: 5 stacks in one.
+    result = konfig(*args, "--shards", "4", "--github-output", cwd=tmp_path)
     assert result.code == 0, result.err
     shards = json.loads(result.out)
     assert [s["index"] for s in shards] == [0, 1, 2, 3]
     assert [json.loads(s["stacks"]) for s in shards] == [
-        ["appops/p/s 0", "appops/p/s 1"],
-        ["appops/p/s 2"],
-        ["appops/p/s 3"],
-        ["appops/p/s 4"],
+        [f"appops/p/s {i}" for i in range(5)],
+        [],
+        [],
+        [],
     ]
     assert [json.loads(s["deleted"]) for s in shards] == [["appops/gone/dev"], [], [], []]
     text = out.read_text(encoding="utf-8")
     assert text.startswith("shards<<KONFIG_EOF_") and json.dumps(shards) in text
-    assert "count<<" in text
+    assert "count<<" in text and "used<<KONFIG_EOF_" in text
 
-    # Fewer stacks than shards: the tail is empty, and every shard is always there.
-    few = json.loads(konfig("matrix", "--stacks", '["appops/a/dev"]', "--shards", "3").out)
-    assert [json.loads(s["stacks"]) for s in few] == [["appops/a/dev"], [], []]
-    # 2,000 stacks over 8 shards: 250 each.
-    many = json.dumps([f"appops/p{i:04d}/dev" for i in range(2000)])
-    spread = json.loads(konfig("matrix", "--stacks", many, "--shards", "8").out)
-    assert [len(json.loads(s["stacks"])) for s in spread] == [250] * 8
-    one = json.loads(konfig("matrix", "--stacks", many, "--shard", "7/8").out)
+    # 2,000 stacks over 8 shards: all 8 used, each stack where its hash puts it, and
+    # the same answer for one shard alone.
+    many = [f"appops/p{i:04d}/dev" for i in range(2000)]
+    spread = json.loads(konfig("matrix", "--stacks", json.dumps(many), "--shards", "8").out)
+    sizes = [len(json.loads(s["stacks"])) for s in spread]
+    assert sum(sizes) == 2000 and min(sizes) > 180, sizes
+    assert {x for s in spread for x in json.loads(s["stacks"])} == set(many)
+    one = json.loads(konfig("matrix", "--stacks", json.dumps(many), "--shard", "7/8").out)
     assert one == spread[7]
 
     for bad_args, message in [
@@ -72,6 +73,36 @@ def test_matrix_fixed_shards_for_a_static_matrix(
     ]:
         bad = konfig("matrix", "--stacks", stacks, *bad_args)
         assert bad.code == 2 and message in bad.err, bad.err
+
+
+def test_matrix_follows_konfig_yaml_sharding(
+    konfig: KonfigRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """konfig.yaml's `sharding` sets how many shards the stacks use; a wrong value is
+    an error naming the key."""
+    (tmp_path / "kcl.mod").write_text('[package]\nname = "x"\n', encoding="utf-8")
+    conf = tmp_path / "konfig.yaml"
+    conf.write_text("sharding:\n  stacksPerShard: 2\n  maxShards: 3\n", encoding="utf-8")
+    out = tmp_path / "github_output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+
+    def used(count: int, slots: int = 8) -> int:
+        stacks = json.dumps([f"appops/p/s{i}" for i in range(count)])
+        res = konfig("matrix", "--stacks", stacks, "--shards", str(slots), cwd=tmp_path)
+        assert res.code == 0, res.err
+        shards = json.loads(res.out)
+        assert len(shards) == slots
+        return sum(1 for s in shards if json.loads(s["stacks"]))
+
+    assert used(1) == 1
+    assert used(40) == 3  # maxShards
+    assert used(40, slots=2) == 2  # the matrix's length
+    res = konfig("matrix", "--stacks", '["a/b/c"]', "--shards", "8", "--github-output")
+    assert res.code == 0 and "used<<" in out.read_text(encoding="utf-8")
+    conf.write_text("sharding:\n  stacksPerShard: 0\n", encoding="utf-8")
+    bad = konfig("matrix", "--stacks", '["appops/a/b"]', "--shards", "8", cwd=tmp_path)
+    assert bad.code == 1, (bad.code, bad.err)  # a configuration error, as in every command
+    assert "stacksPerShard" in bad.err and "konfig.yaml" in bad.err, bad.err
 
 
 @pytest.mark.cluster
