@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import click
@@ -82,6 +83,12 @@ def _policy(ctx: click.Context) -> ShardPolicy:
 
 
 def _parse(name: str, text: str) -> list[str]:
+    if text.startswith("@"):
+        # a file: 10,000 stack paths are more than one argument may hold (128 KiB on Linux)
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{name} {text}: cannot read it: {exc.strerror}") from None
     try:
         value = json.loads(text or "[]")
     except json.JSONDecodeError as exc:
@@ -102,14 +109,19 @@ def _parse_shard(text: str) -> tuple[int, int]:
 
 
 @click.command("matrix")
-@click.option("--stacks", "stacks_json", required=True, help="JSON array of stack paths.")
+@click.option(
+    "--stacks",
+    "stacks_json",
+    required=True,
+    help="JSON array of stack paths, or @FILE holding one (for more than an argument holds).",
+)
 @click.option(
     "--deleted",
     "deleted_json",
     default="[]",
     show_default=True,
-    help="JSON array of deleted stacks: in shard 0 (with --max-jobs and no stacks, one "
-    "empty chunk is kept for them).",
+    help="JSON array of deleted stacks (or @FILE): in shard 0 (with --max-jobs and no "
+    "stacks, one empty chunk is kept for them).",
 )
 @click.option(
     "--shards",

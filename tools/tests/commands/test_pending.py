@@ -65,6 +65,16 @@ def test_matrix_fixed_shards_for_a_static_matrix(
     assert {x for s in spread for x in json.loads(s["stacks"])} == set(many)
     one = json.loads(konfig("matrix", "--stacks", json.dumps(many), "--shard", "7/8").out)
     assert one == spread[7]
+    # 10,000 stacks are more than one argument holds (128 KiB): read from a file
+    listed = tmp_path / "stacks.json"
+    huge = [f"appops/p{i:05d}/dev" for i in range(10_000)]
+    listed.write_text(json.dumps(huge), encoding="utf-8")
+    assert len(json.dumps(huge)) > 128 * 1024
+    from_file = konfig("matrix", "--stacks", f"@{listed}", "--shards", "8")
+    assert from_file.code == 0, from_file.err
+    assert sum(len(json.loads(s["stacks"])) for s in json.loads(from_file.out)) == 10_000
+    missing = konfig("matrix", "--stacks", f"@{tmp_path / 'nope.json'}", "--shards", "8")
+    assert missing.code == 2 and "cannot read it" in missing.err, missing.err
 
     for bad_args, message in [
         (("--shard", "8/8"), "I must be below N"),
