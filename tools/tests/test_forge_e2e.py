@@ -67,6 +67,8 @@ from fixtures.forge import Forge
 from fixtures.tofu import Tofu
 from kubeutil import unique
 
+from konfig.pipeline import sharding
+
 # Several workflow runs per test, each bounded by RUN_TIMEOUT (which prints the logs).
 pytestmark = [pytest.mark.forge, pytest.mark.cluster, pytest.mark.timeout(4 * 3600)]
 
@@ -90,6 +92,7 @@ TIMINGS: dict[str, float] = {}
 DEV = "appops/guestbook/dev"
 SHOP = "appops/webshop/prod"
 EDGE = "appops/http-echo/edge"
+ECHO_DEV = "appops/http-echo/dev"
 # The line that gives webshop/prod its database: main holds the stack without it, the
 # database PR adds it back.
 DATABASE_LINE = '    database = {name = "storefront", extensions = ["pgcrypto"]}\n'
@@ -420,6 +423,13 @@ def e2e(
     shop_main = work / SHOP / "main.k"
     assert DATABASE_LINE in shop_main.read_text(encoding="utf-8")
     shop_main.write_text(shop_main.read_text(encoding="utf-8").replace(DATABASE_LINE, ""))
+    # One stack a shard (the default is ten), so that a PR of a few stacks fans out
+    # (test_shared_base_change_fans_out_over_shards); a one-stack PR runs in one.
+    settings = work / "konfig.yaml"
+    settings.write_text(
+        settings.read_text(encoding="utf-8") + "\nsharding:\n  stacksPerShard: 1\n",
+        encoding="utf-8",
+    )
     # The example secrets are encrypted for keys nobody holds: two test keys of our own
     # (outside the repository), one for production's recipients and one for the others
     # (docs/secrets.md), the example files re-created for them, their goldens brought up
@@ -702,23 +712,23 @@ def test_database_pr_previews_then_creates_it_and_no_password_is_shown(e2e: E2E)
     ):
         assert expected in body, f"{expected!r} not in the comment:\n{body}"
     assert e2e.pg_password not in body and e2e.pg_password not in logs
-    # Each preview shard asked konfig whether OpenTofu takes part for its own stacks
-    # (actions/setup, `tofu: auto`): webshop/prod's shard installed it from the runners'
-    # tool cache (built nothing), http-echo/edge's did not install it at all.
+    # The preview job asked konfig whether OpenTofu takes part for its own stacks
+    # (actions/setup, `tofu: auto`): the job with webshop/prod installed it from the
+    # runners' tool cache (built nothing). Both stacks hash to one shard of the two
+    # (konfig.pipeline.sharding), so one job previews both.
     cluster = e2e.cluster_run(head)
     logs += e2e.logs(cluster)
     assert e2e.pg_password not in logs
+    assert sharding.shard_of(SHOP, 2) == sharding.shard_of(EDGE, 2)
     shard_logs = {
         name: e2e.forge.job_log(e2e.repo, int(job["id"]))
         for name, job in e2e.jobs(cluster).items()
         if name.startswith("preview ") and job["conclusion"] == "success"
     }
-    [shop_log] = [t for t in shard_logs.values() if f'stacks=["{SHOP}"]' in t]
-    [edge_log] = [t for t in shard_logs.values() if f'stacks=["{EDGE}"]' in t]
+    [shop_log] = [t for t in shard_logs.values() if SHOP in t and "OpenTofu takes part" in t]
+    assert f'"{EDGE}"' in shop_log, shop_log
     assert f"tofu: auto: OpenTofu takes part for {SHOP}" in shop_log, shop_log
     assert "OpenTofu 1.12.6" in shop_log and "building OpenTofu" not in shop_log, shop_log
-    skipped = "tofu: auto: no stack of this job has Terraform resources"
-    assert skipped in edge_log and "OpenTofu 1.12.6" not in edge_log, edge_log
 
     merged = e2e.merge(pr)
     t1 = time.monotonic()
@@ -964,40 +974,44 @@ def _logs_for(e2e: E2E, head: str) -> str:
 
 
 def test_shared_base_change_fans_out_over_shards(e2e: E2E) -> None:
+    """A base change (two guestbook stacks) and http-echo/dev: three stacks, which the
+    repository's `sharding` (one stack a shard) spreads over three shards, each stack
+    in the one its path hashes to (konfig.pipeline.sharding): two of them get work."""
     base = e2e.work / "appops/guestbook/base/base.k"
     text = base.read_text().replace(
         'env = {GET_HOSTS_FROM = "dns"}', 'env = {GET_HOSTS_FROM = "dns", LOG_LEVEL = "info"}'
     )
     assert "LOG_LEVEL" in text
+    echo = e2e.work / ECHO_DEV / "main.k"
+    echo_text = echo.read_text().replace('ECHO_ENV = "dev"', 'ECHO_ENV = "dev", LOG_LEVEL = "info"')
+    assert "LOG_LEVEL" in echo_text
     head = e2e.change(
         "shared-base",
-        {"appops/guestbook/base/base.k": text},
-        "guestbook: log",
-        goldens=(DEV, "appops/guestbook/prod"),
+        {"appops/guestbook/base/base.k": text, f"{ECHO_DEV}/main.k": echo_text},
+        "guestbook, http-echo dev: log",
+        goldens=(DEV, "appops/guestbook/prod", ECHO_DEV),
     )
+    stacks = [DEV, "appops/guestbook/prod", ECHO_DEV]
+    expected = {sharding.shard_of(s, 3) for s in stacks}
+    assert len(expected) > 1, expected  # a fan-out: the test's stacks must spread
     pr = e2e.open_pr("shared-base", "guestbook: log level", head)
     run = e2e.wait_run("preview.yml", head, "pull_request")
     assert run["conclusion"] == "success", e2e.logs(run)
-    # One stack per shard: two compile/test/check shards (the unprivileged run) and two
-    # preview shards (the privileged run) did work.
     artifacts = e2e.artifacts(run)
     assert {a for a in artifacts if a.startswith("konfig-verify-")} == {
-        "konfig-verify-0",
-        "konfig-verify-1",
+        f"konfig-verify-{i}" for i in expected
     }, artifacts
     assert {a for a in artifacts if a.startswith("konfig-specs-")} == {
-        "konfig-specs-0",
-        "konfig-specs-1",
+        f"konfig-specs-{i}" for i in expected
     }, artifacts
     cluster = e2e.artifacts(e2e.cluster_run(head))
     assert {a for a in cluster if a.startswith("konfig-preview-")} == {
-        "konfig-preview-0",
-        "konfig-preview-1",
+        f"konfig-preview-{i}" for i in expected
     }, cluster
     [comment] = e2e.konfig_comments(pr.number)
     body = comment["body"]
     assert _preview_seen(body, head), body
-    for stack in ("appops/guestbook/dev", "appops/guestbook/prod"):
+    for stack in stacks:
         assert stack in body
     assert "LOG_LEVEL" in body
     e2e.forge.request("PATCH", f"/repos/{e2e.repo}/pulls/{pr.number}", {"state": "closed"})
@@ -1102,11 +1116,11 @@ def test_fork_pr_gets_compile_test_check_only(e2e: E2E, tmp_path: Path) -> None:
     # compile/test/check did run, on the changed stack (the unprivileged run).
     artifacts = e2e.artifacts(run)
     assert "konfig-verify-0" in artifacts, f"{artifacts}\n{logs}"
+    # One stack: one shard of work, verified in the `changed stacks` job itself.
     jobs = e2e.jobs(run)
-    assert jobs["compile, test, check 0"]["conclusion"] == "success"
-    assert "appops/guestbook/prod" in e2e.forge.job_log(
-        e2e.repo, int(jobs["compile, test, check 0"]["id"])
-    )
+    assert jobs["changed stacks"]["conclusion"] == "success"
+    assert jobs["compile, test, check 0"]["conclusion"] == "skipped", jobs
+    assert "appops/guestbook/prod" in e2e.forge.job_log(e2e.repo, int(jobs["changed stacks"]["id"]))
     # The privileged run: no cluster preview for a fork, but the one comment with its
     # compile, test and check results, rendered there.
     cluster_jobs = e2e.jobs(cluster)

@@ -172,7 +172,7 @@ def test_shard_matrices_match_the_shard_count(
 PR_TRIGGERS = {"pull_request", "pull_request_target", "pull_request_review", "issue_comment"}
 # workflow -> the jobs that may read a secret, each in its environment
 SECRET_JOBS = {
-    "preview-cluster.yml": {"preview": "preview"},
+    "preview-cluster.yml": {"preview": "preview", "preview-and-report": "preview"},
     "apply.yml": {"apply": "production"},
     "drift.yml": {"drift": "drift"},
 }
@@ -241,16 +241,52 @@ def test_the_privileged_half_runs_nothing_of_the_pull_request() -> None:
             if "run" in step:
                 # no script of the checkout: konfig (the tools' venv), jq, the shell
                 assert "./" not in step["run"] and "config/" not in step["run"], (name, step)
-    preview = _jobs("preview-cluster.yml")["preview"]
-    assert "fork == 'false'" in preview["if"], "forks never get a cluster preview"
+    for name in ("preview", "preview-and-report"):
+        job = _jobs("preview-cluster.yml")[name]
+        assert "fork == 'false'" in job["if"], f"{name}: forks never get a cluster preview"
+
+
+def test_one_shard_of_work_runs_in_one_job_per_half() -> None:
+    """A pull request whose stacks fit one shard: preview.yml's `changed` job verifies
+    them itself and the shard jobs skip; preview-cluster.yml's `preview and report`
+    previews and reports them and the `preview` shards and `report` skip. Both halves
+    decide on the same output (`inline`), so exactly one of the two paths runs."""
+    unprivileged = _jobs("preview.yml")
+    steps = unprivileged["changed"]["steps"]
+    [decide] = [st for st in steps if st.get("id") == "inline"]
+    assert "used-shards" in json.dumps(decide)
+    verify = [st for st in steps if st.get("uses", "").endswith("/actions/compile-test-check")]
+    assert [st["if"] for st in verify] == ["steps.inline.outputs.inline == 'true'"]
+    assert "needs.changed.outputs.inline != 'true'" in unprivileged["verify"]["if"]
+    # the same action, the same artifacts as a shard job's
+    uploads = {st["with"]["name"] for st in steps if "upload-artifact" in st.get("uses", "")}
+    assert uploads == {"konfig-verify-0", "konfig-specs-0"}
+
+    privileged = _jobs("preview-cluster.yml")
+    assert privileged["pull-request"]["outputs"]["inline"] == (
+        "${{ steps.changed.outputs.used-shards == '1' }}"
+    )
+    assert "inline != 'true'" in privileged["preview"]["if"]
+    assert "inline == 'true'" in privileged["report"]["if"]  # negated: the other path
+    both = privileged["preview-and-report"]
+    assert "inline == 'true'" in both["if"] and both["needs"] == "pull-request"
+    # what `preview` and `report` hold, nothing more
+    assert both["permissions"] == {
+        "contents": "read",
+        "actions": "read",
+        "pull-requests": "write",
+    }
+    used = [st.get("uses", "").split("@")[0] for st in both["steps"]]
+    assert "./.konfig-tools/actions/preview" in used and "./.konfig-tools/actions/comment" in used
 
 
 def test_the_preview_holds_the_non_production_age_key_and_apply_the_production_one() -> None:
     """Issue 26 item 4 (docs/secrets.md): the preview never holds the key that decrypts
     production's files."""
-    text = json.dumps(_jobs("preview-cluster.yml")["preview"])
-    assert "secrets.KONFIG_PREVIEW_SOPS_AGE_KEY" in text
-    assert "secrets.SOPS_AGE_KEY" not in text
+    for name in ("preview", "preview-and-report"):
+        text = json.dumps(_jobs("preview-cluster.yml")[name])
+        assert "secrets.KONFIG_PREVIEW_SOPS_AGE_KEY" in text, name
+        assert "secrets.SOPS_AGE_KEY" not in text, name
     assert "secrets.SOPS_AGE_KEY" in json.dumps(_jobs("apply.yml")["apply"])
     assert "SOPS_AGE_KEY" not in json.dumps(_jobs("drift.yml"))
 
