@@ -37,6 +37,7 @@ COMMANDS = {
     "issue": "konfig.commands.issue",
     "list": "konfig.commands.list",
     "matrix": "konfig.commands.matrix",
+    "owners": "konfig.commands.owners",
     "package": "konfig.commands.package",
     "pending": "konfig.commands.pending",
     "pr": "konfig.commands.pr",

@@ -142,9 +142,9 @@ def test_check_reports_unknown_keys_of_every_config_file(
             "structure/unknown-key",
             "konfig.yaml",
             2,
-            "unknown key `trigers` (allowed here: allowSystemNamespaces, dangers, ignore, "
-            "kubernetesVersion, productionStacks, renderEntry, schemaCrds, sharding, terraform, "
-            "triggers)",
+            "unknown key `trigers` (allowed here: allowSystemNamespaces, dangers, identities, "
+            "ignore, kubernetesVersion, owners, productionStacks, renderEntry, schemaCrds, "
+            "sharding, terraform, triggers)",
         ),
         (
             "structure/unknown-key",

@@ -8,8 +8,10 @@ from konfig.build.compiler import CompileError, CompileResult
 from konfig.check.findings import Finding, sorted_findings
 from konfig.check.kinds import scan_repository
 from konfig.check.locate import clear_cache
+from konfig.check.owners import check_owners
 from konfig.check.ownership import Declared, check_ownership
 from konfig.check.policy import PolicyJob, check_policies_many
+from konfig.check.promotion import check_promotion
 from konfig.check.promql import check_promql
 from konfig.check.schema import check_schema
 from konfig.check.secretrules import check_secret_files, check_secret_specs
@@ -45,6 +47,8 @@ def check(
         if scope is None or f in layout or f.rule == KCL_MOD_RULE or within_selection(f, scope)
     ]
     findings.extend(check_secret_files(repo.root, scope, keyring))
+    findings.extend(check_owners(repo))  # repository-wide, whatever the scope
+    findings.extend(f for f in check_promotion(repo) if scope is None or within_selection(f, scope))
     by_path = {s.path: s for s in repo.stacks}
     kinds = scan_repository(repo.root)
     for result in compiled:

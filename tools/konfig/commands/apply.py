@@ -13,6 +13,7 @@ environment, shows, asks and prints.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,11 @@ from konfig.pipeline.applying import (
     discard_kept,
     plan_all,
 )
+from konfig.pipeline.approvals import load_approvals
 from konfig.pipeline.compiling import refuse_bad_kcl_mod
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.previewing import StackPreview
+from konfig.pipeline.promotion import refuse_held
 from konfig.pipeline.reviewed import Verdict, verify
 from konfig.pipeline.runtime import SavedPlan
 from konfig.pipeline.selection import select_stacks
@@ -103,6 +106,14 @@ from konfig.repo.layout import Stack
     help="Confirm a stack's dangers that konfig.yaml `dangers` says need a confirmation "
     "(danger/confirm): the digest the preview names. Repeatable.",
 )
+@click.option(
+    "--approvals",
+    "approvals_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A `konfig owners --json` of the merged pull request: each stack's inventory "
+    "records who approved which commit (shown by `konfig status`).",
+)
 @lock_options(lock_timeout="Seconds to wait for another apply of the same stack to finish.")
 @kube_options
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
@@ -123,6 +134,7 @@ def command(
     commit: str | None,
     allow_dirty: bool,
     confirms: tuple[str, ...],
+    approvals_file: Path | None,
     lock_timeout: float,
     lease_duration: int,
     kubeconfig: str | None,
@@ -147,6 +159,7 @@ def command(
     """
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     confirmed = _confirmations(confirms)
+    approvals = load_approvals(approvals_file) if approvals_file else {}
     reviewed = read_reviewed_file(reviewed_file) if reviewed_file is not None else None
     repo = load_repository(ctx)
     selected = select_stacks(repo, stacks, all_stacks=all_stacks)
@@ -177,7 +190,7 @@ def command(
     reviews: dict[str, dict[str, Any]] = {}  # what each inventory records of the review
 
     def options_of(stack: Stack) -> ApplyOptions:
-        return apply_options(
+        options = apply_options(
             stack,
             tree=inputs.tree,
             timeout=timeout,
@@ -188,11 +201,16 @@ def command(
             preconditions=reviewed is not None,
             review=reviews.get(stack.path),
         )
+        if stack.path not in approvals:
+            return options
+        approved_by, change = approvals[stack.path]
+        return replace(options, approved_by=approved_by, approved_change=change)
 
     kept: dict[str, SavedPlan] = {}  # OpenTofu plans shown, applied as they are
     with conns, contextlib.ExitStack() as cleanup:
         cleanup.callback(discard_kept, kept)
         check_against_clusters(selected, inputs, conns)
+        refuse_held(repo, selected, conns)  # promotion order, before any write
         shown: dict[str, StackPlan] = {}
         verdicts: list[Verdict] = []
         if not yes or saved is not None or reviewed is not None:

@@ -15,7 +15,8 @@ from konfig.gen.contracts import CONTRACT_DOCS, EDITOR_SETTINGS, render_all
 from konfig.gen.docs import parse_models, render_markdown, undocumented
 from konfig.gen.openapi import kubernetes_definitions_path, load_definitions
 from konfig.repo.files import WriteScope, atomic_write_text, remove
-from konfig.repo.layout import find_root
+from konfig.repo.layout import discover, find_root
+from konfig.repo.owners import CODEOWNERS_FILES, repository_owners, stale_codeowners
 from konfig.repo.settings import load_repo_config
 from konfig.repo.yamlio import load_yaml_file
 
@@ -33,6 +34,7 @@ def command() -> None:
       konfig gen schemas --check
       konfig gen docs --check
       konfig gen contracts
+      konfig gen codeowners
     """
 
 
@@ -250,4 +252,58 @@ def contracts_docs(ctx: click.Context, check: bool) -> int:
         atomic_write_text(root / rel, files[rel], scope=scope)
     remove([root / rel for rel in extra], scope=scope)
     info(f"{len(files)} files: {len(stale)} written, {len(extra)} removed")
+    return EXIT_OK
+
+
+@command.command("codeowners")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing; exit 1 when .github/CODEOWNERS or .gitea/CODEOWNERS is stale.",
+)
+@click.pass_context
+def codeowners(ctx: click.Context, check: bool) -> int:
+    """Write .github/CODEOWNERS and .gitea/CODEOWNERS from the owners.
+
+    The platform team (konfig.yaml `owners.platform`) owns everything outside appops/,
+    each project's `owners` (project.yaml) its directory; teams are expanded to their
+    members' logins (konfig.yaml `owners.teams`). Gitea reads its own file, in its own
+    syntax (regular expressions). `konfig check` reports them stale
+    (owners/codeowners-stale).
+
+    \b
+    Examples:
+      konfig gen codeowners
+      konfig gen codeowners --check
+    """
+    root_opt = (ctx.obj or {}).get("root")
+    root = find_root(Path(root_opt) if root_opt else None)
+    repo = discover(root)
+    owners, problems = repository_owners(root, repo.config, repo.projects)
+    if not owners.enabled:
+        raise UsageError(
+            "konfig.yaml has no `owners`: nothing says who owns what",
+            hint="add `owners: {platform: [...], teams: {...}}` to konfig.yaml "
+            "(docs/owners.md), then run `konfig gen codeowners` again",
+        )
+    for p in problems:
+        click.echo(f"{p.file}:{p.line or 1}: {p.message}", err=True)
+    if problems:
+        return EXIT_FINDINGS
+    stale = stale_codeowners(root, owners)
+    if check:
+        for rel in stale:
+            click.echo(f"{rel}: out of date")
+        if stale:
+            click.echo(
+                f"{len(stale)} files are stale; run `konfig gen codeowners` and commit them",
+                err=True,
+            )
+            return EXIT_FINDINGS
+        info(f"{', '.join(CODEOWNERS_FILES)}: up to date")
+        return EXIT_OK
+    scope = WriteScope.repository(root)
+    for rel, text in stale.items():
+        atomic_write_text(root / rel, text, scope=scope)
+    info(f"{len(CODEOWNERS_FILES)} files: {len(stale)} written")
     return EXIT_OK

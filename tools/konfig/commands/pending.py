@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
+
 import click
 
 from konfig.commands._common import connections, load_repository
@@ -11,6 +14,7 @@ from konfig.commands._outputs import github_output_file, write_stack_outputs
 from konfig.detect.behind import pending_stacks
 from konfig.errors import EXIT_OK
 from konfig.pipeline.inventories import read_inventories
+from konfig.pipeline.promotion import holds, promotions
 from konfig.words import plural
 
 
@@ -41,7 +45,9 @@ def command(
     is pending when it was never applied or the change from that commit to HEAD
     affects it. Inventories in those clusters whose stack is gone at HEAD but was
     applied from a commit of this repository are deleted stacks (to destroy);
-    inventories of other repositories sharing a cluster are ignored.
+    inventories of other repositories sharing a cluster are ignored. A stack whose
+    `promotion.after` stacks are not applied (or still soaking) is held: listed with
+    why and until when, not among the stacks to apply.
 
     \b
     Examples:
@@ -56,19 +62,30 @@ def command(
     result = pending_stacks(
         repo.root, head, [s.path for s in repo.stacks], found.by_stack, found.found.values()
     )
+    # promotion order: a stack waiting for another is left to a later run
+    held = holds(
+        result.stack_paths,
+        promotions(repo.stacks),
+        result.stack_paths,
+        found.by_stack,
+        datetime.now(UTC),
+    )
+    result = replace(result, stacks=tuple(s for s in result.stacks if s.path not in held))
     if output_file is not None:
         write_stack_outputs(output_file, result.stack_paths, result.deleted_stacks, result.projects)
     if as_json:
-        echo_json(result.to_json())
+        echo_json({**result.to_json(), "held": [h.to_json() for h in held.values()]})
     else:
         echo_stacks(((s.path, s.reasons) for s in result.stacks), result.deleted_stacks)
         for path in result.foreign:
             info(f"ignored: inventory of {path}, not applied from this repository's history")
+        for hold in held.values():
+            info(f"held: {hold.message()}")
         for path in result.unusable:
             info(f"not applied: {path} has a layout error (above); fix it to apply it")
         info(
             f"{plural(len(result.stacks), 'stack')} to apply, "
-            f"{len(result.deleted_stacks)} to destroy, "
+            f"{len(result.deleted_stacks)} to destroy, {len(held)} held, "
             f"{len(result.up_to_date)} up to date at {result.head[:12]}"
         )
     for skipped in found.skipped:

@@ -288,6 +288,7 @@ def apply_stack(
                 dirty=options.dirty if ok else (prior.dirty if prior else False),
                 applied_fields=_applied_fields(prior, run),
                 review=options.review if ok else (prior.review if prior else None),
+                audit=_audit(kube, options) if ok else _prior_audit(prior),
             ),
             options,
         )
@@ -439,3 +440,20 @@ def _apply_one(run: StackRun, change: Change) -> bool:
         outcome = "updated" if change.live is not None else "created"
     run.record(ObjectResult(change.id, outcome, f"{outcome} {where(ref)}"))
     return True
+
+
+def _audit(kube: Any, options: ApplyOptions) -> inventory.Audit:
+    """The audit of a complete apply: the user the requests were made as (the
+    impersonated identity, else the kubeconfig's user) and the approvals given."""
+    return inventory.Audit(
+        applied_by=str(getattr(kube, "user", "") or ""),
+        approved_by=options.approved_by,
+        approved_change=options.approved_change,
+    )
+
+
+def _prior_audit(prior: Inventory | None) -> inventory.Audit:
+    """An apply that did not complete keeps the last complete one's audit."""
+    if prior is None:
+        return inventory.Audit()
+    return inventory.Audit(prior.applied_by, prior.approved_by, prior.approved_change)

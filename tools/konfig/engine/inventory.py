@@ -94,6 +94,11 @@ DATA_DIRTY = "dirty"
 # how the last complete apply relates to a review (konfig apply --reviewed): JSON with
 # status (reviewed, changed, unreviewed), digest, reviewedDigest and pr; absent without
 DATA_REVIEW = "review"
+# the audit of the last complete apply (docs/owners.md): the identity the API server saw,
+# and who approved which change (`konfig apply --approvals`)
+DATA_APPLIED_BY = "appliedBy"
+DATA_APPROVED_BY = "approvedBy"
+DATA_APPROVED_CHANGE = "approvedChange"
 BINARY_APPLIED_FIELDS = "appliedFields"
 # Compressed bytes; a ConfigMap holds at most 1 MiB in all, and the members list too.
 MAX_APPLIED_FIELDS = 512 * 1024
@@ -163,6 +168,15 @@ class Member:
 
 
 @dataclass(frozen=True)
+class Audit:
+    """Who applied a stack and who approved it (recorded with a complete apply)."""
+
+    applied_by: str = ""
+    approved_by: tuple[str, ...] = ()
+    approved_change: str = ""
+
+
+@dataclass(frozen=True)
 class Inventory:
     stack_path: str
     members: tuple[Member, ...]
@@ -175,6 +189,9 @@ class Inventory:
     dirty: bool = False  # the last complete apply came from uncommitted changes
     # the last complete apply's review (DATA_REVIEW): None when applied without a record
     review: Mapping[str, Any] | None = field(default=None, compare=False)
+    applied_by: str = ""  # the user the API server saw (an impersonated ServiceAccount)
+    approved_by: tuple[str, ...] = ()  # owners who approved approved_change
+    approved_change: str = ""  # the commit (or change digest) they approved
     # member id -> Konfig's fields right after its last write (None: not recorded)
     applied_fields: FieldSets | None = field(default=None, compare=False, repr=False)
     # The same stack's inventory under the name konfig gave it before names were
@@ -320,8 +337,10 @@ def inventory_manifest(
     dirty: bool = False,
     applied_fields: FieldSets | None = None,
     review: Mapping[str, Any] | None = None,
+    audit: Audit | None = None,
 ) -> dict[str, Any]:
     """The ConfigMap that records an inventory (pure; for server-side apply)."""
+    audit = audit or Audit()
     name = inventory_name(stack_path)
     ordered = sorted({m.id: m for m in members}.values())
     refs = [m.ref for m in ordered]
@@ -357,6 +376,9 @@ def inventory_manifest(
             DATA_APPLIED_AT: applied_at,
             DATA_DIRTY: "true" if dirty else "false",
             **({DATA_REVIEW: json.dumps(dict(review), sort_keys=True)} if review else {}),
+            DATA_APPLIED_BY: audit.applied_by,
+            DATA_APPROVED_BY: ",".join(audit.approved_by),
+            DATA_APPROVED_CHANGE: audit.approved_change,
         },
         **_binary(applied_fields, [m.id for m in ordered]),
     }
@@ -507,6 +529,9 @@ def parse_inventory(obj: Mapping[str, Any], *, stack: str | None = None) -> Inve
         uid=str(meta.get("uid") or ""),
         dirty=str(data.get(DATA_DIRTY) or "").lower() == "true",
         review=_review(data.get(DATA_REVIEW)),
+        applied_by=str(data.get(DATA_APPLIED_BY) or ""),
+        approved_by=tuple(a for a in str(data.get(DATA_APPROVED_BY) or "").split(",") if a),
+        approved_change=str(data.get(DATA_APPROVED_CHANGE) or ""),
         applied_fields=decode_fields((obj.get("binaryData") or {}).get(BINARY_APPLIED_FIELDS)),
     )
 
@@ -624,6 +649,7 @@ def write_inventory(
     dirty: bool = False,
     applied_fields: FieldSets | None = None,
     review: Mapping[str, Any] | None = None,
+    audit: Audit | None = None,
 ) -> Inventory:
     """Record ``members`` (server-side apply of the parent ConfigMap) and return it."""
     ensure_namespace(kube)
@@ -636,6 +662,7 @@ def write_inventory(
         dirty=dirty,
         applied_fields=applied_fields,
         review=review,
+        audit=audit,
     )
     return parse_inventory(kube.apply(manifest, dry_run=False))
 
@@ -657,6 +684,7 @@ def write_union(
         dirty=prior.dirty if prior else False,
         applied_fields=prior.applied_fields if prior else None,
         review=prior.review if prior else None,
+        audit=Audit(prior.applied_by, prior.approved_by, prior.approved_change) if prior else None,
     )
     if prior is None or not prior.former_name:
         return written

@@ -49,6 +49,9 @@ class ApplyOptions:
     # recorded with the inventory when the apply completes (konfig apply --reviewed):
     # status, digest, reviewedDigest, pr
     review: Mapping[str, Any] | None = None
+    # who approved the change applied (`konfig apply --approvals`), for the audit record
+    approved_by: tuple[str, ...] = ()
+    approved_change: str = ""
     poll: float = 1.0
     attempts: int = 4
     backoff: float = 0.5

@@ -26,6 +26,7 @@ from github import Auth, Github, GithubException
 from urllib3.util import Retry
 
 from konfig.errors import KonfigError, UsageError
+from konfig.pipeline.approvals import Approval
 from konfig.report.budget import COMMENT_LIMIT, chars
 
 _T = TypeVar("_T")
@@ -40,6 +41,23 @@ GITHUB_ACTIONS_LOGIN = "github-actions[bot]"
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _MARKER_RE = re.compile(r"^[A-Za-z0-9_.:/-]+$")
+
+
+StatusState = Literal["pending", "success", "failure", "error"]
+STATUS_STATES = ("pending", "success", "failure", "error")
+# review states that decide (GitHub's, then Gitea's names); COMMENTED/COMMENT do not
+_DECISIVE = frozenset({"APPROVED", "CHANGES_REQUESTED", "REQUEST_CHANGES"})
+
+
+@dataclass(frozen=True)
+class Review:
+    """A pull request review: who, what they said, about which commit."""
+
+    id: int
+    login: str
+    state: str  # APPROVED, CHANGES_REQUESTED / REQUEST_CHANGES, COMMENTED / COMMENT, ...
+    commit: str
+    dismissed: bool = False
 
 
 class GitHubError(KonfigError):
@@ -355,6 +373,45 @@ class GitHub:
 
         return self._call(f"PATCH /repos/{repo}/issues/{number}", "update the issue", call)
 
+    # --- reviews and commit statuses (konfig owners) ----------------------------------
+
+    def list_reviews(self, repo: str, number: int) -> list[Review]:
+        """Every review of pull request ``number``, oldest first (all pages, as
+        :meth:`list_issues`). GitHub and Gitea answer the same path."""
+        path = f"/repos/{repo}/pulls/{number}/reviews"
+
+        def call() -> list[Review]:
+            found: list[Review] = []
+            page = 1
+            while True:
+                headers, data = self._gh.requester.requestJsonAndCheck(
+                    "GET", path, parameters={"per_page": 100, "limit": 50, "page": page}
+                )
+                if not isinstance(data, list):
+                    raise GitHubError(f"GET {path} answered {type(data).__name__}, not a list")
+                found += [_review(item) for item in data if isinstance(item, dict)]
+                link = next((str(v) for k, v in headers.items() if k.lower() == "link"), "")
+                if not data or 'rel="next"' not in link:
+                    return sorted(found, key=lambda r: r.id)
+                page += 1
+
+        return self._call(f"GET {path}", "read the pull request's reviews", call)
+
+    def set_status(
+        self, repo: str, sha: str, *, context: str, state: StatusState, description: str
+    ) -> None:
+        """Set commit status ``context`` of ``sha`` (the forge keeps the latest per
+        context; a branch protection rule may require it)."""
+        if state not in STATUS_STATES:
+            raise ValueError(f"unknown status state {state!r}")
+        path = f"/repos/{repo}/statuses/{sha}"
+        body = {"state": state, "context": context, "description": description[:140]}
+
+        def call() -> None:
+            self._gh.requester.requestJsonAndCheck("POST", path, input=body)
+
+        self._call(f"POST {path}", f"set the commit status {context}", call)
+
     def _unreachable(self, exc: Exception) -> GitHubError:
         return GitHubError(
             f"cannot reach the GitHub API at {self.api_url}: {exc}",
@@ -434,6 +491,32 @@ def _issue_from_json(data: Any) -> Issue:
         state=str(data.get("state") or ""),
         url=str(data.get("html_url") or ""),
     )
+
+
+def _review(item: Any) -> Review:
+    user = item.get("user") or {}
+    return Review(
+        id=int(item.get("id") or 0),
+        login=str(user.get("login") or ""),
+        state=str(item.get("state") or "").upper(),
+        commit=str(item.get("commit_id") or ""),
+        dismissed=bool(item.get("dismissed")) or str(item.get("state")).upper() == "DISMISSED",
+    )
+
+
+def current_approvals(reviews: Sequence[Review]) -> list[Approval]:
+    """Who approves now, and which commit: each reviewer's last decisive review (an
+    approval, a request for changes, a dismissal; comments decide nothing) counts when
+    it is an approval that was not dismissed."""
+    last: dict[str, Review] = {}
+    for review in sorted(reviews, key=lambda r: r.id):
+        if review.login and (review.dismissed or review.state in _DECISIVE):
+            last[review.login.lower()] = review
+    return [
+        Approval(r.login, r.commit)
+        for r in last.values()
+        if r.state == "APPROVED" and not r.dismissed
+    ]
 
 
 def _comment(item: Any) -> Comment:

@@ -20,6 +20,7 @@ from konfig.engine.kube import (
 )
 from konfig.errors import KonfigError
 from konfig.repo.layout import Repository, Stack
+from konfig.repo.settings import identity_of, impersonated_user
 
 
 class Connections:
@@ -61,9 +62,11 @@ class Connections:
         from_stack = stack.kubeconfig
         if from_stack and not Path(from_stack).expanduser().is_absolute():
             from_stack = str(self.repo.root / from_stack)
+        identity = identity_of(self.repo.config.identities, stack.path)
         return KubeTarget(
             kubeconfig=self.kubeconfig or from_stack or self.env_kubeconfig,
             context=self.context or stack.kube_context,
+            impersonate=impersonated_user(identity) if identity else None,
         )
 
     def groups(self, stacks: Sequence[Stack]) -> dict[KubeTarget, list[Stack]]:

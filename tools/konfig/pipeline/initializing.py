@@ -27,6 +27,8 @@ from konfig.gen import compare, generate
 from konfig.gen.openapi import GenError, kubernetes_definitions_path, load_definitions
 from konfig.gen.run import generated_on_disk
 from konfig.repo.files import WriteScope, atomic_write_text, remove
+from konfig.repo.layout import discover
+from konfig.repo.owners import repository_owners, stale_codeowners
 from konfig.repo.scaffold import (
     Answers,
     check_answers,
@@ -115,6 +117,16 @@ def _regenerate_schemas(root: Path, version: str) -> int:
     return len(state.missing) + len(state.changed) + len(state.extra)
 
 
+def _write_codeowners(root: Path) -> None:
+    """CODEOWNERS for the projects the new repository has (none without the examples)."""
+    repo = discover(root)
+    owners, _ = repository_owners(root, repo.config, repo.projects)
+    if owners.enabled:
+        scope = WriteScope.repository(root)
+        for rel, text in stale_codeowners(root, owners).items():
+            atomic_write_text(root / rel, text, scope=scope)
+
+
 def initialize(dest: Path, answers: Answers, template: TemplateSource) -> Initialized:
     check_answers(answers)
     check_target(dest)
@@ -132,6 +144,7 @@ def initialize(dest: Path, answers: Answers, template: TemplateSource) -> Initia
             written = _regenerate_schemas(root, answers.kubernetes_version)
         retargeted = set_contexts(root, answers.contexts)
         set_recipients(root, answers.recipients)
+        _write_codeowners(root)
         commit = init_repository(
             root,
             BRANCH,

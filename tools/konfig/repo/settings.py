@@ -51,6 +51,10 @@ class RepoConfig:
     # written: konfig.engine.guards.DangerPolicy reads it
     dangers: dict[str, Any] = field(default_factory=dict)
     ignore: tuple[dict[str, Any], ...] = ()  # ignore rules, as written (engine.ignore)
+    # who owns what (konfig.repo.owners reads it); None: ownership is off
+    owners: dict[str, Any] | None = None
+    # the ServiceAccount ("namespace/name") each project or stack applies as
+    identities: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -154,8 +158,25 @@ def repo_config_from_data(
         terraform=dict(data.get("terraform") or {}),
         dangers=dict(data.get("dangers") or {}),
         ignore=tuple(data.get("ignore") or ()),
+        owners=dict(data["owners"] or {}) if "owners" in data else None,
+        identities=dict(data.get("identities") or {}),
         extra={k: v for k, v in data.items() if k not in known},
     )
+
+
+def identity_of(identities: dict[str, str], stack_path: str) -> str | None:
+    """The ServiceAccount (``namespace/name``) the stack applies as: konfig.yaml
+    ``identities`` by stack path, else by project name; None: the kubeconfig's user."""
+    if stack_path in identities:
+        return identities[stack_path]
+    parts = stack_path.split("/")
+    return identities.get(parts[1]) if len(parts) > 2 else None
+
+
+def impersonated_user(identity: str) -> str:
+    """The user name of ServiceAccount ``namespace/name`` (what the API server names)."""
+    namespace, _, name = identity.partition("/")
+    return f"system:serviceaccount:{namespace}:{name}"
 
 
 def path_matches(path: str, pattern: str) -> bool:

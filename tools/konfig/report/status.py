@@ -29,6 +29,9 @@ _HEALTH_STYLE = {
 }
 
 
+SERVICE_ACCOUNT = "system:serviceaccount:"
+
+
 def _commit(s: StackStatus, head: str | None) -> Text:
     inv = s.inventory
     if s.state == "never-applied":
@@ -102,6 +105,21 @@ def _objects(s: StackStatus) -> str:
     return str(len(s.inventory.members)) + (f" + {terraform} Terraform" if terraform else "")
 
 
+def _audit(s: StackStatus) -> str:
+    """Who applied the stack as which identity, approved by whom: shown when a stack
+    has its own identity or recorded approvals (the kubeconfig's user is in --json)."""
+    inv = s.inventory
+    if inv is None or not (inv.approved_by or inv.applied_by.startswith(SERVICE_ACCOUNT)):
+        return ""
+    parts = [f"applied as {inv.applied_by or 'an unrecorded identity'}"]
+    if inv.approved_by:
+        change = f" of {inv.approved_change[:12]}" if inv.approved_change else ""
+        parts.append(f"approved by {', '.join(inv.approved_by)}{change}")
+    else:
+        parts.append("no approval recorded")
+    return "; ".join(parts)
+
+
 def _applied_at(s: StackStatus) -> str:
     inv = s.inventory
     if inv is None or not inv.applied_at:
@@ -140,6 +158,10 @@ def tables(report: StatusReport) -> Iterator[RenderableType]:
                 _drift(s),
             )
         yield table
+        for s in stacks:
+            audit = _audit(s)
+            if audit:
+                yield Text(f"{s.short}: {audit}")
         for s in stacks:
             if s.error and s.state != "error":  # e.g. its Terraform state was not read
                 yield Text(f"{s.short}: {s.error}", style="yellow")

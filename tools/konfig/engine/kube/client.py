@@ -43,6 +43,9 @@ class KubeTarget:
 
     kubeconfig: str | None = None
     context: str | None = None
+    # the user every request impersonates (Impersonate-User), e.g. a ServiceAccount's
+    # system:serviceaccount:<namespace>:<name>; None: the kubeconfig user itself
+    impersonate: str | None = None
 
 
 @dataclass(frozen=True)
@@ -310,13 +313,16 @@ def connect(
         target.kubeconfig, target.context, client=client, credential_timeout=timeouts.credential
     )
     transport = Transport(
-        context.endpoint, connect_timeout=timeouts.connect, read_timeout=timeouts.request
+        context.endpoint,
+        connect_timeout=timeouts.connect,
+        read_timeout=timeouts.request,
+        impersonate=target.impersonate,
     )
     kube = Kube(
         transport=transport,
         server=context.endpoint.server,
         context=context.name,
-        user=context.user,
+        user=target.impersonate or context.user,
         kubeconfig=context.kubeconfig,
         timeouts=timeouts,
         client=context.read_by,

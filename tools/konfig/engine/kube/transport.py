@@ -99,8 +99,18 @@ class _Wire(Protocol):
 class Transport:
     """JSON requests to one API server (thread-safe)."""
 
-    def __init__(self, endpoint: Endpoint, *, connect_timeout: float, read_timeout: float):
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        impersonate: str | None = None,
+    ):
         self.authorization = endpoint.authorization
+        # every request acts as this user (the API server checks that the kubeconfig's
+        # user may impersonate it, then authorizes the request as it alone)
+        self.impersonate = impersonate
         self.wire: _Wire
         if endpoint.proxy:
             self.wire = _Proxied(endpoint, connect_timeout, read_timeout)
@@ -110,6 +120,8 @@ class Transport:
     def send(self, request: Request) -> Any:
         """The JSON of the server's 2xx answer to ``request`` (``{}`` for none)."""
         headers = request.headers(self.authorization())
+        if self.impersonate:
+            headers["Impersonate-User"] = self.impersonate
         status, reason, content_type, data = self.wire.exchange(
             request.method, request.target, request.body, headers
         )

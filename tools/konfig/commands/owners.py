@@ -1,0 +1,136 @@
+"""``konfig owners``: whose approval a change needs, whether it has it, and the status
+``konfig/owners`` (:mod:`konfig.pipeline.approvals`)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from konfig.commands._common import cache_state, repository_root
+from konfig.commands._console import echo_json, info
+from konfig.commands._options import forge_options
+from konfig.detect import gitrepo
+from konfig.detect.changeset import affected_stacks
+from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from konfig.pipeline.approvals import (
+    STATUS_CONTEXT,
+    Approval,
+    owners_at,
+    requirements,
+    verdict,
+)
+
+
+@click.command("owners")
+@click.option(
+    "--base",
+    default=None,
+    metavar="REF",
+    help="The branch the change merges into (default: as `konfig changed`). The owners "
+    "are read from its merge base with HEAD, never from the change.",
+)
+@click.option("--head", default="HEAD", show_default=True, metavar="REF", help="The change.")
+@click.option("--repo", "repo_name", default=None, help="Repository as OWNER/NAME (with --pr).")
+@click.option(
+    "--pr",
+    "number",
+    default=None,
+    type=click.IntRange(min=1),
+    help="Pull request number: read its reviews from the forge (the approvals count only "
+    "for its head, which must be --head's commit).",
+)
+@click.option(
+    "--post",
+    is_flag=True,
+    help=f"With --pr: set the commit status {STATUS_CONTEXT} of the head and write the sticky "
+    "comment konfig:owners listing whose approval each stack needs.",
+)
+@forge_options(token_help="Environment variable holding the token (reads reviews, posts).")
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+@click.pass_context
+def command(
+    ctx: click.Context,
+    base: str | None,
+    head: str,
+    repo_name: str | None,
+    number: int | None,
+    post: bool,
+    api_url: str,
+    token_env: str,
+    as_json: bool,
+) -> int:
+    """Whose approval each production stack the change affects needs, and who gave it.
+
+    The affected stacks come from the change through the KCL import graph (as `konfig
+    changed`): a change to base/ reaches every stack importing what changed. Each
+    affected production stack needs an approval from an owner of its project
+    (project.yaml `owners`, konfig.yaml `owners`), read at the merge base: the change
+    cannot name its own owners. Exit 0 when every such stack has one (or none is
+    affected), 1 when one is missing.
+
+    \b
+    Examples:
+      konfig owners --base origin/main
+      konfig owners --base origin/main --repo acme/config --pr 12 --post
+    """
+    from konfig.forge.client import GitHub, current_approvals, parse_repo, upsert_comment
+    from konfig.report.owners import OWNERS_MARKER, render_owners
+
+    if post and number is None:
+        raise UsageError("--post needs --pr", hint="pass the pull request's number")
+    if number is not None and repo_name is None:
+        raise UsageError("--pr needs --repo OWNER/NAME")
+    root = repository_root(ctx)
+    if base is None:
+        default = gitrepo.default_base(root)
+        base = default.ref
+        info(f"comparing with {base} ({default.why}); pass --base to choose another")
+    changes = affected_stacks(root, base, head, cache=cache_state(root, git_required=True))
+    owners = owners_at(root, changes.merge_base)
+    if not owners.enabled:
+        info(f"konfig.yaml at {changes.merge_base[:12]} has no `owners`: no approval is needed")
+    needed = requirements(root, changes, owners) if owners.enabled else ()
+    change = gitrepo.rev_parse(root, head)
+    approvals: list[Approval] = []
+    if number is not None and repo_name is not None:
+        repo_name = parse_repo(repo_name)
+        token = os.environ.get(token_env, "")
+        if not token:
+            raise UsageError(f"no forge token in ${token_env}", hint="pass --token-env NAME")
+        with GitHub(token, api_url=api_url) as client:
+            pr_head = client.pull_head(repo_name, number)
+            if pr_head != change:
+                raise UsageError(
+                    f"pull request #{number}'s head is {pr_head[:12]}, not {head} "
+                    f"({change[:12]}): approvals are of the head",
+                    hint="check out the pull request's head, or pass --head with its commit",
+                )
+            approvals = current_approvals(client.list_reviews(repo_name, number))
+            result = verdict(needed, approvals, change)
+            if post:
+                client.set_status(
+                    repo_name,
+                    change,
+                    context=STATUS_CONTEXT,
+                    state="success" if result.ok else "failure",
+                    description=result.summary(),
+                )
+                upsert_comment(
+                    client,
+                    repo_name,
+                    number,
+                    render_owners(result),
+                    marker=OWNERS_MARKER,
+                    head_sha=change,
+                )
+    result = verdict(needed, approvals, change)
+    if as_json:
+        echo_json(result.to_json())
+    else:
+        for s in result.stacks:
+            who = ", ".join(s.requirement.owners) or "nobody"
+            state = f"approved by {', '.join(s.approved_by)}" if s.satisfied else "waiting"
+            click.echo(f"{s.requirement.stack}: needs one of {who}: {state}")
+        info(result.summary())
+    return EXIT_OK if result.ok else EXIT_FINDINGS

@@ -1,0 +1,195 @@
+"""Whose approval a change needs, and whether it has it (``konfig owners``, the status
+``konfig/owners``).
+
+1. The change's affected stacks come from :func:`konfig.detect.changeset.affected_stacks`:
+   through the KCL import graph, so a change to ``base/`` reaches every stack whose
+   entry files import what changed (and a repo-wide trigger every stack).
+2. Each affected *production* stack needs an approval from an owner of its project.
+   A stack is production when it is at the head of the change *or* at its merge base:
+   a pull request cannot drop the requirement by writing ``production: false``.
+3. The owners are read from the merge base (:func:`owners_at`): the change's own
+   ``project.yaml`` or ``konfig.yaml`` cannot name its author an owner. A project new in
+   the change has no owners there: the platform team owns it.
+4. An approval counts when it approved the change as it is now: the pull request's
+   head commit (:attr:`Approval.change`), until the change digests of issue 27 say what
+   was reviewed (then the digest: :func:`verdict` compares whatever it is given).
+
+Plain data in, plain data out; the forge's reviews are read by the command.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from konfig.detect import gitrepo
+from konfig.detect.changeset import ChangeSet
+from konfig.errors import ConfigError
+from konfig.repo.layout import APPOPS, PROJECT_FILE, STACK_FILE
+from konfig.repo.owners import Owners, ProjectFile, resolve_owners
+from konfig.repo.settings import CONFIG_FILE, is_production, repo_config_from_data
+from konfig.repo.yamlio import load_yaml_text
+
+STATUS_CONTEXT = "konfig/owners"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A production stack the change affects, and the logins that may approve it."""
+
+    stack: str
+    project: str  # appops/<project>
+    owners: tuple[str, ...]
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Approval:
+    """``login`` approved ``change`` (a commit, or a change digest)."""
+
+    login: str
+    change: str
+
+
+@dataclass(frozen=True)
+class StackVerdict:
+    requirement: Requirement
+    approved_by: tuple[str, ...]  # owners who approved the current change
+
+    @property
+    def satisfied(self) -> bool:
+        return bool(self.approved_by)
+
+
+@dataclass(frozen=True)
+class OwnersVerdict:
+    """Every requirement with the owners' approvals of ``change``."""
+
+    change: str
+    stacks: tuple[StackVerdict, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(s.satisfied for s in self.stacks)
+
+    @property
+    def missing(self) -> tuple[StackVerdict, ...]:
+        return tuple(s for s in self.stacks if not s.satisfied)
+
+    def summary(self) -> str:
+        """One line for the commit status (the forge keeps 140 characters)."""
+        if not self.stacks:
+            return "no production stack affected: no owner approval needed"
+        if self.ok:
+            return f"owners approved all {len(self.stacks)} affected production stacks"
+        waiting = sorted({s.requirement.project.split("/")[-1] for s in self.missing})
+        text = f"{len(self.missing)} of {len(self.stacks)} production stacks await an owner: "
+        return (text + ", ".join(waiting))[:140]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "context": STATUS_CONTEXT,
+            "change": self.change,
+            "ok": self.ok,
+            "stacks": [
+                {
+                    "path": s.requirement.stack,
+                    "project": s.requirement.project,
+                    "owners": list(s.requirement.owners),
+                    "approved_by": list(s.approved_by),
+                    "reasons": list(s.requirement.reasons),
+                }
+                for s in self.stacks
+            ],
+        }
+
+
+def owners_at(root: Path, ref: str) -> Owners:
+    """The owners commit ``ref`` declares (konfig.yaml ``owners`` and every
+    ``appops/*/project.yaml``); problems there were ``konfig check``'s to report, and an
+    owner that names no team is left out."""
+    raw = gitrepo.file_at(root, ref, CONFIG_FILE)
+    text = raw.decode("utf-8", "replace") if raw else ""
+    data = load_yaml_text(text, file=f"{CONFIG_FILE} at {ref[:12]}") if text else None
+    config = repo_config_from_data(data, text=text)
+    if config.owners is None:
+        return Owners()
+    projects = []
+    listing = gitrepo.list_tree(root, ref, [APPOPS])
+    wanted = [p for p in listing if p.count("/") == 2 and p.endswith(f"/{PROJECT_FILE}")]
+    blobs = gitrepo.read_blobs(root, [listing[p] for p in wanted])
+    for path in sorted(wanted):
+        ptext = blobs[listing[path]].decode("utf-8", "replace")
+        try:
+            pdata = load_yaml_text(ptext, file=path)
+        except ConfigError:  # a broken project.yaml at base: the platform owns it
+            pdata = None
+        projects.append(ProjectFile(path.rsplit("/", 1)[0], pdata, ptext))
+    owners, _ = resolve_owners(config.owners, projects)
+    return owners
+
+
+def requirements(root: Path, changes: ChangeSet, owners: Owners) -> tuple[Requirement, ...]:
+    """The production stacks of ``changes`` (production at its head or its merge base),
+    each with its project's owners."""
+    base_raw = gitrepo.file_at(root, changes.merge_base, CONFIG_FILE)
+    base_text = base_raw.decode("utf-8", "replace") if base_raw else ""
+    patterns = repo_config_from_data(
+        load_yaml_text(base_text, file=CONFIG_FILE) if base_text else None, text=base_text
+    ).production_stacks
+    out = []
+    for stack in changes.stacks:
+        if not (stack.production or _production_at(root, changes.merge_base, stack.path, patterns)):
+            continue
+        project = "/".join(stack.path.split("/")[:2])
+        out.append(Requirement(stack.path, project, owners.of_project(project), stack.reasons))
+    return tuple(out)
+
+
+def _production_at(root: Path, ref: str, stack: str, patterns: tuple[str, ...]) -> bool:
+    raw = gitrepo.file_at(root, ref, f"{stack}/{STACK_FILE}")
+    if raw is None:
+        return is_production(stack, None, patterns)
+    try:
+        data = load_yaml_text(raw.decode("utf-8", "replace"), file=f"{stack}/{STACK_FILE}")
+    except ConfigError:  # broken at base: the patterns decide
+        data = None
+    declared = data.get("production") if isinstance(data, dict) else None
+    return is_production(stack, declared, patterns)
+
+
+def verdict(
+    needed: Sequence[Requirement], approvals: Iterable[Approval], change: str
+) -> OwnersVerdict:
+    """Which requirements an owner's approval of ``change`` satisfies."""
+    approvers = {a.login.lower() for a in approvals if a.change == change}
+    return OwnersVerdict(
+        change,
+        tuple(
+            StackVerdict(r, tuple(o for o in r.owners if o.lower() in approvers)) for r in needed
+        ),
+    )
+
+
+def load_approvals(path: Path) -> dict[str, tuple[tuple[str, ...], str]]:
+    """A ``konfig owners --json`` file: each stack's approvers and the change they
+    approved (``konfig apply --approvals``, for the inventory's audit)."""
+    from konfig import contracts
+    from konfig.errors import UsageError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--approvals {path}: cannot read `konfig owners --json`: {exc}") from None
+    try:
+        contracts.validate("owners", data, file=str(path), text=text)
+    except contracts.ContractError as exc:
+        raise UsageError(f"--approvals {path}: not `konfig owners --json`: {exc}") from None
+    change = str(data["change"])
+    return {
+        str(s["path"]): (tuple(str(a) for a in s["approved_by"]), change) for s in data["stacks"]
+    }
