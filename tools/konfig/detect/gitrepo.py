@@ -725,3 +725,13 @@ def commit_files(
                 ) from None
             raise failure(g.top, "commit to " + ref, exc.stderr) from None
     return commit
+
+
+def commit_message(root: Path, commit: str) -> str | None:
+    """The full message of ``commit``, or None when the repository does not have it
+    (e.g. a rendered branch never fetched)."""
+    g = open_repo(root)
+    try:
+        return _text(g, "log", "-1", "--format=%B", commit + "^{commit}", "--")
+    except _Failed:
+        return None

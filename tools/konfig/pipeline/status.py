@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from konfig.detect import gitrepo
 from konfig.detect.behind import Pending, pending_stacks
+from konfig.engine.controllers import ControllerStatus
 from konfig.engine.drift import value_at
 from konfig.engine.ignore import stack_rules, without_ignored
 from konfig.engine.inventory import Inventory
@@ -68,6 +69,7 @@ class StackStatus:
     orphan: Literal["deleted", "foreign"] | None = None
     error: str = ""
     terraform: TerraformMode | None = None  # how its Terraform part was read (None: none)
+    pull: PullStatus | None = None  # a stack in pull delivery: what its controller says
 
     @property
     def inventory(self) -> Inventory | None:
@@ -155,7 +157,76 @@ class StackStatus:
             },
             "details": [o.to_dict() for o in self.status.objects] if self.status else [],
             "error": self.error or None,
+            "pull": self.pull.to_dict() if self.pull else None,
         }
+
+
+@dataclass(frozen=True)
+class PullStatus:
+    """A pull-delivery stack's folder and what the controller reconciling it reports."""
+
+    branch: str
+    folder: str
+    controller: ControllerStatus | None = None
+    source_commit: str = ""  # of the rendered commit applied, from its message
+    error: str = ""  # why the controller's status could not be read
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.controller
+        return {
+            "branch": self.branch,
+            "folder": self.folder,
+            "controller": c.controller if c else None,
+            "object": c.name if c else None,
+            "ready": c.ready or None if c else None,
+            "reason": c.reason or None if c else None,
+            "message": c.message or None if c else None,
+            "revision": c.revision or None if c else None,
+            "renderedCommit": c.rendered_commit or None if c else None,
+            "sourceCommit": self.source_commit or None,
+            "error": self.error or None,
+        }
+
+
+def _pull_statuses(
+    root: Path, stacks: Sequence[Stack], conns: Connections, result: list[StackStatus]
+) -> list[StackStatus]:
+    """``result`` with each pull-delivery stack's controller status (docs/pull.md)."""
+    from konfig.engine.controllers import read_flux, reconciling
+
+    pulled = {s.path: s for s in stacks if s.delivery.pull}
+    if not pulled:
+        return result
+    read: dict[int, Any] = {}
+    out = []
+    for st in result:
+        stack = pulled.get(st.path)
+        if stack is None:
+            out.append(st)
+            continue
+        folder = f"{stack.delivery.cluster}/{stack.short}"
+        info = PullStatus(stack.delivery.branch, folder)
+        try:
+            kube = conns.kube(stack)
+            found = read.setdefault(id(kube), read_flux(kube))
+        except KonfigError as exc:
+            found = str(exc)
+        if isinstance(found, str):
+            info = replace(info, error=found)
+        else:
+            c = reconciling(found, folder)
+            if c is None:
+                info = replace(info, error=f"no Flux Kustomization reconciles {folder}/")
+            else:
+                source = ""
+                if c.rendered_commit and gitrepo.is_repo(root):
+                    message = gitrepo.commit_message(root, c.rendered_commit) or ""
+                    for line in message.splitlines():
+                        if line.startswith("Source-Commit: "):
+                            source = line.split(": ", 1)[1].strip()
+                info = replace(info, controller=c, source_commit=source)
+        out.append(replace(st, pull=info))
+    return out
 
 
 @dataclass(frozen=True)
@@ -310,6 +381,7 @@ def collect_status(
                 )
             )
     result = _with_terraform(result, stacks, conns, contexts, terraform, refreshes)
+    result = _pull_statuses(root, stacks, conns, result)
     for context, st in sorted(orphan_of, key=lambda o: o[1].inventory.stack_path):
         inv = st.inventory
         result.append(

@@ -169,6 +169,9 @@ def tables(report: StatusReport) -> Iterator[RenderableType]:
             line = review_line(s)
             if line is not None:
                 yield line
+        for s in stacks:
+            if s.pull is not None:
+                yield pull_line(s)
         yield Text("")
     yield Text(summary_line(report), style="bold")
     if report.terraform != "refresh" and any(s.terraform for s in report.stacks):
@@ -236,3 +239,19 @@ def render_text(report: StatusReport, *, width: int = 240) -> str:
 
 def render_json(report: StatusReport) -> str:
     return json.dumps(report.to_dict(), indent=2) + "\n"
+
+
+def pull_line(s: StackStatus) -> Text:
+    """What the controller of a pull-delivery stack says (docs/pull.md)."""
+    pull = s.pull
+    assert pull is not None
+    where = f"{s.short}: pull delivery ({pull.branch}:{pull.folder}/)"
+    c = pull.controller
+    if c is None:
+        return Text(f"{where}: {pull.error}", style="yellow")
+    live = f", source commit {pull.source_commit[:12]} live" if pull.source_commit else ""
+    state = {"True": "ready", "False": "not ready"}.get(c.ready, "ready unknown")
+    text = f"{where}: Flux Kustomization {c.name} {state} at {c.revision or 'no revision'}{live}"
+    if c.ready != "True" and c.message:
+        text += f" ({c.reason}: {c.message})"
+    return Text(text, style="green" if c.ready == "True" else "yellow")
