@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test unit demo bench bench-changed bench-cache bench-batch bench-startup bench-preview bench-report bench-report-repo cluster-build cluster-up cluster-down sops-build helm-build tofu-build tofu-up tofu-down forge-build forge-up forge-down constraints clean
+.PHONY: venv lint test unit demo bench bench-changed bench-cache bench-batch bench-startup bench-pr-round bench-preview bench-report bench-report-repo cluster-build cluster-up cluster-down sops-build helm-build tofu-build tofu-up tofu-down forge-build forge-up forge-down constraints clean
 
 # constraints.txt pins every package (konfig's and the tools'): installs are reproducible
 $(STAMP): pyproject.toml constraints.txt
@@ -65,6 +65,10 @@ bench-batch: venv
 ## bench-preview: konfig preview of a 100-object stack vs kubectl diff --server-side (starts hack/cluster)
 bench-preview: venv
 	$(BIN)/python hack/bench_preview.py
+
+## bench-pr-round: a one-stack pull request on the local forge, push -> comment, by job and kind
+bench-pr-round: venv
+	$(BIN)/python hack/bench_pr_round.py
 
 ## bench-startup: CPU seconds of konfig --version, list and --help, and what they import
 bench-startup: venv
