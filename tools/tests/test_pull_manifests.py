@@ -56,3 +56,21 @@ def test_the_flux_manifests_pass_the_api_servers_validation(cluster: Cluster) ->
     bad = (PULL / "flux/admin.yaml").read_text().replace("prune: true", "prune: maybe")
     res = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=bad, check=False)
     assert res.returncode != 0 and "prune" in res.stderr
+
+
+@pytest.mark.parametrize("cluster_folder", ["admin", "edge"])
+def test_kustomize_builds_each_cluster_folder_into_exactly_its_objects(
+    cluster_folder: str,
+) -> None:
+    """What kustomize-controller runs on the folder (kustomize, here kubectl's) gives back
+    every published object unchanged, and nothing else."""
+    from konfig.build.rendered import dump
+
+    folder = GOLDEN_TREE / cluster_folder
+    built = subprocess.run(
+        ["kubectl", "kustomize", str(folder)], capture_output=True, text=True, timeout=120
+    )
+    assert built.returncode == 0, built.stderr
+    got = sorted(dump(d).decode() for d in yaml.safe_load_all(built.stdout) if d)
+    want = sorted(p.read_text() for p in folder.rglob("*.yaml") if p.name != "kustomization.yaml")
+    assert got == want and len(want) >= 3
