@@ -96,8 +96,13 @@ class DependencyIndex:
         return found
 
     @classmethod
-    def build(cls, root: Path, state: Path | None) -> DependencyIndex:
-        snapshot = worktree_snapshot(root, state)
+    def build(
+        cls, root: Path, state: Path | None, snapshot: Snapshot | None = None
+    ) -> DependencyIndex:
+        """The index of the work tree at ``root``, or of ``snapshot`` (files whose blob
+        ids are known already: a commit's tree written out to ``root``)."""
+        if snapshot is None:
+            snapshot = worktree_snapshot(root, state)
         import_cache = ImportCache.load(state / "imports.json" if state else None)
         imports = scan_files(snapshot.files, snapshot.read, import_cache)
         import_cache.save(keep=snapshot.files.values())

@@ -25,6 +25,7 @@ from konfig.build.limits import Limits
 if TYPE_CHECKING:
     from konfig.build.sourcerules import SourceRules
     from konfig.build.workers import Died
+    from konfig.detect.snapshot import Snapshot
     from konfig.secrets.errors import SecretsError
 from konfig.errors import ConfigError
 from konfig.repo.layout import KCL_MOD_VAR, KCL_YAML, MAIN, Repository, Stack
@@ -589,16 +590,19 @@ def compile_cached(
     jobs: int = 1,
     progress: ProgressFn | None = None,
     settings: CompileSettings | None = None,
+    snapshot: Snapshot | None = None,
 ) -> list[CompileResult]:
     """Like :func:`compile_many`, but reuse Specs from the compile cache under ``state``.
 
-    ``state`` None disables the cache. See :mod:`konfig.build.cache` for what the key covers.
+    ``state`` None disables the cache. See :mod:`konfig.build.cache` for what the key
+    covers. ``snapshot``: the files of ``repo`` with their blob ids when known (a
+    commit's tree written out: ``konfig preview --offline``), else the work tree's.
     """
     if state is None or not inputs:
         return compile_many(inputs, jobs=jobs, progress=progress, settings=settings)
     from konfig.build.cache import CompileCache, DependencyIndex  # keeps plain compiles lean
 
-    index = DependencyIndex.build(repo.root, state)
+    index = DependencyIndex.build(repo.root, state, snapshot)
     store = CompileCache(state)
     kcl_version = kcl.library_version()
     keys: dict[str, str] = {}

@@ -39,6 +39,14 @@ def take_keyring_from_env(environ: MutableMapping[str, str] | None = None) -> Ke
         env.pop(KEY_FILE_ENV, None)
 
 
+def drop_keyring_from_env(environ: MutableMapping[str, str] | None = None) -> None:
+    """Both variables removed from the environment, unread: a command that decrypts
+    nothing (``preview --offline``) never holds a key, and no process it starts does."""
+    env = os.environ if environ is None else environ
+    env.pop(KEY_ENV, None)
+    env.pop(KEY_FILE_ENV, None)
+
+
 def _keyring(env: Mapping[str, str]) -> Keyring | None:
     texts: list[str] = []
     sources: list[str] = []

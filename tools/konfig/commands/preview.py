@@ -21,7 +21,7 @@ from konfig.commands._common import (
     runtime_contexts,
 )
 from konfig.commands._console import compile_progress, error, info, use_color
-from konfig.commands._keys import take_keyring_from_env
+from konfig.commands._keys import drop_keyring_from_env, take_keyring_from_env
 from konfig.commands._options import timeout_options
 from konfig.engine.kube import MAX_WORKERS
 from konfig.engine.planner import DEFAULT_WORKERS
@@ -62,6 +62,29 @@ EXIT_CHANGES = 2
     "compiling: no KCL runs. Every file is checked against the spec contract and the "
     "whole folder refused when one breaks it (in CI: the compile job's artifact, "
     "docs/security.md).",
+)
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="No cluster, no credential: compile the stacks the merge of --head into --base "
+    "affects at both (from git objects, the work tree untouched) and show what changes "
+    "between the two Specs; Secrets' encrypted values are compared by their ciphertext, "
+    "never decrypted, Terraform resources by their configuration (docs/preview-json.md).",
+)
+@click.option(
+    "--base",
+    "base",
+    metavar="REF",
+    default=None,
+    help="--offline: the base commit (a pull request's base branch tip).",
+)
+@click.option(
+    "--head",
+    "head",
+    metavar="REF",
+    default=None,
+    help="--offline: the head commit (a pull request's branch tip; default HEAD). Its "
+    "merge into --base is previewed, never the tip itself.",
 )
 @click.option(
     "--deleted",
@@ -130,6 +153,9 @@ def command(
     changed_from: str | None,
     no_cache: bool,
     specs: Path | None,
+    offline: bool,
+    base: str | None,
+    head: str | None,
     deleted: tuple[str, ...],
     fmt: str,
     out: Path | None,
@@ -154,7 +180,38 @@ def command(
       konfig preview guestbook/dev
       konfig preview --changed-from origin/main --format markdown --out preview.md
       konfig preview guestbook/dev guestbook/prod --format json --detailed-exitcode
+      konfig preview --offline --base origin/main --format json --out preview.json
     """
+    if offline or base is not None or head is not None:
+        _refuse_with_offline(
+            offline=offline,
+            base=base,
+            given={
+                "STACK": bool(stacks),
+                "--all": all_stacks,
+                "--changed-from": changed_from is not None,
+                "--specs": specs is not None,
+                "--deleted": bool(deleted),
+                "--kubeconfig": kubeconfig is not None,
+                "--context": context is not None,
+            },
+        )
+        drop_keyring_from_env()  # nothing is decrypted: no key is even read
+        from konfig.pipeline.offline import offline_preview
+
+        repo = load_repository(ctx)
+        state = cache_state(repo.root, enabled=not no_cache, git_required=True)
+        assert base is not None
+        done = offline_preview(
+            repo.root,
+            base,
+            head or "HEAD",
+            state=state,
+            jobs=jobs,
+            settings=compile_settings(),
+            meter=compile_progress(enabled=fmt == "text" and out is None),
+        )
+        return _emit(done.preview, fmt, out, show_diff, detailed_exitcode)
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     repo = load_repository(ctx)
     state = cache_state(repo.root, enabled=not no_cache, git_required=changed_from is not None)
@@ -215,6 +272,29 @@ def command(
         )
 
     preview = Preview.of(results, commits_of(repo.root, changed_from))
+    return _emit(preview, fmt, out, show_diff, detailed_exitcode)
+
+
+def _refuse_with_offline(*, offline: bool, base: str | None, given: dict[str, bool]) -> None:
+    if not offline:
+        raise UsageError("--base and --head are options of --offline", hint="add --offline")
+    if base is None:
+        raise UsageError(
+            "--offline needs --base REF (the pull request's base commit)",
+            hint="e.g. konfig preview --offline --base origin/main",
+        )
+    clash = [flag for flag, present in given.items() if present]
+    if clash:
+        raise UsageError(
+            f"--offline previews the stacks the merge affects, with no cluster: "
+            f"{', '.join(clash)} cannot go with it",
+            hint="drop them, or preview live without --offline",
+        )
+
+
+def _emit(
+    preview: Preview, fmt: str, out: Path | None, show_diff: bool, detailed_exitcode: bool
+) -> int:
     if fmt == "json":
         text = render_json(preview)
     elif fmt == "markdown":

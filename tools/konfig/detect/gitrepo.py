@@ -735,3 +735,26 @@ def commit_message(root: Path, commit: str) -> str | None:
         return _text(g, "log", "-1", "--format=%B", commit + "^{commit}", "--")
     except _Failed:
         return None
+
+
+def merge_tree(root: Path, base: str, head: str) -> str:
+    """The tree of ``head`` merged into ``base`` (what merging the pull request would
+    make), computed from git objects alone: the work tree, the index and the refs are
+    left as they are (``git merge-tree --write-tree``, git 2.38 or later). GitError
+    naming the conflicting files when the two do not merge cleanly."""
+    g = open_repo(root)
+    try:
+        out = _text(g, "merge-tree", "--write-tree", "--name-only", "--no-messages", base, head)
+    except _Failed as exc:
+        if exc.status == 1:  # conflicts
+            raise GitError(
+                f"{head[:12]} does not merge cleanly into {base[:12]}",
+                hint="rebase the branch onto its base (or merge the base into it) and push",
+            ) from None
+        if "--write-tree" in exc.stderr or "unknown option" in exc.stderr:
+            raise GitError(
+                "git merge-tree --write-tree is not available: git 2.38 or later is needed",
+                hint="install a newer git",
+            ) from None
+        raise failure(g.top, f"merge-tree {base[:12]} {head[:12]}", exc.stderr) from None
+    return out.split("\n", 1)[0].strip()

@@ -177,11 +177,15 @@ def unified_diff(
     *,
     name: str,
     context: int = 3,
+    sides: tuple[str, str] = ("live", "planned"),
 ) -> str:
-    """A unified diff of two (normalised, masked) objects as canonical YAML."""
+    """A unified diff of two (normalised, masked) objects as canonical YAML; ``sides``
+    label its two files (``live/<name>``, ``planned/<name>``)."""
     b = dump_yaml(canonical(dict(before))).splitlines(keepends=True) if before is not None else []
     a = dump_yaml(canonical(dict(after))).splitlines(keepends=True) if after is not None else []
-    lines = difflib.unified_diff(b, a, fromfile=f"live/{name}", tofile=f"planned/{name}", n=context)
+    lines = difflib.unified_diff(
+        b, a, fromfile=f"{sides[0]}/{name}", tofile=f"{sides[1]}/{name}", n=context
+    )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
@@ -198,11 +202,15 @@ class Comparison:
 
 
 def compare(
-    live: Mapping[str, Any] | None, planned: Mapping[str, Any] | None, *, name: str
+    live: Mapping[str, Any] | None,
+    planned: Mapping[str, Any] | None,
+    *,
+    name: str,
+    sides: tuple[str, str] = ("live", "planned"),
 ) -> Comparison:
     """Normalise, mask, then diff ``live`` (before) against ``planned`` (after)."""
     before, after = mask_pair(normalize(live), normalize(planned))
     if before == after:  # most objects of a plan: no leaf can differ
         return Comparison((), "")
     fields = field_changes(before, after)
-    return Comparison(fields, unified_diff(before, after, name=name) if fields else "")
+    return Comparison(fields, unified_diff(before, after, name=name, sides=sides) if fields else "")

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from konfig.build.compiler import (
     CompileError,
@@ -20,6 +20,9 @@ from konfig.build.compiler import (
 from konfig.errors import ConfigError
 from konfig.fingerprint import settings_memo
 from konfig.repo.layout import Repository, Stack
+
+if TYPE_CHECKING:
+    from konfig.detect.snapshot import Snapshot
 
 
 class Meter(Protocol):
@@ -64,13 +67,16 @@ def compile_stacks(
     state: Path | None = None,
     meter: MeterFactory | None = None,
     settings: CompileSettings | None = None,
+    snapshot: Snapshot | None = None,
 ) -> list[CompileResult]:
     """Compile ``stacks`` (in worker processes; ``jobs`` None: one per CPU), results in
     the stacks' order, failed ones included (bad settings fail before compiling).
 
     ``state`` is the cache directory (None: compile everything); ``meter`` counts the
     stacks that actually compile; ``settings`` bound each KCL run (defaults: see
-    :class:`~konfig.build.compiler.CompileSettings`).
+    :class:`~konfig.build.compiler.CompileSettings`); ``snapshot``: the files of
+    ``repo`` with their blob ids when known (a commit's tree written out), for the
+    cache keys.
     """
     refuse_bad_kcl_mod(repo)
     prepared = stacks_inputs(repo, stacks, memo=settings_memo(state) if state else None)
@@ -84,6 +90,7 @@ def compile_stacks(
             jobs=jobs or default_jobs(),
             progress=lambda r: bar.advance(Path(r.stack_path).name),
             settings=settings,
+            snapshot=snapshot,
         )
     by_path = {r.stack_path: r for r in done} | early
     return [_refuse_forbidden(repo, s, by_path[s.path]) for s in stacks]

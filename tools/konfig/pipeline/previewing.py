@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
 from konfig.build.compiler import CompileResult
 from konfig.detect import gitrepo
@@ -107,19 +107,45 @@ def commits_of(root: Path, changed_from: str | None) -> Commits:
 
 
 @dataclass(frozen=True)
+class Mode:
+    """How a preview was made: ``live`` (each stack's plan against its cluster) or
+    ``offline`` (the render diff of the Specs at ``base`` and at ``merge``, the tree of
+    ``head`` merged into ``base``: no cluster, no credential; :mod:`.offline`)."""
+
+    name: Literal["live", "offline"]
+    base: str | None = None  # commit ids (offline)
+    head: str | None = None
+    merge: str | None = None  # the merge's tree id
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.name == "live":
+            return {"name": "live"}
+        return {"name": self.name, "base": self.base, "head": self.head, "merge": self.merge}
+
+
+LIVE = Mode("live")
+
+
+@dataclass(frozen=True)
 class Preview:
     stacks: tuple[StackPreview, ...]
     secrets: frozenset[str] = field(default=frozenset(), compare=False)
     commits: Commits = Commits()
+    mode: Mode = LIVE
 
     @classmethod
-    def of(cls, stacks: list[StackPreview], commits: Commits | None = None) -> Preview:
+    def of(
+        cls, stacks: list[StackPreview], commits: Commits | None = None, *, mode: Mode = LIVE
+    ) -> Preview:
         found: set[str] = set()
         for s in stacks:
             if s.plan:
                 found |= s.plan.secrets()
         return cls(
-            tuple(sorted(stacks, key=lambda s: s.path)), frozenset(found), commits or Commits()
+            tuple(sorted(stacks, key=lambda s: s.path)),
+            frozenset(found),
+            commits or Commits(),
+            mode,
         )
 
     def counts(self) -> dict[str, int]:

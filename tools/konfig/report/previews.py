@@ -61,6 +61,7 @@ def to_json(preview: Preview) -> dict[str, Any]:
     return {
         "schemaVersion": SCHEMA_VERSION,
         "kind": KIND,
+        "mode": preview.mode.to_dict(),
         "hasChanges": preview.has_changes,
         "hasConflicts": preview.has_conflicts,
         "hasDrift": preview.has_drift,

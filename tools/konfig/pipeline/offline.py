@@ -1,0 +1,312 @@
+"""The offline preview: what a pull request changes, as a render diff of two commits.
+
+``konfig preview --offline`` needs no cluster and no credential. It compiles each
+affected stack at the pull request's base commit and at the merge of its head into that
+base (never the branch tip: what landed on the base since the branch point must not
+show up reversed), and diffs the two Specs with the change model of the live preview
+(:class:`~konfig.engine.plan.Change`: create, update, delete, unchanged, masked field
+changes and a unified diff), so the report groups, masks and budgets it the same way.
+
+- Both commits are read from git objects and written to temporary folders (the user's
+  work tree, index and refs are untouched); both compile through the compile cache,
+  keyed by the same blob ids as a work-tree compile, so a base already compiled on the
+  default branch costs nothing.
+- A Secret's keys from encrypted files: "changed" when the ciphertext's digest (which
+  compile records) differs, "new" when the key is new; nothing is ever decrypted.
+- Terraform resources: the diff of their configuration; nothing is planned.
+- What `check`, preview and apply refuse (:mod:`konfig.pipeline.refusals`) is the
+  stack's error here too.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from konfig.build.compiler import CompileResult, CompileSettings
+from konfig.detect import gitrepo
+from konfig.detect.changeset import ChangeSet, changes_from
+from konfig.detect.snapshot import Snapshot
+from konfig.engine.diff import FieldChange, compare, field_changes, unified_diff
+from konfig.engine.plan import Action, Change, StackPlan
+from konfig.pipeline.compiling import MeterFactory, compile_stacks
+from konfig.pipeline.previewing import Commits, Mode, Preview, StackError, StackPreview
+from konfig.pipeline.refusals import first_refusal
+from konfig.repo.layout import Repository, Stack, discover
+from konfig.secrets.refs import KeyStatus, key_refs
+from konfig.spec import Resource, Spec
+
+# The diff's file labels: the Spec at the base commit and at the merge.
+SIDES = ("base", "merge")
+
+
+@dataclass(frozen=True)
+class OfflinePreview:
+    preview: Preview
+    changes: ChangeSet  # the affected stacks, with why (``konfig changed``'s answer)
+
+
+def offline_preview(
+    root: Path,
+    base: str,
+    head: str,
+    *,
+    state: Path | None,
+    jobs: int | None = None,
+    settings: CompileSettings | None = None,
+    meter: MeterFactory | None = None,
+) -> OfflinePreview:
+    """The render diff of ``head`` merged into ``base`` against ``base`` (refs or
+    commit ids of the repository at ``root``), for every stack the merge affects."""
+    base_sha, head_sha = gitrepo.rev_parse_all(root, [base, head])
+    merge = gitrepo.merge_tree(root, base_sha, head_sha)
+    changed = [_file_change(c) for c in gitrepo.diff_trees(root, base_sha, merge)]
+    merge_files = gitrepo.list_tree(root, merge)
+    change_set = changes_from(
+        root, base_sha, head_sha, base_sha, changed, Snapshot(root, merge, merge_files), cache=state
+    )
+    mode = Mode("offline", base=base_sha, head=head_sha, merge=merge)
+    commits = Commits(base_sha, head_sha)
+    affected = change_set.stack_paths
+    gone = list(change_set.deleted_stacks)
+    if not affected and not gone:
+        return OfflinePreview(Preview.of([], commits, mode=mode), change_set)
+    with tempfile.TemporaryDirectory(prefix="konfig-offline-") as tmp:
+        base_files = gitrepo.list_tree(root, base_sha)
+        merge_root = _write_tree(root, merge_files, Path(tmp) / "merge")
+        base_root = _write_tree(root, base_files, Path(tmp) / "base")
+        merge_repo = discover(merge_root)
+        base_repo = discover(base_root)
+        after = _compile(merge_repo, affected, merge_files, state, jobs, settings, meter)
+        before = _compile(base_repo, affected + gone, base_files, state, jobs, settings, meter)
+        stacks = {s.path: s for s in merge_repo.stacks}
+        results = [
+            _stack_preview(merge_repo, stacks[p], before.get(p), after[p], base_sha)
+            for p in affected
+            if p in stacks and p in after
+        ]
+        results += [_deleted_preview(p, before.get(p), base_sha) for p in gone]
+    return OfflinePreview(Preview.of(results, commits, mode=mode), change_set)
+
+
+def _file_change(change: gitrepo.TreeChange) -> gitrepo.FileChange:
+    status = "A" if change.old is None else "D" if change.new is None else "M"
+    return gitrepo.FileChange(status, change.path)
+
+
+def _write_tree(root: Path, files: Mapping[str, str], dest: Path) -> Path:
+    """The files of a tree (path -> blob id) written below ``dest`` from git's objects."""
+    blobs = gitrepo.read_blobs(root, files.values())
+    made: set[Path] = set()
+    for path, blob in files.items():  # (git never lists a path with `..` or a leading /)
+        target = dest / path
+        if target.parent not in made:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
+        target.write_bytes(blobs[blob])
+    return dest
+
+
+def _compile(
+    repo: Repository,
+    paths: Sequence[str],
+    files: Mapping[str, str],
+    state: Path | None,
+    jobs: int | None,
+    settings: CompileSettings | None,
+    meter: MeterFactory | None,
+) -> dict[str, CompileResult]:
+    wanted = set(paths)
+    stacks = [s for s in repo.stacks if s.path in wanted]
+    done = compile_stacks(
+        repo,
+        stacks,
+        jobs=jobs,
+        state=state,
+        meter=meter,
+        settings=settings,
+        snapshot=Snapshot(repo.root, None, dict(files)),
+    )
+    return {r.stack_path: r for r in done}
+
+
+def _compile_error(result: CompileResult, where: str) -> StackError:
+    assert result.error is not None
+    e = result.error
+    message = e.message + "".join(f"\n  {d}" for d in e.details)
+    return StackError(f"compile failed{where}: {message}", e.file, e.line)
+
+
+def _stack_preview(
+    repo: Repository,
+    stack: Stack,
+    before: CompileResult | None,
+    after: CompileResult,
+    base: str,
+) -> StackPreview:
+    if after.spec is None:
+        return StackPreview(stack.path, context=stack.kube_context, error=_compile_error(after, ""))
+    refused = first_refusal(repo, stack, after.spec)
+    if refused is not None:
+        return StackPreview(
+            stack.path,
+            context=stack.kube_context,
+            error=StackError(refused.preview, refused.file, refused.line),
+            spec_digest=after.spec.digest(),
+        )
+    if before is not None and before.spec is None:
+        # the base does not compile: what the merge changes cannot be told apart
+        return StackPreview(
+            stack.path,
+            context=stack.kube_context,
+            error=_compile_error(before, f" at the base {base[:12]}"),
+            spec_digest=after.spec.digest(),
+        )
+    plan = StackPlan(
+        path=stack.path,
+        context=stack.kube_context,
+        deleted=False,
+        spec_digest=after.spec.digest(),
+        prior_commit=None,
+        prior_digest=None,
+        changes=diff_specs(before.spec if before is not None else None, after.spec),
+    )
+    return StackPreview(stack.path, context=stack.kube_context, plan=plan)
+
+
+def _deleted_preview(path: str, before: CompileResult | None, base: str) -> StackPreview:
+    if before is None:
+        return StackPreview(
+            path,
+            deleted=True,
+            error=StackError(f"not found at the base {base[:12]}: nothing to compare"),
+        )
+    if before.spec is None:
+        return StackPreview(
+            path, deleted=True, error=_compile_error(before, f" at the base {base[:12]}")
+        )
+    plan = StackPlan(
+        path=path,
+        context=None,
+        deleted=True,
+        spec_digest=None,
+        prior_commit=None,
+        prior_digest=None,
+        changes=diff_specs(before.spec, None),
+    )
+    return StackPreview(path, deleted=True, plan=plan)
+
+
+# --- the diff of two Specs -----------------------------------------------------------
+
+
+def diff_specs(before: Spec | None, after: Spec | None) -> tuple[Change, ...]:
+    """One change per resource id of either Spec, in id order."""
+    old = before.by_id() if before is not None else {}
+    new = after.by_id() if after is not None else {}
+    return tuple(_change(old.get(rid), new.get(rid)) for rid in sorted(set(old) | set(new)))
+
+
+def _change(before: Resource | None, after: Resource | None) -> Change:
+    one = after if after is not None else before
+    assert one is not None
+    if one.is_terraform:
+        return _terraform_change(before, after)
+    b = _with_key_digests(before)
+    a = _with_key_digests(after)
+    comparison = compare(b, a, name=one.id, sides=SIDES)
+    fields = comparison.fields
+    diff = comparison.diff
+    action = _action(before, after, changed=comparison.changed)
+    statuses = _key_statuses(before, after)
+    return Change(
+        id=one.id,
+        api_version=one.api_version,
+        kind=one.kind,
+        namespace=one.namespace,
+        name=one.name,
+        action=action,
+        reason=_REASON[action],
+        validated=False,
+        # in memory only (never in the JSON): the values masking and scrubbing look for
+        desired=after.attributes if after is not None else None,
+        live=before.attributes if before is not None else None,
+        fields=fields,
+        diff=diff,
+        secrets=statuses,
+    )
+
+
+def _terraform_change(before: Resource | None, after: Resource | None) -> Change:
+    one = after if after is not None else before
+    assert one is not None
+    address = one.terraform
+    b = before.attributes if before is not None else None
+    a = after.attributes if after is not None else None
+    fields: tuple[FieldChange, ...] = field_changes(b, a) if b != a else ()
+    action = _action(before, after, changed=bool(fields))
+    return Change(
+        id=one.id,
+        api_version=f"{address.namespace}/{address.provider}",
+        kind=address.type,
+        namespace=None,
+        name=address.name,
+        action=action,
+        reason=_REASON[action] + " (configuration; nothing planned)",
+        validated=False,
+        desired=None,
+        live=None,
+        fields=fields,
+        diff=unified_diff(b, a, name=one.id, sides=SIDES) if fields else "",
+        runtime="Terraform",
+    )
+
+
+_REASON: dict[Action, str] = {
+    "create": "new at the merge",
+    "delete": "gone at the merge",
+    "update": "changed between the base and the merge",
+    "unchanged": "the same at the base and the merge",
+    "replace": "",
+    "conflict": "",
+}
+
+
+def _action(before: Resource | None, after: Resource | None, *, changed: bool) -> Action:
+    if before is None:
+        return "create"
+    if after is None:
+        return "delete"
+    return "update" if changed else "unchanged"
+
+
+def _with_key_digests(resource: Resource | None) -> dict[str, Any] | None:
+    """A Secret's manifest with each key from an encrypted file set to its ciphertext's
+    digest: two sides differ there exactly when the ciphertext changed. (Masked like
+    every Secret value before anything is diffed or shown.)"""
+    if resource is None:
+        return None
+    refs = key_refs(resource.id, resource.extensions)
+    if not refs:
+        return resource.attributes
+    data = dict(resource.attributes.get("data") or {})
+    for ref in refs:
+        data[ref.key] = ref.ref.digest or "(no digest)"
+    return {**resource.attributes, "data": data}
+
+
+def _key_statuses(before: Resource | None, after: Resource | None) -> tuple[KeyStatus, ...]:
+    if after is None:
+        return ()
+    was = {r.key: r.ref.digest for r in key_refs(before.id, before.extensions)} if before else {}
+    out = []
+    for ref in key_refs(after.id, after.extensions):
+        if ref.key not in was:
+            status = "new"
+        else:
+            status = "unchanged" if was[ref.key] == ref.ref.digest else "changed"
+        out.append(KeyStatus(ref.key, status))
+    return tuple(out)

@@ -1,0 +1,338 @@
+"""``konfig preview --offline``: the render diff of a pull request's base against its
+merge, on real git repositories with the real KCL compiler, no cluster, no credential."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import git
+import pytest
+from fixtures.monorepo import git_commit, git_init
+from fixtures.repos import SIMPLE_MAIN, KonfigRunner, RepoBuilder
+
+from konfig.detect import gitrepo
+
+CANARY = "canary-5f1e0c9a-offline"
+
+SECRET_MAIN = """\
+import base.pkg.models.frontend
+
+web: frontend.Server {
+    name = "web"
+    namespace = "shop-dev"
+    image = "nginx:1.27.3"
+    ports = [{port = 80}]
+    secrets = [{name = "db", fromFile = "secrets.enc.yaml", keys = ["password", "user"]}]
+}
+"""
+
+DATABASE_MAIN = """\
+import base.pkg.models.frontend
+
+app: frontend.Server {{
+    name = "shop"
+    namespace = "shop"
+    image = "nginx:1.27.3"
+    ports = [{{port = 80}}]
+    database = {{extensions = [{extensions}]}}
+}}
+"""
+
+TERRAFORM_STACK = """\
+name: dev
+terraform:
+  providers:
+    postgresql:
+      settings:
+        sslmode: disable
+      environment:
+        host: T_PGHOST
+        port: T_PGPORT
+        username: T_PGUSER
+        password: T_PGPASSWORD
+"""
+
+
+def _image(main: str, tag: str) -> str:
+    return main.replace("nginx:1.27.3", f"nginx:{tag}")
+
+
+def _offline(konfig: KonfigRunner, root: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    res = konfig("preview", "--offline", "--format", "json", *args, cwd=root)
+    assert res.code in (0, 1, 2), res.err
+    return res.code, json.loads(res.out), res.err
+
+
+def _changes(doc: dict[str, Any], path: str) -> dict[str, dict[str, Any]]:
+    stack = next(s for s in doc["stacks"] if s["path"] == path)
+    assert stack["status"] == "ok", stack["error"]
+    return {c["id"]: c for c in stack["changes"]}
+
+
+@pytest.fixture
+def shop(repo_builder: RepoBuilder) -> RepoBuilder:
+    """A committed repository (main) with shop/dev and shop/prod and a branch `pr`."""
+    repo_builder.stack("shop", "dev")
+    repo_builder.stack("shop", "prod")
+    repo_builder.stack("blog", "dev")
+    git_init(repo_builder.root)
+    git_commit(repo_builder.root, "base")
+    return repo_builder
+
+
+DEPLOYMENT = "apps/v1:Deployment:shop-dev:shop"
+
+
+def test_a_change_shows_as_the_live_preview_shows_it(
+    shop: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    root = shop.root
+    base = gitrepo.rev_parse(root, "main")
+    git.Repo(root).git.checkout("-q", "-b", "pr")
+    shop.write(
+        "appops/shop/dev/main.k",
+        _image(SIMPLE_MAIN.format(name="shop", namespace="shop-dev"), "1.27.4"),
+    )
+    head = git_commit(root, "pr: a new image")
+    code, doc, _ = _offline(konfig, root, "--base", "main", "--detailed-exitcode")
+    assert code == 2
+    assert doc["mode"]["name"] == "offline"
+    assert doc["mode"]["base"] == base and doc["mode"]["head"] == head
+    # head contains base: the merge is head's own tree
+    assert doc["mode"]["merge"] == git.Repo(root).git.rev_parse(f"{head}^{{tree}}")
+    assert [s["path"] for s in doc["stacks"]] == ["appops/shop/dev"]
+    changes = _changes(doc, "appops/shop/dev")
+    deployment = changes[DEPLOYMENT]
+    assert deployment["action"] == "update" and deployment["validated"] is False
+    assert [f["path"] for f in deployment["fields"]] == [
+        "spec.template.spec.containers[name=shop].image"
+    ]
+    assert deployment["fields"][0]["before"] == "nginx:1.27.3"
+    assert deployment["fields"][0]["after"] == "nginx:1.27.4"
+    assert f"--- base/{DEPLOYMENT}" in deployment["diff"]
+    assert f"+++ merge/{DEPLOYMENT}" in deployment["diff"]
+    assert {c["action"] for i, c in changes.items() if i != DEPLOYMENT} == {"unchanged"}
+    assert doc["counts"]["update"] == 1 and doc["counts"]["create"] == 0
+
+
+def test_a_base_that_moved_since_the_branch_point_shows_only_the_prs_change(
+    shop: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    """main changes shop/prod after the branch point; the branch changes shop/dev. The
+    offline preview of the branch against main shows shop/dev's change alone (comparing
+    the branch tip with main would show prod's change reversed)."""
+    root = shop.root
+    repo = git.Repo(root)
+    repo.git.checkout("-q", "-b", "pr")
+    shop.write(
+        "appops/shop/dev/main.k",
+        _image(SIMPLE_MAIN.format(name="shop", namespace="shop-dev"), "1.27.4"),
+    )
+    git_commit(root, "pr: dev's image")
+    repo.git.checkout("-q", "main")
+    shop.write(
+        "appops/shop/prod/main.k",
+        _image(SIMPLE_MAIN.format(name="shop", namespace="shop-prod"), "1.28.0"),
+    )
+    git_commit(root, "main: prod's image")
+    repo.git.checkout("-q", "pr")
+    _, doc, _ = _offline(konfig, root, "--base", "main", "--head", "pr")
+    assert [s["path"] for s in doc["stacks"]] == ["appops/shop/dev"]
+    assert doc["counts"]["update"] == 1
+    # the branch tip itself still has prod's old image: a tip-vs-base diff would show it
+    assert "nginx:1.27.3" in (root / "appops/shop/prod/main.k").read_text()
+
+
+def test_the_work_tree_index_and_refs_are_left_alone_and_no_key_is_read(
+    shop: RepoBuilder, konfig: KonfigRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    root = shop.root
+    repo = git.Repo(root)
+    repo.git.checkout("-q", "-b", "pr")
+    shop.write(
+        "appops/blog/dev/main.k",
+        _image(SIMPLE_MAIN.format(name="blog", namespace="blog-dev"), "1.29.0"),
+    )
+    git_commit(root, "pr")
+    # uncommitted edits of the user's: untouched, and not part of the preview
+    shop.write("appops/shop/dev/main.k", "this is not KCL\n")
+    status = repo.git.status("--porcelain")
+    refs = repo.git.show_ref()
+    # a key file that does not exist and a kubeconfig that does not exist: neither is read
+    monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(tmp_path / "no-such-key"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    code, doc, _ = _offline(konfig, root, "--base", "main")
+    assert code == 0
+    assert [s["path"] for s in doc["stacks"]] == ["appops/blog/dev"]
+    assert repo.git.status("--porcelain") == status
+    assert repo.git.show_ref() == refs
+    assert repo.head.reference.name == "pr"
+    assert "SOPS_AGE_KEY_FILE" not in os.environ
+
+
+def test_the_base_side_reuses_the_compile_cache(shop: RepoBuilder, konfig: KonfigRunner) -> None:
+    """`konfig compile` at the base fills the cache; the offline preview's base side
+    is then all hits: the only new entries are the merge side's changed stacks."""
+    root = shop.root
+    assert konfig("compile", "--all", cwd=root).code == 0
+    entries = root / ".cache" / "konfig" / "compile"
+    before = set(entries.glob("*/*.json"))
+    assert len(before) == 3
+    git.Repo(root).git.checkout("-q", "-b", "pr")
+    shop.write(
+        "appops/shop/dev/main.k",
+        _image(SIMPLE_MAIN.format(name="shop", namespace="shop-dev"), "1.27.4"),
+    )
+    shop.write(
+        "appops/shop/prod/main.k",
+        _image(SIMPLE_MAIN.format(name="shop", namespace="shop-prod"), "1.27.4"),
+    )
+    git_commit(root, "pr")
+    _, doc, _ = _offline(konfig, root, "--base", "main")
+    assert doc["counts"]["update"] == 2
+    added = set(entries.glob("*/*.json")) - before
+    assert len(added) == 2  # shop/dev and shop/prod at the merge; their base: cache hits
+
+
+def test_a_new_and_a_deleted_stack(shop: RepoBuilder, konfig: KonfigRunner) -> None:
+    root = shop.root
+    git.Repo(root).git.checkout("-q", "-b", "pr")
+    shop.stack("news", "dev")
+    git.Repo(root).git.rm("-rq", "appops/blog/dev")
+    git_commit(root, "pr")
+    _, doc, _ = _offline(konfig, root, "--base", "main")
+    by_path = {s["path"]: s for s in doc["stacks"]}
+    assert set(by_path) == {"appops/news/dev", "appops/blog/dev"}
+    assert by_path["appops/blog/dev"]["deleted"] is True
+    assert {c["action"] for c in by_path["appops/blog/dev"]["changes"]} == {"delete"}
+    assert {c["action"] for c in by_path["appops/news/dev"]["changes"]} == {"create"}
+
+
+def test_a_compile_error_at_the_merge_is_the_stacks_error(
+    shop: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    root = shop.root
+    git.Repo(root).git.checkout("-q", "-b", "pr")
+    shop.write(
+        "appops/shop/dev/main.k", "import base.pkg.models.frontend\n\napp: frontend.Nope {}\n"
+    )
+    git_commit(root, "pr")
+    code, doc, _ = _offline(konfig, root, "--base", "main")
+    assert code == 1
+    stack = doc["stacks"][0]
+    assert stack["status"] == "error"
+    assert stack["error"]["message"].startswith("compile failed")
+    assert stack["error"]["file"] == "appops/shop/dev/main.k"
+
+
+def test_conflicting_branches_and_bad_usage(shop: RepoBuilder, konfig: KonfigRunner) -> None:
+    root = shop.root
+    repo = git.Repo(root)
+    repo.git.checkout("-q", "-b", "pr")
+    shop.write(
+        "appops/shop/dev/main.k",
+        _image(SIMPLE_MAIN.format(name="shop", namespace="shop-dev"), "1.1"),
+    )
+    git_commit(root, "pr")
+    repo.git.checkout("-q", "main")
+    shop.write(
+        "appops/shop/dev/main.k",
+        _image(SIMPLE_MAIN.format(name="shop", namespace="shop-dev"), "1.2"),
+    )
+    git_commit(root, "main")
+    res = konfig("preview", "--offline", "--base", "main", "--head", "pr", cwd=root)
+    assert res.code == 1 and "does not merge cleanly into" in res.err
+    res = konfig("preview", "--offline", cwd=root)
+    assert res.code == 2 and "--offline needs --base" in res.err
+    res = konfig("preview", "--offline", "--base", "main", "shop/dev", cwd=root)
+    assert res.code == 2 and "STACK cannot go with it" in res.err
+    res = konfig("preview", "--base", "main", cwd=root)
+    assert res.code == 2 and "options of --offline" in res.err
+
+
+def test_a_secret_key_whose_ciphertext_changed_is_changed_and_nothing_is_decrypted(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = repo_builder.root
+    key = tmp_path / "age.key"
+    recipient = konfig("secrets", "keygen", "-o", str(key), cwd=root).out.strip()
+    (root / ".sops.yaml").write_text(f"creation_rules:\n  - age: {recipient}\n")
+    repo_builder.stack("shop", "dev", main=SECRET_MAIN)
+    secret_file = "appops/shop/dev/secrets.enc.yaml"
+    (root / secret_file).write_text(f"db:\n  password: {CANARY}\n  user: shop\n")
+    assert konfig("secrets", "encrypt", secret_file, cwd=root).code == 0
+    git_init(root)
+    git_commit(root, "base")
+    git.Repo(root).git.checkout("-q", "-b", "pr")
+    monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(key))
+    monkeypatch.setenv("EDITOR", f"sed -i s/{CANARY}/{CANARY}-2/")
+    assert konfig("secrets", "edit", secret_file, cwd=root).code == 0
+    git_commit(root, "pr: a new password")
+    # the key is in the environment: offline mode never reads it
+    monkeypatch.setenv("SOPS_AGE_KEY_FILE", str(key))
+    res = konfig("preview", "--offline", "--base", "main", "--format", "json", cwd=root)
+    assert res.code == 0, res.err
+    assert CANARY not in res.out + res.err
+    doc = json.loads(res.out)
+    secret = _changes(doc, "appops/shop/dev")["v1:Secret:shop-dev:db"]
+    assert secret["action"] == "update"
+    assert {k["key"]: k["status"] for k in secret["secrets"]} == {
+        "password": "changed",
+        "user": "unchanged",
+    }
+    assert [f["path"] for f in secret["fields"]] == ["data.password"]
+    assert "***" in json.dumps(secret["fields"])
+    for fmt in ("text", "markdown"):
+        shown = konfig("preview", "--offline", "--base", "main", "--format", fmt, cwd=root)
+        assert shown.code == 0 and CANARY not in shown.out + shown.err
+
+
+def test_a_terraform_resource_shows_its_configuration_diff(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fixtures.tofu import grant_credentials
+
+    root = repo_builder.root
+    grant_credentials(
+        root,
+        [
+            {
+                "stacks": ["appops/*/dev"],
+                "provider": "postgresql",
+                "environment": {
+                    "host": "T_PGHOST",
+                    "port": "T_PGPORT",
+                    "username": "T_PGUSER",
+                    "password": "T_PGPASSWORD",
+                },
+            }
+        ],
+    )
+    repo_builder.stack(
+        "shop",
+        "dev",
+        main=DATABASE_MAIN.format(extensions='"pgcrypto"'),
+        stack_yaml=TERRAFORM_STACK,
+    )
+    git_init(root)
+    git_commit(root, "base")
+    git.Repo(root).git.checkout("-q", "-b", "pr")
+    repo_builder.write(
+        "appops/shop/dev/main.k", DATABASE_MAIN.format(extensions='"pgcrypto", "citext"')
+    )
+    git_commit(root, "pr: one more extension")
+    for name in ("T_PGHOST", "T_PGPORT", "T_PGUSER", "T_PGPASSWORD", "KONFIG_TOFU"):
+        monkeypatch.delenv(name, raising=False)
+    code, doc, err = _offline(konfig, root, "--base", "main")
+    assert code == 0, err
+    changes = _changes(doc, "appops/shop/dev")
+    terraform = {i: c for i, c in changes.items() if c["runtime"] == "Terraform"}
+    created = [c for c in terraform.values() if c["action"] == "create"]
+    assert len(created) == 1 and created[0]["kind"] == "postgresql_extension"
+    assert created[0]["name"].endswith("citext") or "citext" in json.dumps(created[0]["fields"])
+    assert all(c["action"] == "unchanged" for c in terraform.values() if c is not created[0])
+    assert "nothing planned" in created[0]["reason"]
+    assert doc["stacks"][0]["notPreviewed"] == []
