@@ -14,6 +14,10 @@ changes and a unified diff), so the report groups, masks and budgets it the same
 - A Secret's keys from encrypted files: "changed" when the ciphertext's digest (which
   compile records) differs, "new" when the key is new; nothing is ever decrypted.
 - Terraform resources: the diff of their configuration; nothing is planned.
+- The danger classes that need no cluster (:mod:`konfig.engine.danger`: destroy,
+  replace from the known immutable fields, rollout, capacity, access, data, deprecated
+  APIs for the declared Kubernetes version); a cascade's count of live objects needs
+  the cluster and is not made.
 - What `check`, preview and apply refuse (:mod:`konfig.pipeline.refusals`) is the
   stack's error here too.
 """
@@ -30,6 +34,7 @@ from konfig.build.compiler import CompileResult, CompileSettings
 from konfig.detect import gitrepo
 from konfig.detect.changeset import ChangeSet, changes_from
 from konfig.detect.snapshot import Snapshot
+from konfig.engine.danger import assess
 from konfig.engine.diff import FieldChange, compare, field_changes, unified_diff
 from konfig.engine.plan import Action, Change, StackPlan
 from konfig.pipeline.compiling import MeterFactory, compile_stacks
@@ -88,7 +93,7 @@ def offline_preview(
             for p in affected
             if p in stacks and p in after
         ]
-        results += [_deleted_preview(p, before.get(p), base_sha) for p in gone]
+        results += [_deleted_preview(base_repo, p, before.get(p), base_sha) for p in gone]
     return OfflinePreview(Preview.of(results, commits, mode=mode), change_set)
 
 
@@ -174,10 +179,14 @@ def _stack_preview(
         prior_digest=None,
         changes=diff_specs(before.spec if before is not None else None, after.spec),
     )
+    # the danger classes that need no cluster (no cascade counts without one)
+    plan = assess(plan, version=repo.config.kubernetes_version)
     return StackPreview(stack.path, context=stack.kube_context, plan=plan)
 
 
-def _deleted_preview(path: str, before: CompileResult | None, base: str) -> StackPreview:
+def _deleted_preview(
+    repo: Repository, path: str, before: CompileResult | None, base: str
+) -> StackPreview:
     if before is None:
         return StackPreview(
             path,
@@ -197,6 +206,7 @@ def _deleted_preview(path: str, before: CompileResult | None, base: str) -> Stac
         prior_digest=None,
         changes=diff_specs(before.spec, None),
     )
+    plan = assess(plan, version=repo.config.kubernetes_version)
     return StackPreview(path, deleted=True, plan=plan)
 
 

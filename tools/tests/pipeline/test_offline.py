@@ -336,3 +336,26 @@ def test_a_terraform_resource_shows_its_configuration_diff(
     assert all(c["action"] == "unchanged" for c in terraform.values() if c is not created[0])
     assert "nothing planned" in created[0]["reason"]
     assert doc["stacks"][0]["notPreviewed"] == []
+
+
+def test_dangers_that_need_no_cluster_are_classified(
+    shop: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    """A deleted stack's objects are a `destroy`, an image change a `rollout`: the
+    danger classes of the live preview, made from the two Specs alone."""
+    root = shop.root
+    git.Repo(root).git.checkout("-q", "-b", "pr")
+    shop.write(
+        "appops/shop/dev/main.k",
+        _image(SIMPLE_MAIN.format(name="shop", namespace="shop-dev"), "1.27.4"),
+    )
+    git.Repo(root).git.rm("-rq", "appops/blog/dev")
+    git_commit(root, "pr")
+    _, doc, _ = _offline(konfig, root, "--base", "main")
+    by_path = {s["path"]: s for s in doc["stacks"]}
+    deleted = by_path["appops/blog/dev"]["changes"]
+    assert deleted and all("destroy" in {d["class"] for d in c["dangers"]} for c in deleted), (
+        deleted
+    )
+    deployment = _changes(doc, "appops/shop/dev")[DEPLOYMENT]
+    assert "rollout" in {d["class"] for d in deployment["dangers"]}
