@@ -21,7 +21,8 @@ from konfig.report.budget import (
     SUMMARY_LIMIT_BYTES,
     chars,
 )
-from konfig.report.inputs import Document, ReportInputError, read
+from konfig.report.inputs import Document, ReportInputError, read, validated
+from konfig.report.modes import Origin
 
 FC = TypeVar("FC", bound=Callable[..., Any])
 
@@ -70,6 +71,36 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
     metavar="KINDS",
     help="Comma-separated results that must be present (preview, changed, compile, test, "
     "check): a kind with no file found is reported as missing (its job failed).",
+)
+@click.option(
+    "--offline-preview",
+    "offline_preview",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="An offline preview (konfig preview --offline --format json), e.g. the one a pull "
+    "request's unprivileged run computed: read as data, checked against its contract, and "
+    "refused unless its mode is offline, its head is --sha and its base --base-sha. Never "
+    "picked up by --results.",
+)
+@click.option(
+    "--base-sha",
+    default=None,
+    metavar="SHA",
+    help="The pull request's base commit as the forge says: --offline-preview must be of it.",
+)
+@click.option(
+    "--pr-from",
+    "pr_from",
+    type=click.Choice(["fork", "same-repo"]),
+    default=None,
+    help="Where the pull request comes from (konfig pr's `fork`): the comment's first line "
+    "says why its mode ran.",
+)
+@click.option(
+    "--live-follows",
+    is_flag=True,
+    help="This offline comment is replaced by the live preview when that is ready (the "
+    "first line says so).",
 )
 @click.option("--sha", required=True, help="Head commit the report is about.")
 @click.option(
@@ -148,6 +179,10 @@ def command(
     destroy: Sequence[Path],
     results: Sequence[Path],
     expect: str,
+    offline_preview: Path | None,
+    base_sha: str | None,
+    pr_from: Origin | None,
+    live_follows: bool,
     sha: str,
     pr: int | None,
     run_url: str | None,
@@ -211,6 +246,13 @@ def command(
             f"--expect: unknown result kind(s) {', '.join(unknown)}",
             hint=f"use {', '.join(files)}",
         )
+    if offline_preview is not None:
+        if files["preview"]:
+            raise UsageError(
+                "--offline-preview and a live preview (--preview, preview.json under "
+                "--results) cannot go together: one comment shows one mode"
+            )
+        files["preview"].append(offline_preview)
     if not any(files.values()) and not expected:
         raise UsageError(
             "no inputs", hint="pass --preview, --changed, --compile, --test, --check or --results"
@@ -225,6 +267,8 @@ def command(
                 warn(f"{path}: not found; the report says the {key} results are missing")
                 missing.append(f"{key} ({path.name})")
             else:
+                if key == "preview" and path == offline_preview:
+                    _check_offline(doc, path, sha=sha, base_sha=base_sha)
                 docs[key].append(doc)
     for key in expected:
         if not files[key]:
@@ -241,7 +285,14 @@ def command(
         missing=missing,
     )
     try:
-        report = pull_request.build(inputs, sha=sha, run_url=run_url, pr=pr)
+        report = pull_request.build(
+            inputs,
+            sha=sha,
+            run_url=run_url,
+            pr=pr,
+            origin=pr_from,
+            live_follows=live_follows,
+        )
     except ReportInputError as exc:
         raise UsageError(str(exc), hint="pass the JSON the named konfig command printed") from exc
 
@@ -273,6 +324,28 @@ def command(
             scope = WriteScope.named(reviewed_out, "--reviewed-out")
             atomic_write_text(reviewed_out, record, scope=scope)
     return EXIT_OK
+
+
+def _check_offline(doc: Document, path: Path, *, sha: str, base_sha: str | None) -> None:
+    """An offline preview made elsewhere (a pull request's own run): its contract, its
+    mode and the commits it names, before anything of it is rendered."""
+    try:
+        data = validated("preview", doc)
+    except ReportInputError as exc:
+        raise UsageError(str(exc), hint="pass what konfig preview --offline wrote") from None
+    mode = data.get("mode") or {"name": "live"}
+    wrong = ""
+    if mode["name"] != "offline":
+        wrong = f"its mode is {mode['name']}, not offline"
+    elif mode["head"] != sha:
+        wrong = f"it is of head {mode['head'][:12]}, not --sha {sha[:12]}"
+    elif base_sha is not None and mode["base"] != base_sha:
+        wrong = f"it is of base {mode['base'][:12]}, not --base-sha {base_sha[:12]}"
+    if wrong:
+        raise UsageError(
+            f"{path}: refused as --offline-preview: {wrong}",
+            hint="pass the offline preview of this pull request's head and base",
+        )
 
 
 def _load(path: Path) -> Document | None:

@@ -27,6 +27,7 @@ from konfig.engine.plan import (
 )
 from konfig.masking import scrub
 from konfig.pipeline.previewing import Preview, StackPreview
+from konfig.report.modes import mode_line
 from konfig.words import plural
 
 # The document's identity, as its contract (konfig/contracts/preview.schema.json) fixes it.
@@ -205,6 +206,8 @@ def render_text(
         return click.style(text, fg=colour, bold=bold)
 
     lines: list[str] = []
+    if preview.mode.name == "offline":
+        lines.extend([_offline_line(preview).replace("`", ""), ""])
     for s in preview.stacks:
         context = s.plan.context if s.plan else s.context
         head = f"{s.path}" + (f" (context {context})" if context else "")
@@ -344,6 +347,11 @@ def _listed(changes: tuple[Change, ...]) -> list[Change]:
     return sorted((c for c in changes if c.action in _SHOWN), key=lambda c: c.action != CONFLICT)
 
 
+def _offline_line(preview: Preview) -> str:
+    m = preview.mode
+    return mode_line(m.name, base=m.base, merge=m.merge)
+
+
 def render_markdown(preview: Preview) -> str:
     """Markdown for a PR comment or job summary: conflicts first, a summary table, then
     per-stack details."""
@@ -356,6 +364,8 @@ def render_markdown(preview: Preview) -> str:
         if preview.has_errors
         else ("changes" if preview.has_changes else "no changes")
     )
+    if preview.mode.name == "offline":
+        out.extend([_offline_line(preview), ""])
     out.append(f"**Konfig preview**: {status}. {_counts_line(total)}.")
     dangers = preview.dangers()
     if dangers:

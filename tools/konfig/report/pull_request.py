@@ -37,6 +37,7 @@ from konfig.report.grouping import (
     group_changes,
 )
 from konfig.report.inputs import Document, ReportInputError, validated
+from konfig.report.modes import Origin, mode_line
 
 Status = Literal[
     "conflict",
@@ -236,6 +237,16 @@ class StackReport:
 
 
 @dataclass(frozen=True)
+class Mode:
+    """How the previews of a report were made (the preview JSON's ``mode``): ``live``
+    against the clusters, or ``offline``, the render diff of ``base`` against ``merge``."""
+
+    name: Literal["live", "offline"]
+    base: str | None = None
+    merge: str | None = None
+
+
+@dataclass(frozen=True)
 class Report:
     sha: str
     run_url: str | None
@@ -246,6 +257,22 @@ class Report:
     reviewed: Reviewed = field(
         default_factory=Reviewed
     )  # the change digests previewed: the hidden record
+    mode: Mode | None = None  # None: no preview
+    origin: Origin | None = None  # where the pull request comes from (the forge says)
+    live_follows: bool = False  # an offline comment the live preview replaces
+
+    @property
+    def mode_line(self) -> str | None:
+        """The comment's first line: which mode ran, and why (docs/report.md)."""
+        if self.mode is None:
+            return None
+        return mode_line(
+            self.mode.name,
+            base=self.mode.base,
+            merge=self.mode.merge,
+            origin=self.origin,
+            live_follows=self.live_follows,
+        )
 
     @property
     def failed(self) -> bool:
@@ -385,6 +412,8 @@ def build(
     run_url: str | None = None,
     production: tuple[str, ...] = DEFAULT_PRODUCTION_STACKS,
     pr: int | None = None,
+    origin: Origin | None = None,
+    live_follows: bool = False,
 ) -> Report:
     """Merge the stage outputs into one :class:`Report` (pure; raises ReportInputError
     when a document does not match its contract).
@@ -410,10 +439,22 @@ def build(
     for findings in inputs.checks:
         _read_check(validated("check", findings), entry, others)
     previews = [validated("preview", preview) for preview in inputs.previews]
+    modes: set[Mode] = set()
     for doc in previews:
+        mode = _mode(doc)
+        if mode is not None:
+            modes.add(mode)
         _read_preview(doc, entry)
+    if len(modes) > 1:
+        shown = ", ".join(sorted(f"{m.name} {str(m.base or '')[:12]}".strip() for m in modes))
+        raise ReportInputError(
+            f"previews of different modes or commits ({shown}): one report shows one mode "
+            "of one merge"
+        )
     try:
-        reviewed = reviewed_of_previews(previews, pr=pr)
+        # what reviewers saw against the clusters: an offline render diff is no such record
+        live = [doc for doc in previews if (_mode(doc) or Mode("live")).name == "live"]
+        reviewed = reviewed_of_previews(live, pr=pr)
     except UsageError as exc:
         raise ReportInputError(str(exc)) from None
 
@@ -463,7 +504,21 @@ def build(
         missing=tuple(inputs.missing),
         previewed=bool(inputs.previews),
         reviewed=reviewed,
+        mode=next(iter(modes)) if modes else None,
+        origin=origin,
+        live_follows=live_follows,
     )
+
+
+def _mode(doc: Mapping[str, Any]) -> Mode | None:
+    """A preview document's mode; None for one written before Konfig had modes (live,
+    but the comment does not claim what the document does not say)."""
+    raw = doc.get("mode")
+    if raw is None:
+        return None
+    if raw["name"] == "offline":
+        return Mode("offline", str(raw["base"]), str(raw["merge"]))
+    return Mode("live")
 
 
 def _owner(file: str | None, stacks: Mapping[str, Any]) -> str | None:
