@@ -7,6 +7,8 @@ from typing import TypeVar
 
 import click
 
+from konfig.errors import UsageError
+
 _F = TypeVar("_F", bound=Callable[..., object])
 
 
@@ -189,3 +191,20 @@ def forge_options(*, token_help: str) -> Callable[[_F], _F]:
         )(fn)
 
     return apply
+
+
+def confirmations(given: tuple[str, ...]) -> dict[str, str]:
+    """``--confirm STACK=DIGEST`` values: stack path (``appops/`` optional) -> digest."""
+    out: dict[str, str] = {}
+    for item in given:
+        path, sep, digest = item.partition("=")
+        path = path.strip().strip("/")
+        if not sep or not path or not digest.strip():
+            raise UsageError(
+                f"--confirm {item!r} is not STACK=DIGEST",
+                hint="copy it from the preview: `konfig apply --confirm appops/shop/prod=<digest>`",
+            )
+        if not path.startswith("appops/"):
+            path = f"appops/{path}"
+        out[path] = digest.strip()
+    return out

@@ -28,7 +28,7 @@ from konfig.commands._common import (
 )
 from konfig.commands._console import echo_json, info
 from konfig.commands._keys import take_keyring_from_env
-from konfig.commands._options import kube_options, lock_options, pace_options
+from konfig.commands._options import confirmations, kube_options, lock_options, pace_options
 from konfig.commands._progress import StackProgress
 from konfig.commands._results import confirm, finish, show_plans
 from konfig.commands._reviewed import blocked, blocked_result, read_reviewed_file, show_verdicts
@@ -158,7 +158,7 @@ def command(
       konfig apply --all --yes --reviewed comment.md        # merge: what was reviewed
     """
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
-    confirmed = _confirmations(confirms)
+    confirmed = confirmations(confirms)
     approvals = load_approvals(approvals_file) if approvals_file else {}
     reviewed = read_reviewed_file(reviewed_file) if reviewed_file is not None else None
     repo = load_repository(ctx)
@@ -283,23 +283,6 @@ def command(
             )
     code = finish("Apply", results, as_json=as_json, contexts=contexts)
     return stopped(stop, code)
-
-
-def _confirmations(given: tuple[str, ...]) -> dict[str, str]:
-    """``--confirm STACK=DIGEST`` values: stack path (``appops/`` optional) -> digest."""
-    out: dict[str, str] = {}
-    for item in given:
-        path, sep, digest = item.partition("=")
-        path = path.strip().strip("/")
-        if not sep or not path or not digest.strip():
-            raise UsageError(
-                f"--confirm {item!r} is not STACK=DIGEST",
-                hint="copy it from the preview: `konfig apply --confirm appops/shop/prod=<digest>`",
-            )
-        if not path.startswith("appops/"):
-            path = f"appops/{path}"
-        out[path] = digest.strip()
-    return out
 
 
 def _push_only(selected: list[Stack], *, named: bool) -> list[Stack]:

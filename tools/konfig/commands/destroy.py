@@ -12,7 +12,7 @@ import click
 
 from konfig.commands._common import connections, load_repository, runtime_contexts
 from konfig.commands._console import info
-from konfig.commands._options import kube_options, lock_options, pace_options
+from konfig.commands._options import confirmations, kube_options, lock_options, pace_options
 from konfig.commands._progress import StackProgress
 from konfig.commands._results import confirm, finish, show_plans
 from konfig.commands._signals import Stop, graceful, stopped
@@ -48,6 +48,14 @@ from konfig.pipeline.previewing import StackPreview
     help="Destroy even when uncommitted changes affect the stacks (e.g. a deletion not "
     "committed yet), or there is no commit.",
 )
+@click.option(
+    "--confirm",
+    "confirms",
+    multiple=True,
+    metavar="STACK=DIGEST",
+    help="Confirm a stack's dangers that konfig.yaml `dangers` says need a confirmation "
+    "(danger/confirm): the digest the preview names. Repeatable.",
+)
 @kube_options
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
@@ -63,6 +71,7 @@ def command(
     lock_timeout: float,
     lease_duration: int,
     allow_dirty: bool,
+    confirms: tuple[str, ...],
     kubeconfig: str | None,
     context: str | None,
     as_json: bool,
@@ -89,6 +98,7 @@ def command(
             targets,
             lambda opentofu: runtime_contexts(repo.root, opentofu=opentofu),
             note=None if as_json else info,
+            confirmed=confirmations(confirms),
         )
         if not as_json:
             show_plans([StackPreview(p.path, deleted=True, plan=p) for p in plans])

@@ -451,7 +451,7 @@ def unconfirmed(plan: StackPlan, guard: DangerGuard | None) -> Unconfirmed | Non
 def confirm_hint(path: str, found: Unconfirmed) -> str:
     return (
         f"review the dangers, then confirm: `konfig apply --confirm {path}={found.digest}` "
-        "(a confirmation is bound to what is dangerous: a change to it needs a new one; "
+        "(a confirmation is bound to the stack's change digest: a change to it needs a new one; "
         "konfig.yaml `dangers` says what needs one, docs/danger.md)"
     )
 

@@ -8,9 +8,11 @@ directory is gone (a merge that deleted it).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from konfig.engine.danger import assess
+from konfig.engine.guards import CONFIRM_RULE, DangerGuard, DangerPolicy, confirm_hint, unconfirmed
 from konfig.engine.inventory import read_inventory
 from konfig.engine.lock import StackLock
 from konfig.engine.plan import StackPlan
@@ -96,6 +98,7 @@ def plan_destroy_all(
     set_up: Callable[[bool], Contexts],
     *,
     note: Callable[[str], None] | None = None,
+    confirmed: Mapping[str, str] | None = None,
 ) -> tuple[Contexts, list[StackPlan]]:
     """Connected, before any write: the runtimes the targets use set up (``set_up(True)``:
     OpenTofu takes part), every existing target's cluster in the kubeconfig, what the
@@ -104,7 +107,31 @@ def plan_destroy_all(
     contexts = set_up(any(uses_opentofu(t.stack) for t in targets))
     conns.check([t.stack for t in targets if not t.deleted])
     require_destroy_credentials(conns, targets, contexts)
-    return contexts, plan_destroys(conns, targets, note=note, contexts=contexts)
+    plans = plan_destroys(conns, targets, note=note, contexts=contexts)
+    check_dangers(conns, plans, confirmed or {})
+    return contexts, plans
+
+
+def check_dangers(
+    conns: Connections, plans: Sequence[StackPlan], confirmed: Mapping[str, str]
+) -> None:
+    """``danger/confirm`` (konfig.yaml ``dangers``), as apply checks it: a destroy is
+    every object of the stack deleted; refused before any write until ``confirmed``
+    (stack path -> digest, ``--confirm``) names each stack that needs it."""
+    policy = DangerPolicy.of(conns.repo.config.dangers)
+    if not policy.active:
+        return
+    from konfig.engine.applier import ApplyError  # networkx: only when refusing
+
+    guard = DangerGuard(policy, dict(confirmed))
+    for plan in plans:
+        found = unconfirmed(assess(plan, version=conns.repo.config.kubernetes_version), guard)
+        if found is not None:
+            raise ApplyError(
+                f"{plan.path}: nothing was destroyed: {CONFIRM_RULE}: {found.summary} needs a "
+                "confirmation",
+                hint=confirm_hint(plan.path, found).replace("konfig apply", "konfig destroy"),
+            )
 
 
 def require_destroy_credentials(

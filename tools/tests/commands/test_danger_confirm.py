@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 from fixtures.cluster import Cluster
@@ -91,7 +92,13 @@ def test_a_cascade_needs_a_confirmation_bound_to_its_digest(
     assert res.code == 0, res.out + res.err
     ns_old = kube.get("v1", "Namespace", f"{ns}-old", None)
     assert ns_old is None or ns_old["metadata"].get("deletionTimestamp")
+    # destroy is held to the same policy: it deletes every object of the stack
     res = konfig("destroy", f"{ns}/dev", "--yes", "--allow-dirty", kc, cwd=root)
+    assert res.code == 1 and "nothing was destroyed: danger/confirm" in res.err, res.err
+    digest = re.search(r"--confirm \S+=([0-9a-f]{16})", res.err)
+    assert digest, res.err
+    res = konfig("destroy", f"{ns}/dev", "--yes", "--allow-dirty", kc, "--confirm",
+                 f"{ns}/dev={digest.group(1)}", cwd=root)  # fmt: skip
     assert res.code == 0, res.out + res.err
 
 
@@ -118,5 +125,45 @@ def test_the_count_guard(
     assert res.code == 1, res.out + res.err
     assert "danger/confirm: deletes 4 objects (more than 3) needs a confirmation" in res.err
     assert kube.get("v1", "ConfigMap", "c0", ns) is not None
+    # destroy is held to the same policy: it deletes every object of the stack
     res = konfig("destroy", f"{ns}/dev", "--yes", "--allow-dirty", kc, cwd=root)
+    assert res.code == 1 and "nothing was destroyed: danger/confirm" in res.err, res.err
+    digest = re.search(r"--confirm \S+=([0-9a-f]{16})", res.err)
+    assert digest, res.err
+    res = konfig("destroy", f"{ns}/dev", "--yes", "--allow-dirty", kc, "--confirm",
+                 f"{ns}/dev={digest.group(1)}", cwd=root)  # fmt: skip
     assert res.code == 0, res.out + res.err
+
+
+def test_a_deleted_stack_is_not_destroyed_without_the_confirmation_its_preview_names(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    ns = unique("dgdel")
+    root = repo_builder.root
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    repo_builder.stack(ns, "dev", main=MAIN.format(ns=ns, extra=""), stack_yaml=STACK_YAML)
+    res = konfig("apply", f"{ns}/dev", "--yes", "--allow-dirty", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    (root / "konfig.yaml").write_text(
+        (root / "konfig.yaml").read_text(encoding="utf-8") + "dangers:\n  confirm: [cascade]\n",
+        encoding="utf-8",
+    )
+    shutil.rmtree(root / f"appops/{ns}/dev")  # the pull request deletes the stack
+    path = f"appops/{ns}/dev"
+    res = konfig("preview", "--deleted", path, "--context", "admin", kc, "--format", "json",
+                 cwd=root)  # fmt: skip
+    stack = json.loads(res.out)["stacks"][0]
+    refused = {c["id"]: c["refused"] for c in stack["changes"]}[f"v1:Namespace:{ns}"]
+    digest = re.search(r"--confirm \S+=([0-9a-f]{16})", refused or "")
+    assert digest, refused
+    res = konfig("destroy", "--deleted", path, "--context", "admin", "--yes", "--allow-dirty",
+                 kc, cwd=root)  # fmt: skip
+    assert res.code == 1, res.out + res.err
+    assert f"{path}: nothing was destroyed: danger/confirm: cascade needs a confirmation" in res.err
+    assert f"konfig destroy --confirm {path}={digest.group(1)}" in res.err
+    assert kube.get("v1", "Namespace", ns, None) is not None
+    res = konfig("destroy", "--deleted", path, "--context", "admin", "--yes", "--allow-dirty",
+                 "--confirm", f"{path}={digest.group(1)}", kc, cwd=root)  # fmt: skip
+    assert res.code == 0, res.out + res.err
+    gone = kube.get("v1", "Namespace", ns, None)
+    assert gone is None or gone["metadata"].get("deletionTimestamp")
