@@ -71,6 +71,10 @@ def command(
         datetime.now(UTC),
     )
     result = replace(result, stacks=tuple(s for s in result.stacks if s.path not in held))
+    # pull delivery: konfig publish delivers the stack, apply never writes it (its
+    # inventory, if it still has one, is not a deleted stack's: docs/pull.md, Hand-off)
+    pulled = {s.path for s in repo.stacks if s.delivery.pull}
+    result = replace(result, stacks=tuple(s for s in result.stacks if s.path not in pulled))
     if output_file is not None:
         write_stack_outputs(output_file, result.stack_paths, result.deleted_stacks, result.projects)
     if as_json:

@@ -11,6 +11,7 @@ object still carries those owner labels. The real controllers are built by
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -105,6 +106,11 @@ def test_push_to_pull_and_back_orphans_nothing(
     # push -> pull: published; release waits until the controller holds every object
     (root / stack / "stack.yaml").write_text(pull)
     _commit(root, "pull")
+    # apply-on-merge neither applies it nor destroys it (its inventory is still there)
+    pending = konfig("pending", "--json", kc, cwd=root)
+    assert pending.code == 0, pending.err
+    assert stack not in [s["path"] for s in json.loads(pending.out)["stacks"]]
+    assert stack not in json.loads(pending.out)["deleted_stacks"]
     assert konfig("publish", cwd=root).code == 0
     docs = _published(root, f"local/{project}/dev")
     assert len(docs) == 3
