@@ -291,9 +291,9 @@ def test_the_preview_holds_the_non_production_age_key_and_apply_the_production_o
     assert "SOPS_AGE_KEY" not in json.dumps(_jobs("drift.yml"))
 
 
-def _guard(workflow: str) -> dict[str, Any]:
-    [job] = _jobs(workflow).values()
-    return cast("dict[str, Any]", job)
+def _guards(workflow: str) -> list[dict[str, Any]]:
+    """Every job of ``workflow`` (apply.yml: apply, and publish for pull delivery)."""
+    return [cast("dict[str, Any]", job) for job in _jobs(workflow).values()]
 
 
 @pytest.mark.parametrize("workflow", ["apply.yml", "drift.yml"])
@@ -301,8 +301,9 @@ def test_apply_and_drift_refuse_every_ref_but_the_default_branch(workflow: str) 
     """Issue 26: a dispatch from a branch applied that branch to production. The job's
     first step (before any checkout or secret) fails for any ref but the default branch,
     whatever the trigger; its shell is run here with the values a dispatch gives."""
-    steps = _guard(workflow)["steps"]
-    first = steps[0]
+    firsts = [job["steps"][0] for job in _guards(workflow)]
+    assert len({json.dumps(f, sort_keys=True) for f in firsts}) == 1  # one guard, every job
+    first = firsts[0]
     assert first["name"] == "Refuse any ref but the default branch"
     assert "uses" not in first and "secrets." not in json.dumps(first)
     assert first["env"]["REF"] == "${{ github.ref }}"
