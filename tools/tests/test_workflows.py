@@ -243,7 +243,55 @@ def test_the_privileged_half_runs_nothing_of_the_pull_request() -> None:
                 assert "./" not in step["run"] and "config/" not in step["run"], (name, step)
     for name in ("preview", "preview-and-report"):
         job = _jobs("preview-cluster.yml")[name]
-        assert "fork == 'false'" in job["if"], f"{name}: forks never get a cluster preview"
+        # a fork's pull request only with a maintainer's label, which the forge says
+        assert "needs.pull-request.outputs.live == 'true'" in job["if"], name
+    pull_request = _jobs("preview-cluster.yml")["pull-request"]
+    assert pull_request["outputs"]["live"] == "${{ steps.pr.outputs.live }}"
+    [ask] = [st for st in pull_request["steps"] if st.get("id") == "pr"]
+    assert "konfig pr " in ask["run"] and '--live-label "$LIVE_LABEL"' in ask["run"]
+
+
+def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() -> None:
+    """Issue 29: the unprivileged `changed` job computes the offline preview (the PR's
+    KCL, a scrubbed environment) and uploads it as data; the privileged `pull-request`
+    job, which every other job needs, downloads it, has `konfig report
+    --offline-preview` check it (contract, mode, head, the forge's base) and render the
+    first comment, then the live report updates that comment; a fork without the
+    label keeps it (the report job skips)."""
+    steps = _jobs("preview.yml")["changed"]["steps"]
+    [run] = [st for st in steps if "konfig preview --offline" in st.get("run", "")]
+    assert run["run"].lstrip().startswith("mkdir") and 'env -i "PATH=$PATH"' in run["run"]
+    assert "github.event.pull_request.base.sha" in run["env"]["BASE_SHA"]
+    uploads = {st["with"]["name"] for st in steps if "upload-artifact" in st.get("uses", "")}
+    assert "konfig-offline" in uploads
+    assert "labeled" in _triggers("preview.yml")["pull_request"]["types"]
+
+    privileged = _jobs("preview-cluster.yml")
+    first = privileged["pull-request"]
+    assert first["permissions"] == {
+        "contents": "read",
+        "actions": "read",
+        "pull-requests": "write",
+    }
+    assert "secrets." not in json.dumps(first) and "environment" not in first
+    [download] = [
+        st for st in first["steps"] if st.get("with", {}).get("pattern") == "konfig-offline"
+    ]
+    assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
+    [render] = [st for st in first["steps"] if "--offline-preview" in st.get("run", "")]
+    assert '--base-sha "$BASE_SHA"' in render["run"]
+    assert render["env"]["BASE_SHA"] == "${{ steps.pr.outputs.base-sha }}"  # the forge's
+    assert '--out "$RUNNER_TEMP/first.md"' in render["run"]
+    posts = [st for st in first["steps"] if st.get("uses", "").endswith("/actions/comment")]
+    assert [st["with"]["body-file"] for st in posts] == ["${{ runner.temp }}/first.md"]
+    # every job that writes the live comment comes after it
+    for name in ("report", "preview-and-report"):
+        needs = privileged[name]["needs"]
+        assert "pull-request" in (needs if isinstance(needs, list) else [needs]), name
+    assert "needs.pull-request.outputs.live == 'true'" in privileged["report"]["if"]
+    # no offline preview is ever taken from anywhere but --offline-preview
+    runs = [st.get("run", "") for job in privileged.values() for st in job.get("steps", [])]
+    assert sum(r.count("offline-preview.json") for r in runs) == 1
 
 
 def test_one_shard_of_work_runs_in_one_job_per_half() -> None:
@@ -260,14 +308,15 @@ def test_one_shard_of_work_runs_in_one_job_per_half() -> None:
     assert "needs.changed.outputs.inline != 'true'" in unprivileged["verify"]["if"]
     # the same action, the same artifacts as a shard job's
     uploads = {st["with"]["name"] for st in steps if "upload-artifact" in st.get("uses", "")}
-    assert uploads == {"konfig-verify-0", "konfig-specs-0"}
+    # (and the offline preview, issue 29)
+    assert uploads == {"konfig-verify-0", "konfig-specs-0", "konfig-offline"}
 
     privileged = _jobs("preview-cluster.yml")
     assert privileged["pull-request"]["outputs"]["inline"] == (
         "${{ steps.changed.outputs.used-shards == '1' }}"
     )
     assert "inline != 'true'" in privileged["preview"]["if"]
-    assert "inline == 'true'" in privileged["report"]["if"]  # negated: the other path
+    assert "inline != 'true'" in privileged["report"]["if"]
     both = privileged["preview-and-report"]
     assert "inline == 'true'" in both["if"] and both["needs"] == "pull-request"
     # what `preview` and `report` hold, nothing more

@@ -34,16 +34,25 @@ from konfig.forge.client import GitHub, parse_repo
     help="Only a pull request into BRANCH (e.g. the default branch).",
 )
 @click.option(
+    "--live-label",
+    default=None,
+    metavar="LABEL",
+    help="A pull request from a fork that carries LABEL (which only people with triage "
+    "rights can set) gets the live preview of its compiled Specs: `live` is true for it. "
+    "Without: `live` is true for pull requests from this repository only.",
+)
+@click.option(
     "--github-output",
     is_flag=True,
-    help="Also write `found`, `number`, `fork`, `base-sha`, `base-ref` and `head-sha` "
-    "to $GITHUB_OUTPUT.",
+    help="Also write `found`, `number`, `fork`, `live`, `base-sha`, `base-ref` and "
+    "`head-sha` to $GITHUB_OUTPUT.",
 )
 @forge_options(token_help="Environment variable holding the token (pull requests: read).")
 def command(
     repo: str,
     head_sha: str,
     base_ref: str | None,
+    live_label: str | None,
     github_output: bool,
     api_url: str,
     token_env: str,
@@ -82,7 +91,10 @@ def command(
     pr = pulls[0]
     origin = f"from the fork {pr.head_repo}" if pr.fork else "from this repository"
     base = f"into {pr.base_ref} at {pr.base_sha}"
+    live = not pr.fork or (live_label is not None and live_label in pr.labels)
     info(f"pull request #{pr.number} at {pr.head_sha} ({origin}), {base}")
+    if pr.fork and live:
+        info(f"it carries the label {live_label}: the live preview of its compiled Specs runs")
     if output is not None:
         append_github_output(
             output,
@@ -90,6 +102,7 @@ def command(
                 "found": "true",
                 "number": str(pr.number),
                 "fork": "true" if pr.fork else "false",
+                "live": "true" if live else "false",
                 "base-sha": pr.base_sha,
                 "base-ref": pr.base_ref,
                 "head-sha": pr.head_sha,

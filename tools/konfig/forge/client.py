@@ -85,6 +85,7 @@ class PullRequest:
     base_repo: str
     base_ref: str
     base_sha: str
+    labels: tuple[str, ...] = ()  # the label names (set by people with triage rights)
 
     @property
     def fork(self) -> bool:
@@ -464,6 +465,11 @@ def _pull(item: Any) -> PullRequest:
         base_repo=str((base.get("repo") or {}).get("full_name") or ""),
         base_ref=str(base.get("ref") or ""),
         base_sha=str(base.get("sha") or ""),
+        labels=tuple(
+            str(label.get("name") or "")
+            for label in item.get("labels") or ()
+            if isinstance(label, dict)
+        ),
     )
 
 

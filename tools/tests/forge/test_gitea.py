@@ -290,6 +290,7 @@ def test_pr_finds_the_pull_request_of_a_commit_and_whether_it_is_a_fork_on_gitea
         "found": "true",
         "number": str(number),
         "fork": "false",
+        "live": "true",
         "base-sha": base,
         "base-ref": "main",
         "head-sha": head,
@@ -329,5 +330,28 @@ def test_pr_finds_the_pull_request_of_a_commit_and_whether_it_is_a_fork_on_gitea
     forked = _pr(konfig, forge, repo, str(pr["head"]["sha"]), out)
     assert forked.code == 0, forked.err
     got = _outputs(out)
-    assert (got["number"], got["fork"]) == (str(pr["number"]), "true"), got
+    assert (got["number"], got["fork"], got["live"]) == (str(pr["number"]), "true", "false")
     assert f"from the fork {fork_repo}" in forked.err
+
+    # A maintainer's label opts the fork's pull request into the live preview; another
+    # label, or the label on a run that does not name it, does not.
+    labels = {
+        name: forge.request("POST", f"/repos/{repo}/labels", {"name": name, "color": "#00aa00"})
+        for name in ("konfig/live-preview", "other")
+    }
+    forge.request(
+        "POST", f"/repos/{repo}/issues/{pr['number']}/labels", {"labels": [labels["other"]["id"]]}
+    )
+    head_sha = str(pr["head"]["sha"])
+    other = _pr(konfig, forge, repo, head_sha, out, "--live-label", "konfig/live-preview")
+    assert other.code == 0 and _outputs(out)["live"] == "false", other.err
+    forge.request(
+        "POST",
+        f"/repos/{repo}/issues/{pr['number']}/labels",
+        {"labels": [labels["konfig/live-preview"]["id"]]},
+    )
+    labelled = _pr(konfig, forge, repo, head_sha, out, "--live-label", "konfig/live-preview")
+    assert labelled.code == 0 and _outputs(out)["live"] == "true", labelled.err
+    assert "carries the label konfig/live-preview" in labelled.err
+    unnamed = _pr(konfig, forge, repo, head_sha, out)
+    assert unnamed.code == 0 and _outputs(out)["live"] == "false", unnamed.err
