@@ -5,7 +5,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lint test unit demo bench bench-changed bench-cache bench-batch bench-startup bench-pr-round bench-preview bench-report bench-report-repo cluster-build cluster-up cluster-down sops-build helm-build tofu-build tofu-up tofu-down forge-build forge-up forge-down constraints clean
+.PHONY: venv lint test demo cluster-build cluster-up cluster-down sops-build helm-build tofu-build tofu-up tofu-down constraints clean
+.PHONY: tools-test unit bench bench-changed bench-cache bench-batch bench-startup bench-pr-round bench-preview bench-report bench-report-repo forge-build forge-up forge-down  # konfig:project-only
 
 # constraints.txt pins every package (konfig's and the tools'): installs are reproducible
 $(STAMP): pyproject.toml constraints.txt
@@ -32,20 +33,28 @@ lint: venv
 	$(BIN)/ruff format --check tools hack
 	$(BIN)/mypy
 
-## test: lint, every test (the local Kubernetes control plane, the sops CLI, OpenTofu and PostgreSQL, and the local forge are built and started as needed), then konfig test and konfig check on the example stacks
-test: lint cluster-build sops-build tofu-build forge-build helm-build
+# konfig:project-only
+## tools-test: lint, every test of the tools (the local Kubernetes control plane, the sops CLI, OpenTofu and PostgreSQL, the local forge and helm are built and started as needed)
+TOOLS_TEST := tools-test
+tools-test: lint cluster-build sops-build tofu-build forge-build helm-build
 	$(BIN)/python -m pytest
-	$(BIN)/konfig test --all
-	$(BIN)/konfig check --all
 
 ## unit: tests that need no cluster, no OpenTofu/PostgreSQL, no forge and no helm
 unit: venv
 	$(BIN)/python -m pytest -m "not cluster and not tofu and not forge and not helm"
+# /konfig:project-only
+
+## (in the Konfig project, test runs tools-test first: lint and the tools' own tests)  # konfig:project-only
+## test: konfig test and konfig check on every stack (what a pull request runs before its preview)
+test: venv $(TOOLS_TEST)
+	$(BIN)/konfig test --all
+	$(BIN)/konfig check --all
 
 ## demo: the whole loop on the example stacks
 demo: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" hack/demo
 
+# konfig:project-only
 ## bench: compile throughput benchmark
 bench: venv
 	$(BIN)/python hack/bench_compile.py
@@ -82,6 +91,8 @@ bench-report: venv
 bench-report-repo: venv
 	$(BIN)/python hack/bench_report_repo.py
 
+# /konfig:project-only
+
 ## cluster-build: build the local control plane from Go modules (cached in .cache/cluster)
 cluster-build:
 	hack/cluster build
@@ -110,6 +121,7 @@ tofu-up:
 tofu-down:
 	hack/tofu down
 
+# konfig:project-only
 ## forge-build: build Gitea (Go module proxy) and act_runner (../shared/forge) (cached in .cache/forge)
 forge-build:
 	hack/forge build
@@ -119,6 +131,7 @@ forge-up:
 
 forge-down:
 	hack/forge down
+# /konfig:project-only
 
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache

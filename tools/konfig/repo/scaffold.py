@@ -1,8 +1,9 @@
 """A new repository's files, from the template (``konfig init``).
 
 :func:`check_target` refuses a directory that is not empty; :func:`copy_template` copies
-the template's files (:mod:`konfig.repo.template`) with their modes; then the team's
-answers are written where the template keeps them:
+the template's files (:mod:`konfig.repo.template`) with their modes (the README and the
+Makefile without their project-only parts: :func:`~konfig.repo.template.render`); then
+the team's answers are written where the template keeps them:
 
 - the name: ``kcl.mod``'s package name (``[package] name``; KCL resolves imports from
   the folder holding ``kcl.mod``, not by this name);
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from konfig.errors import UsageError
-from konfig.repo.template import TemplateSource, template_paths
+from konfig.repo.template import RENDERED, TemplateSource, render, template_paths
 
 # The kubeconfig contexts the example stacks name, main cluster first.
 EXAMPLE_CONTEXTS = ("admin", "edge")
@@ -118,7 +119,11 @@ def copy_template(source: TemplateSource, dest: Path, *, examples: bool) -> list
     for rel in copied:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source.root / rel, target)
+        if rel in RENDERED:
+            text = (source.root / rel).read_text(encoding="utf-8")
+            target.write_text(render(rel, text), encoding="utf-8")
+        else:
+            shutil.copyfile(source.root / rel, target)
         shutil.copymode(source.root / rel, target)
     return copied
 

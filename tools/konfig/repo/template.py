@@ -26,6 +26,7 @@ wheel before konfig's dependencies exist.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -55,6 +56,47 @@ DEVELOPMENT = (
 )
 # The example stacks: optional.
 EXAMPLES = "appops/"
+
+# Files a new repository gets rendered rather than copied: the parts that speak of the
+# Konfig project's own development (its tests, its CI, ``../shared`` beside its clone)
+# are marked in them and left out. A line holding the marker after other text is left
+# out alone; a line that is only the marker opens a block, closed by the marker with a
+# "/" (``<!-- /konfig:project-only -->``, ``# /konfig:project-only``). HTML comments in
+# markdown, so GitHub shows the project's README without them.
+RENDERED = ("README.md", "Makefile")
+PROJECT_ONLY = "konfig:project-only"
+_MARKER = re.compile(r"(?:<!--|#)\s*(/?)" + re.escape(PROJECT_ONLY) + r"\s*(?:-->)?\s*$")
+
+
+class TemplateError(Exception):
+    """A rendered file's project-only markers do not pair up."""
+
+
+def render(rel: str, text: str) -> str:
+    """``text`` of the template's file ``rel`` as a new repository gets it."""
+    if rel not in RENDERED:
+        return text
+    out: list[str] = []
+    opened: int | None = None
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        marker = _MARKER.search(line)
+        if marker is None:
+            if opened is None:
+                out.append(line)
+            continue
+        alone = not line[: marker.start()].strip()
+        closing = bool(marker.group(1))
+        if not alone and not closing:
+            continue  # one line left out
+        if not alone or closing == (opened is None):
+            raise TemplateError(
+                f"{rel}:{number}: a {'closing' if closing else 'nested'} {PROJECT_ONLY} "
+                f"marker {'without its opening one' if closing else 'inside a block'}"
+            )
+        opened = None if closing else number
+    if opened is not None:
+        raise TemplateError(f"{rel}:{opened}: a {PROJECT_ONLY} block that is never closed")
+    return "".join(out)
 
 
 def _matches(path: str, rule: str) -> bool:

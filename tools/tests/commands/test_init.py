@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fixtures.repos import AUTHOR, TEMPLATE_ROOT, KonfigRunner
+from test_links import link_problems
 
 from konfig.repo.template import find_template, template_paths
 
@@ -74,6 +75,16 @@ def test_a_new_repository_with_the_examples_works_and_is_committed(
     assert not (dest / ".github" / "workflows" / "tools.yml").exists()
     assert 'name = "acme"' in (dest / "kcl.mod").read_text(encoding="utf-8")
     assert (dest / "hack" / "cluster").stat().st_mode & 0o111
+    # its README and Makefile are the team's: every link resolves there, `make test`
+    # runs konfig test and check on the stacks, not the tools' tests this repository lacks
+    assert link_problems(dest / "README.md", dest) == []
+    make = subprocess.run(
+        ["make", "-n", "test"], cwd=dest, capture_output=True, text=True, check=True
+    ).stdout
+    assert "konfig test --all" in make
+    assert "konfig check --all" in make
+    assert "pytest" not in make
+    assert "make unit" not in (dest / "README.md").read_text(encoding="utf-8")
     works(konfig, dest)
 
 
