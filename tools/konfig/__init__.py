@@ -1,3 +1,3 @@
 """Konfig: a GitOps monorepo toolchain for KCL stacks on Kubernetes."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -48,6 +48,7 @@ COMMANDS = {
     "secrets": "konfig.commands.secrets",
     "status": "konfig.commands.status",
     "test": "konfig.commands.test",
+    "upgrade": "konfig.commands.upgrade",
 }
 
 

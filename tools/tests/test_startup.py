@@ -16,6 +16,8 @@ from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import TEMPLATE_ROOT, RepoBuilder
 from kubeutil import unique
 
+from konfig import __version__
+
 HEAVY = ("kubernetes", "git", "networkx", "jinja2", "kubernetes_validate", "rich", "kcl_lib")
 
 # runs the konfig CLI, then prints the top-level modules it loaded (as JSON, on stderr)
@@ -46,7 +48,7 @@ def test_version_is_answered_before_the_cli_loads() -> None:
         text=True,
         check=True,
     )
-    assert out == clicks.stdout == "konfig, version 0.1.0\n"
+    assert out == clicks.stdout == f"konfig, version {__version__}\n"
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,10 @@
    version other than the template's, regenerate ``base/pkg/k8s`` from the schemas
    kubernetes-validate bundles for it and the CRDs its generated files came from (as
    ``konfig gen schemas --crd ...`` does);
-4. ``git init`` on ``main`` and commit everything.
+4. record the release (``.konfig/release.json``: this konfig's version and the digests
+   of the release's files, what ``konfig upgrade`` compares with,
+   :mod:`konfig.repo.release`);
+5. ``git init`` on ``main`` and commit everything.
 
 A failure after the directory was created removes what this run wrote, so a second
 try starts from an empty directory again.
@@ -29,6 +32,7 @@ from konfig.gen.run import generated_on_disk
 from konfig.repo.files import WriteScope, atomic_write_text, remove
 from konfig.repo.layout import discover
 from konfig.repo.owners import repository_owners, stale_codeowners
+from konfig.repo.release import release_content, write_record
 from konfig.repo.scaffold import (
     Answers,
     check_answers,
@@ -145,6 +149,7 @@ def initialize(dest: Path, answers: Answers, template: TemplateSource) -> Initia
         retargeted = set_contexts(root, answers.contexts)
         set_recipients(root, answers.recipients)
         _write_codeowners(root)
+        write_record(root, __version__, release_content(template))
         commit = init_repository(
             root,
             BRANCH,

@@ -131,8 +131,10 @@ def _new_file(folder: Path, prefix: str) -> tuple[int, Path]:
     raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(folder))
 
 
-def atomic_write_text(path: Path, text: str, *, scope: WriteScope, mode: int | None = None) -> None:
-    """Write ``text`` to ``path`` via a temporary file and an atomic rename, inside
+def atomic_write_bytes(
+    path: Path, data: bytes, *, scope: WriteScope, mode: int | None = None
+) -> None:
+    """Write ``data`` to ``path`` via a temporary file and an atomic rename, inside
     ``scope``; ``mode``: the file's permission bits (default: a new temporary file's,
     0600). WriteError names the file when it is outside ``scope`` or cannot be written."""
     scope.check(path)
@@ -143,8 +145,8 @@ def atomic_write_text(path: Path, text: str, *, scope: WriteScope, mode: int | N
     except OSError as exc:
         raise _failure(scope, path, exc) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         if mode is not None:
             tmp.chmod(mode)
         tmp.replace(path)
@@ -154,6 +156,11 @@ def atomic_write_text(path: Path, text: str, *, scope: WriteScope, mode: int | N
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str, *, scope: WriteScope, mode: int | None = None) -> None:
+    """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"), scope=scope, mode=mode)
 
 
 def update_text(path: Path, text: str, *, scope: WriteScope) -> bool:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from konfig.errors import UsageError
-from konfig.repo.template import RENDERED, TemplateSource, render, template_paths
+from konfig.repo.template import TemplateSource, content, template_paths
 
 # The kubeconfig contexts the example stacks name, main cluster first.
 EXAMPLE_CONTEXTS = ("admin", "edge")
@@ -119,11 +119,7 @@ def copy_template(source: TemplateSource, dest: Path, *, examples: bool) -> list
     for rel in copied:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        if rel in RENDERED:
-            text = (source.root / rel).read_text(encoding="utf-8")
-            target.write_text(render(rel, text), encoding="utf-8")
-        else:
-            shutil.copyfile(source.root / rel, target)
+        target.write_bytes(content(source, rel))
         shutil.copymode(source.root / rel, target)
     return copied
 

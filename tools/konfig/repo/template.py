@@ -133,6 +133,14 @@ class TemplateSource:
     files: tuple[str, ...]  # every file, the examples included
 
 
+def content(source: TemplateSource, rel: str) -> bytes:
+    """The bytes of the template's file ``rel`` as a new repository gets them."""
+    data = (source.root / rel).read_bytes()
+    if rel in RENDERED:
+        return render(rel, data.decode("utf-8")).encode("utf-8")
+    return data
+
+
 class NoTemplate(Exception):
     """Neither the package nor a checkout around it holds the template."""
 

@@ -136,6 +136,7 @@ NOT_RUN = {
     "secrets edit": "opens $EDITOR",
     "secrets encrypt": "replaces the plaintext file it is given",
     "secrets rotate": "needs the decryption key of the example repository",
+    "upgrade": "needs a repository konfig init made; tests/commands/test_upgrade.py upgrades",
 }
 
 

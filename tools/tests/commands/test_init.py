@@ -15,6 +15,8 @@ import yaml
 from fixtures.repos import AUTHOR, TEMPLATE_ROOT, KonfigRunner
 from test_links import link_problems
 
+from konfig import __version__
+from konfig.repo.release import RECORD, digest, is_team_file, release_content
 from konfig.repo.template import find_template, template_paths
 
 
@@ -52,13 +54,23 @@ def test_a_new_repository_with_the_examples_works_and_is_committed(
     # exactly the template's files, committed on main, nothing left over
     expected = template_paths(find_template().files)
     assert data["files"] == expected
-    assert git(dest, "ls-files").splitlines() == sorted(expected)
+    assert git(dest, "ls-files").splitlines() == sorted([*expected, RECORD])
     assert git(dest, "rev-parse", "HEAD") == data["commit"]
     assert git(dest, "branch", "--show-current") == data["branch"] == "main"
     assert git(dest, "status", "--porcelain") == ""
     assert git(dest, "log", "--format=%s") == (
-        "acme: a new Konfig repository (konfig init, konfig 0.1.0)"
+        f"acme: a new Konfig repository (konfig init, konfig {__version__})"
     )
+    # the release it runs is recorded: this konfig's version, the digest of each of the
+    # release's files, and none of the team's (base/, appops/, kcl.mod, ...)
+    record = json.loads((dest / RECORD).read_text(encoding="utf-8"))
+    assert record["konfig"] == __version__
+    release = release_content(find_template())
+    assert record["files"] == {rel: digest(data) for rel, (data, _) in release.items()}
+    assert {rel: digest((dest / rel).read_bytes()) for rel in release} == record["files"]
+    assert not any(is_team_file(rel) for rel in record["files"])
+    assert "tools/konfig/cli.py" in record["files"]
+    assert "actions/setup/action.yml" in record["files"]
     # the workflows, the actions, .sops.yaml and the tools the actions install are there;
     # the tools' own tests and CI are not
     for needed in (
