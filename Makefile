@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: venv lint test demo cluster-build cluster-up cluster-down sops-build helm-build tofu-build tofu-up tofu-down constraints clean
-.PHONY: tools-test unit bench bench-changed bench-cache bench-batch bench-startup bench-pr-round bench-preview bench-report bench-report-repo forge-build forge-up forge-down  # konfig:project-only
+.PHONY: tools-test test-hosted unit bench bench-changed bench-cache bench-batch bench-startup bench-pr-round bench-preview bench-report bench-report-repo forge-build forge-up forge-down  # konfig:project-only
 
 # constraints.txt pins every package (konfig's and the tools'): installs are reproducible
 $(STAMP): pyproject.toml constraints.txt
@@ -38,6 +38,12 @@ lint: venv
 TOOLS_TEST := tools-test
 tools-test: lint cluster-build sops-build tofu-build forge-build helm-build
 	$(BIN)/python -m pytest
+
+## test-hosted: tools-test and konfig test/check without the tests that need ../shared (OpenTofu's provider, the forge's runner): a hosted runner's make test
+test-hosted: lint cluster-build sops-build helm-build
+	$(BIN)/python -m pytest -m "not tofu and not forge"
+	$(BIN)/konfig test --all
+	$(BIN)/konfig check --all
 
 ## unit: tests that need no cluster, no OpenTofu/PostgreSQL, no forge and no helm
 unit: venv
