@@ -32,12 +32,11 @@ def test_a_rule_without_a_reason_is_an_error(
     repo_builder: RepoBuilder, konfig: KonfigRunner
 ) -> None:
     konfig_yaml = repo_builder.root / "konfig.yaml"
-    konfig_yaml.write_text(
-        konfig_yaml.read_text(encoding="utf-8") + "ignore:\n  - paths: [/spec/replicas]\n",
-        encoding="utf-8",
-    )
+    text = konfig_yaml.read_text(encoding="utf-8")
+    rule_line = text.count("\n") + 2  # the rule's line, below `ignore:` at the end
+    konfig_yaml.write_text(text + "ignore:\n  - paths: [/spec/replicas]\n", encoding="utf-8")
     repo_builder.stack("shop", "dev")
     res = konfig("list", cwd=repo_builder.root)
     assert res.code == 1, res.out + res.err
-    assert "konfig.yaml:52: `ignore[0].reason` is required" in res.err, res.err
+    assert f"konfig.yaml:{rule_line}: `ignore[0].reason` is required" in res.err, res.err
     assert "is not a JSON Pointer" not in res.err
