@@ -45,6 +45,7 @@ COMMANDS = {
     "publish": "konfig.commands.publish",
     "release": "konfig.commands.release",
     "report": "konfig.commands.report",
+    "reviewed": "konfig.commands.reviewed",
     "secrets": "konfig.commands.secrets",
     "status": "konfig.commands.status",
     "test": "konfig.commands.test",

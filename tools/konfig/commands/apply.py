@@ -55,6 +55,7 @@ from konfig.pipeline.reviewed import Verdict, verify
 from konfig.pipeline.runtime import SavedPlan
 from konfig.pipeline.selection import select_stacks
 from konfig.repo.layout import Stack
+from konfig.secrets.refs import sealed_files
 
 
 @click.command("apply")
@@ -155,7 +156,7 @@ def command(
     Examples:
       konfig apply guestbook/dev                       # show the plan, ask, apply
       konfig apply --all --yes --plan preview.json --json   # CI: exactly what was previewed
-      konfig apply --all --yes --reviewed comment.md        # merge: what was reviewed
+      konfig apply --all --yes --reviewed reviewed.json      # merge: what was reviewed
     """
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     confirmed = confirmations(confirms)
@@ -235,6 +236,7 @@ def command(
                     reviewed,
                     plans,
                     lambda path: by_path[path].on_reviewed_changed(repo.config.production_stacks),
+                    lambda path: sealed_files(repo.root, specs[path]),
                 )
                 show_verdicts(verdicts)
                 reviews.update((v.path, v.record(reviewed.pr)) for v in verdicts)

@@ -39,6 +39,7 @@ from typing import Any
 
 from konfig.engine import inventory, ordering
 from konfig.engine.danger import assess
+from konfig.engine.diff import normalize
 from konfig.engine.guards import (
     CONFIRM_RULE,
     REPLACE_ANNOTATION,
@@ -351,19 +352,30 @@ def _precondition(run: StackRun, change: Change) -> str:
     return str((change.live.get("metadata") or {}).get("resourceVersion") or "")
 
 
-def _send(kube: Kube, manifest: dict[str, Any], version: str) -> dict[str, Any]:
-    """Server-side apply; with ``version``, a 409 is the precondition refused (the
-    server answers a stale resourceVersion so; proven in engine/test_preconditions.py)."""
-    try:
-        return kube.apply(manifest, dry_run=False, force=True)
-    except KubeApiError as exc:
-        if version and exc.failure.status == 409:
-            raise PreconditionFailed(
-                f"changed in the cluster since the plan read it (resourceVersion {version}): "
-                "not applied; preview again",
-                exc.failure,
-            ) from exc
-        raise
+def _send(kube: Kube, manifest: dict[str, Any], version: str, change: Change) -> dict[str, Any]:
+    """Server-side apply; with ``version``, a 409 is the precondition refused (the server
+    answers a stale resourceVersion so; proven in engine/test_preconditions.py). Then the
+    object is read again: when only what the server itself moves changed (status,
+    resourceVersion, generation, managedFields: a controller's status update), it is sent
+    once more with the version just read; anything else that changed is refused."""
+    for attempt in (1, 2):
+        try:
+            return kube.apply(manifest, dry_run=False, force=True)
+        except KubeApiError as exc:
+            if not version or exc.failure.status != 409:
+                raise
+            ref = ref_of(change)
+            now = kube.get(ref.api_version, ref.kind, ref.name, ref.namespace)
+            fresh = str(((now or {}).get("metadata") or {}).get("resourceVersion") or "")
+            if attempt == 2 or now is None or normalize(now) != normalize(change.live):
+                raise PreconditionFailed(
+                    f"changed in the cluster since the plan read it (resourceVersion "
+                    f"{version}): not applied; preview again",
+                    exc.failure,
+                ) from exc
+            version = fresh
+            manifest = {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": fresh}}
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _apply_one(run: StackRun, change: Change) -> bool:
@@ -406,7 +418,7 @@ def _apply_one(run: StackRun, change: Change) -> bool:
                 **manifest,
                 "metadata": {**manifest["metadata"], "resourceVersion": version},
             }
-        result = retry(lambda: _send(kube, manifest, version), options)
+        result = retry(lambda: _send(kube, manifest, version, change), options)
     except Unreachable as exc:
         # The request may have been carried out before the connection broke: keep the
         # object in the inventory (a member that turns out not to exist is dropped later).

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from konfig.engine.diff import leaves, normalize
+from konfig.engine.diff import leaves, normalize, segment
 from konfig.engine.plan import CHANGING, CONFLICT, Change, StackPlan
 from konfig.errors import KonfigError
 from konfig.masking import MASK, MASK_AFTER, MASK_BEFORE
@@ -111,10 +111,13 @@ class ChangeDigest:
     cluster_differs: tuple[tuple[str, str], ...] = ()  # (object id, field path): not counted
     live: tuple[LiveVersion, ...] = ()
     tofu_state: tuple[str, int] | None = None  # OpenTofu's (lineage, serial)
+    # (file, sha256 of its bytes) of the encrypted files the stack's Secrets read: counted
+    sealed: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "digest": self.digest,
+            "sealed": dict(self.sealed),
             "specDigest": self.spec_digest,
             "objects": [o.to_dict() for o in self.objects],
             "clusterDiffers": [{"id": i, "path": p} for i, p in self.cluster_differs],
@@ -141,7 +144,8 @@ class ChangeDigest:
             for o in data.get("objects") or []
         )
         state = data.get("tofuState")
-        if _stack_sha(path, objects) != data["digest"]:
+        sealed = tuple(sorted((str(k), str(v)) for k, v in (data.get("sealed") or {}).items()))
+        if _stack_sha(path, objects, sealed) != data["digest"]:
             raise DigestError(
                 f"{path}: the recorded digest is not the digest of the recorded change set "
                 "(the record was altered)"
@@ -156,6 +160,7 @@ class ChangeDigest:
                 for v in data.get("live") or []
             ),
             None if not state else (str(state["lineage"]), int(state["serial"])),
+            sealed,
         )
 
 
@@ -163,8 +168,13 @@ class DigestError(KonfigError):
     """A recorded change digest does not hold together."""
 
 
-def _stack_sha(path: str, objects: Sequence[ObjectDigest]) -> str:
-    return _sha256([VERSION, path, [o.to_dict() for o in objects]])
+def _stack_sha(
+    path: str, objects: Sequence[ObjectDigest], sealed: Sequence[tuple[str, str]]
+) -> str:
+    body: list[Any] = [VERSION, path, [o.to_dict() for o in objects]]
+    if sealed:  # (a stack without encrypted files keeps the digest it had before)
+        body.append(dict(sealed))
+    return _sha256(body)
 
 
 def _sha256(data: Any) -> str:
@@ -184,7 +194,13 @@ def _object_digest(stack: str, change: Change) -> tuple[ObjectDigest | None, lis
     raw = leaves(normalize(change.desired))
     counted: list[tuple[str, str]] = []
     differs: list[str] = []
+    # values from encrypted files (or generated): what the plan knows of them depends on
+    # the key at hand (a preview without the production key compares none), so they count
+    # by the digest of their files (ChangeDigest.sealed), never by value or verdict here
+    sealed = {("data" + segment(k.key)) for k in change.secrets}
     for f in change.fields:
+        if f.path in sealed:
+            continue
         if f.drift:
             differs.append(f.path)
             continue
@@ -193,14 +209,16 @@ def _object_digest(stack: str, change: Change) -> tuple[ObjectDigest | None, lis
             counted.append((f.path, secret_digest(raw.get(f.path, f.after), salt=salt)))
         else:
             counted.append((f.path, value_digest(f.after)))
-    secrets = tuple(sorted((k.key, k.status) for k in change.secrets))
-    if change.action == "update" and not counted and not any(s != "unchanged" for _, s in secrets):
-        return None, differs  # only drift: apply sets it back, the repository changes nothing
+    secrets = tuple(sorted((k.key, "sealed") for k in change.secrets))
+    if change.action == "update" and not counted:
+        # only drift (apply sets it back) or sealed values (counted by their files)
+        return None, differs
     return ObjectDigest(change.id, change.action, tuple(sorted(counted)), secrets), differs
 
 
-def change_digest(plan: StackPlan) -> ChangeDigest:
-    """The change digest of ``plan`` (a preview's or one recomputed before apply)."""
+def change_digest(plan: StackPlan, sealed: Sequence[tuple[str, str]] = ()) -> ChangeDigest:
+    """The change digest of ``plan`` (a preview's or one recomputed before apply);
+    ``sealed``: (file, sha256) of the encrypted files its Secrets read."""
     objects: list[ObjectDigest] = []
     differs: list[tuple[str, str]] = []
     live: list[LiveVersion] = []
@@ -217,13 +235,15 @@ def change_digest(plan: StackPlan) -> ChangeDigest:
             live.append(
                 LiveVersion(change.id, str(meta["uid"]), str(meta.get("resourceVersion") or ""))
             )
+    files = tuple(sorted(sealed))
     return ChangeDigest(
-        _stack_sha(plan.path, objects),
+        _stack_sha(plan.path, objects, files),
         plan.spec_digest,
         tuple(objects),
         tuple(differs),
         tuple(live),
         plan.tofu_state,
+        files,
     )
 
 
@@ -268,6 +288,9 @@ def differences(reviewed: ChangeDigest, now: ChangeDigest) -> list[Difference]:
                     out.append(Difference(rid, path, "changed"))
             if dict(b.secrets) != dict(a.secrets) or (not bf and not af):
                 out.append(Difference(rid, "", "changed"))
+    for file in sorted(set(dict(reviewed.sealed)) | set(dict(now.sealed))):
+        if dict(reviewed.sealed).get(file) != dict(now.sealed).get(file):
+            out.append(Difference(file, "", "encrypted file changed"))
     if not out:  # the record was cut (no fields) or made by another version
         out.append(Difference("(the stack)", "", "changed"))
     return out

@@ -271,6 +271,40 @@ class GitHub:
 
         return self._call(f"GET {path}?state=open", "find the pull request of a commit", call)
 
+    def merged_pull(self, repo: str, merge_sha: str, *, pages: int = 5) -> int | None:
+        """The pull request merged as commit ``merge_sha`` (its merge commit, as the forge
+        records it), looked for among the most recently updated closed ones (``pages`` of
+        100); None: none (a direct push). GitHub and Gitea both list ``merge_commit_sha``."""
+        path = f"/repos/{repo}/pulls"
+
+        def call() -> int | None:
+            for page in range(1, pages + 1):
+                headers, data = self._gh.requester.requestJsonAndCheck(
+                    "GET",
+                    path,
+                    parameters={
+                        "state": "closed",
+                        "sort": "updated",  # GitHub (Gitea: recentupdate, below)
+                        "direction": "desc",
+                        "per_page": 100,
+                        "limit": 50,
+                        "page": page,
+                    },
+                )
+                if not isinstance(data, list):
+                    raise GitHubError(f"GET {path} answered {type(data).__name__}, not a list")
+                for item in data:
+                    if item.get("merge_commit_sha") == merge_sha and (
+                        item.get("merged") or item.get("merged_at")
+                    ):
+                        return int(item["number"])
+                link = next((str(v) for k, v in headers.items() if k.lower() == "link"), "")
+                if not data or 'rel="next"' not in link:
+                    return None
+            return None
+
+        return self._call(f"GET {path}?state=closed", "find the merged pull request", call)
+
     def list_comments(self, repo: str, number: int) -> list[Comment]:
         """Every comment on issue/PR ``number``, following every page."""
 

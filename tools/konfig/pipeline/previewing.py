@@ -28,7 +28,7 @@ from konfig.pipeline.connections import Connections
 from konfig.pipeline.refusals import first_refusal
 from konfig.pipeline.runtime import NOTHING_SET_UP, Contexts, kept_of_gone, runtime_of
 from konfig.repo.layout import Stack
-from konfig.secrets.refs import Resolver, referenced_files, secret_data
+from konfig.secrets.refs import Resolver, referenced_files, sealed_files, secret_data
 from konfig.spec import Spec
 
 # Told what a reader should know that is not an error (e.g. a stack with no inventory).
@@ -55,6 +55,8 @@ class StackPreview:
     plan: StackPlan | None = None
     error: StackError | None = None
     spec_digest: str | None = None
+    # (file, sha256) of the encrypted files the stack's Secrets read (its change digest)
+    sealed: tuple[tuple[str, str], ...] = ()
 
     @property
     def project(self) -> str:
@@ -82,7 +84,7 @@ class StackPreview:
     @cached_property
     def digest(self) -> ChangeDigest | None:
         """The change digest of the plan (:mod:`konfig.engine.digest`); None: no plan."""
-        return change_digest(self.plan) if self.plan is not None else None
+        return change_digest(self.plan, self.sealed) if self.plan is not None else None
 
 
 @dataclass(frozen=True)
@@ -253,7 +255,12 @@ def preview_stack(
             secret_data=data,
         )
         plan = _assessed(conns, plan, kube)
-        return StackPreview(stack.path, context=plan.context, plan=plan)
+        return StackPreview(
+            stack.path,
+            context=plan.context,
+            plan=plan,
+            sealed=sealed_files(conns.repo.root, compiled.spec),
+        )
     except KonfigError as exc:
         return StackPreview(
             stack.path,

@@ -199,13 +199,17 @@ class Verdict:
 
 
 def verify(
-    reviewed: Reviewed, plans: Sequence[StackPlan], policy_of: Callable[[str], str]
+    reviewed: Reviewed,
+    plans: Sequence[StackPlan],
+    policy_of: Callable[[str], str],
+    sealed_of: Callable[[str], Sequence[tuple[str, str]]] = lambda _path: (),
 ) -> list[Verdict]:
     """Each plan recomputed at merge against ``reviewed``; ``policy_of(path)`` is the
-    stack's ``onReviewedChanged``."""
+    stack's ``onReviewedChanged``, ``sealed_of(path)`` its encrypted files' digests
+    (:func:`konfig.secrets.refs.sealed_files`)."""
     out: list[Verdict] = []
     for plan in plans:
-        now = change_digest(plan)
+        now = change_digest(plan, sealed_of(plan.path))
         before = reviewed.stacks.get(plan.path)
         if before is None:
             status: Status = "reviewed" if not now.objects else "unreviewed"

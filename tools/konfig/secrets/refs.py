@@ -29,6 +29,7 @@ Errors are :class:`~konfig.secrets.errors.SecretsError` naming the file and key.
 from __future__ import annotations
 
 import base64
+import hashlib
 import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -424,6 +425,20 @@ def _b64(value: Any) -> bytes | None:
         return base64.b64decode(value, validate=True)
     except ValueError:
         return None
+
+
+def sealed_files(root: Path, spec: Spec) -> tuple[tuple[str, str], ...]:
+    """(file, sha256 of its bytes) of every encrypted file ``spec``'s Secrets read: how a
+    change digest counts their values without decrypting them (a file that cannot be
+    read counts as ``missing``)."""
+    out = []
+    for rel in referenced_files(r.extensions for r in spec.resources):
+        try:
+            digest = hashlib.sha256((root / rel).read_bytes()).hexdigest()
+        except OSError:
+            digest = "0" * 64
+        out.append((rel, digest))
+    return tuple(sorted(out))
 
 
 def referenced_files(extensions_of: Iterable[Mapping[str, Any]]) -> list[str]:

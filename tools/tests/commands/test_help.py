@@ -130,6 +130,7 @@ NOT_RUN = {
     "comment": "posts to a GitHub pull request; tests/commands/test_comment.py posts",
     "issue": "opens or closes a GitHub issue; tests/forge/test_issues.py does",
     "pr": "asks a forge's API; tests/forge/test_gitea.py asks Gitea",
+    "reviewed": "asks a forge's API; tests/forge/test_gitea.py asks Gitea",
     "owners --pr": "reads reviews, posts a status; tests/forge/test_owners_gitea.py asks Gitea",
     "report": "reads the results of a CI run; tests/commands/test_report.py has them",
     "release": "hands objects over to a pull controller; tests/engine/test_handoff.py does",
@@ -156,6 +157,7 @@ INPUTS = {
     "comment.md": "konfig report --out comment.md",
     "results": "the compile/test/check/preview outputs of CI's jobs",
     "apply.json": "konfig apply --json > apply.json",
+    "reviewed.json": "konfig reviewed --out reviewed.json",
 }
 
 

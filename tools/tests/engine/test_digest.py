@@ -22,6 +22,7 @@ from konfig.engine.digest import (
 from konfig.engine.drift import DriftedField, ObjectDrift
 from konfig.engine.plan import Change, StackPlan
 from konfig.masking import MASK_AFTER, MASK_BEFORE
+from konfig.secrets.refs import KeyStatus
 
 DEPLOY = "apps/v1:Deployment:shop:web"
 SECRET = "v1:Secret:shop:db"
@@ -125,9 +126,32 @@ def test_a_secret_counts_by_digest_and_never_by_value() -> None:
     )
     # salted by where it lives: the same value elsewhere has another digest
     assert secret_digest("x", salt="a") != secret_digest("x", salt="b")
-    # a key from an encrypted file: its verdict counts
-    keyed = replace(secret("c2VjcmV0"), secrets=())
-    assert change_digest(plan(keyed)).digest == two.digest
+
+
+def test_a_value_from_an_encrypted_file_counts_by_its_file_not_by_what_a_key_shows() -> None:
+    def sealed(status: str, value: str) -> Change:
+        desired = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
+                   "data": {"password": value}}  # fmt: skip
+        return change(
+            SECRET, "update", (FieldChange("data.password", MASK_BEFORE, MASK_AFTER),),
+            desired=desired, secrets=(KeyStatus("password", status),),
+        )  # fmt: skip
+
+    files = (("appops/shop/prod/secrets.enc.yaml", "c" * 64),)
+    # the pull request's preview had no production key; the apply has it
+    previewed = change_digest(plan(sealed("not compared", "")), files)
+    applied = change_digest(plan(sealed("changed", "c2VjcmV0")), files)
+    assert previewed.digest == applied.digest
+    assert "c2VjcmV0" not in json.dumps(applied.to_dict())
+    # another encrypted file (a value changed, re-encrypted): another change
+    edited = change_digest(
+        plan(sealed("changed", "c2VjcmV0")), (("appops/shop/prod/secrets.enc.yaml", "d" * 64),)
+    )
+    assert edited.digest != previewed.digest
+    assert [str(d) for d in differences(previewed, edited)] == [
+        "encrypted file changed: appops/shop/prod/secrets.enc.yaml"
+    ]
+    assert ChangeDigest.from_dict("appops/shop/prod", edited.to_dict()).digest == edited.digest
 
 
 def test_drift_in_a_field_the_change_does_not_touch_leaves_the_digest() -> None:

@@ -355,3 +355,64 @@ def test_pr_finds_the_pull_request_of_a_commit_and_whether_it_is_a_fork_on_gitea
     assert "carries the label konfig/live-preview" in labelled.err
     unnamed = _pr(konfig, forge, repo, head_sha, out)
     assert unnamed.code == 0 and _outputs(out)["live"] == "false", unnamed.err
+
+
+def test_reviewed_record_of_a_merge_commit_on_gitea(
+    forge: Forge,
+    konfig: KonfigRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`konfig reviewed` finds the pull request merged as a commit and reads the record
+    from Konfig's own comment, never from another user's copy of it."""
+    import json
+
+    from konfig.engine.digest import change_digest
+    from konfig.engine.plan import StackPlan
+    from konfig.pipeline.reviewed import Reviewed, hidden
+
+    repo, number, _head = _pull_request(forge)
+    monkeypatch.setenv("GITHUB_TOKEN", forge.token)
+    ours = Reviewed(
+        {
+            "appops/shop/prod": change_digest(
+                StackPlan("appops/shop/prod", None, False, None, None, None, ())
+            )
+        }
+    )
+    theirs = Reviewed(
+        {
+            "appops/shop/dev": change_digest(
+                StackPlan("appops/shop/dev", None, False, None, None, None, ())
+            )
+        }
+    )
+    other = forge.create_user(unique("forger"))
+    comments = f"/repos/{repo}/issues/{number}/comments"
+    forge.request("POST", comments, {"body": f"{MARK}\n{hidden(theirs)}"}, token=other)
+    body = tmp_path / "body.md"
+    body.write_text(f"## Konfig preview\n\n{hidden(ours)}\n", encoding="utf-8")
+    assert _comment(konfig, forge, repo, number, body).code == 0
+    forge.request("POST", f"/repos/{repo}/pulls/{number}/merge", {"Do": "merge"})
+    merged = forge.get(f"/repos/{repo}/pulls/{number}")
+    sha = str(merged["merge_commit_sha"])
+
+    out = tmp_path / "reviewed.json"
+    res = konfig(
+        "reviewed", "--repo", repo, "--commit", sha, "--out", str(out), "--api-url", forge.api_url
+    )
+    assert res.code == 0, res.err
+    record = json.loads(out.read_text(encoding="utf-8"))
+    assert record["pr"] == number and list(record["stacks"]) == ["appops/shop/prod"]
+
+    # a commit no pull request was merged as (the pull request's own head, as a direct
+    # push would be): an empty record, said so
+    res = konfig(
+        "reviewed", "--repo", repo, "--commit", _head, "--out", str(out), "--api-url", forge.api_url
+    )
+    assert res.code == 0 and "a direct push" in res.err, (
+        res.err,
+        merged["merge_commit_sha"],
+        _head,
+    )
+    assert json.loads(out.read_text(encoding="utf-8"))["stacks"] == {}
