@@ -87,17 +87,22 @@ def test_init_push_first_pr_gets_its_comment_and_the_merge_applies(
         "    ports = [{port = 80, targetPort = 5678}]\n"
         "}\n"
     )
-    head = state.change(
-        "hello",
-        {
-            f"appops/{project}/project.yaml": f"name: {project}\n",
-            f"{stack}/stack.yaml": "name: dev\nkubernetes:\n  context: admin\n",
-            f"{stack}/ci-test/settings.yaml": "kcl_options:\n  - key: env\n    value: dev\n",
-            f"{stack}/main.k": main_k,
-        },
-        f"{project}: a first stack",
-        goldens=(stack,),
-    )
+    files = {
+        f"appops/{project}/project.yaml": f"name: {project}\n",
+        f"{stack}/stack.yaml": "name: dev\nkubernetes:\n  context: admin\n",
+        f"{stack}/ci-test/settings.yaml": "kcl_options:\n  - key: env\n    value: dev\n",
+        f"{stack}/main.k": main_k,
+    }
+    # a new project changes who owns what: CODEOWNERS follow, as `konfig check` asks
+    state.git("checkout", "-q", "-b", "hello")
+    for rel, text in files.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text, encoding="utf-8")
+    owners = konfig_cli("gen", "codeowners", cwd=work, kubeconfig=Path(os.devnull))
+    assert owners.returncode == 0, owners.stderr
+    for rel in (".github/CODEOWNERS", ".gitea/CODEOWNERS"):
+        files[rel] = (work / rel).read_text(encoding="utf-8")
+    head = state.change("hello", files, f"{project}: a first stack", goldens=(stack,))
     t0 = time.monotonic()
     pr = state.open_pr("hello", f"{project}: a first stack", head)
 
