@@ -568,7 +568,30 @@ def _record_breakdown(
 
 
 def _preview_seen(body: str, head: str) -> bool:
-    return f"for `{head[:12]}`" in body and "running" not in body.splitlines()[1]
+    """The final comment for ``head``: not the placeholder, and not the offline preview
+    a live one replaces (a fork's offline preview is final)."""
+    lines = _visible(body)
+    return (
+        f"for `{head[:12]}`" in body
+        and not any("running" in line for line in lines[:1])
+        and not (lines and lines[0].endswith("replaces this)"))
+    )
+
+
+def _offline_first(body: str, head: str) -> bool:
+    """A trusted pull request's first comment: the offline preview the live one replaces."""
+    lines = _visible(body)
+    return (
+        f"for `{head[:12]}`" in body
+        and bool(lines)
+        and lines[0].startswith("offline: render diff of base")
+        and lines[0].endswith("the live preview against the clusters replaces this)")
+    )
+
+
+def _visible(body: str) -> list[str]:
+    """The comment's lines without the hidden marker."""
+    return [line for line in body.splitlines() if not line.startswith("<!--")]
 
 
 def test_one_stack_pr_gets_one_comment_placeholder_first_then_updated(e2e: E2E) -> None:
@@ -611,9 +634,10 @@ def test_one_stack_pr_gets_one_comment_placeholder_first_then_updated(e2e: E2E) 
     TIMINGS["load average (1 min) at the preview comment"] = os.getloadavg()[0]
     seen_at = time.time()
     first_body = seen[0][2]
-    assert "running" in first_body.splitlines()[1] and head in first_body, first_body
+    # the first comment is the offline preview (issue 29), then the live one replaces it
+    assert _offline_first(first_body, head), first_body
+    assert _visible(body := comment["body"])[0] == "live preview against the clusters", body
     assert {cid for _, cid, _ in seen} == {int(comment["id"])}
-    body = comment["body"]
     assert "appops/guestbook/dev" in body
     assert "appops/guestbook/dev/main.k" in body  # why the stack is affected
     assert "replicas" in body and "changes" in body, body
@@ -1122,21 +1146,176 @@ def test_fork_pr_gets_compile_test_check_only(e2e: E2E, tmp_path: Path) -> None:
     assert jobs["compile, test, check 0"]["conclusion"] == "skipped", jobs
     assert "appops/guestbook/prod" in e2e.forge.job_log(e2e.repo, int(jobs["changed stacks"]["id"]))
     # The privileged run: no cluster preview for a fork, but the one comment with its
-    # compile, test and check results, rendered there.
+    # offline preview and its compile, test and check results, rendered there by the
+    # first job (`report` skips: that comment is the last).
     cluster_jobs = e2e.jobs(cluster)
     # every job that previews: the 8 shards and `preview and report` (one shard's work)
     previews = [j for name, j in cluster_jobs.items() if name.startswith("preview ")]
     assert "preview and report" in cluster_jobs
     assert len(previews) == 9 and all(j["conclusion"] == "skipped" for j in previews), previews
     assert not any(a.startswith("konfig-preview") for a in e2e.artifacts(cluster))
-    assert cluster_jobs["report"]["conclusion"] == "success", e2e.logs(cluster)
+    assert cluster_jobs["report"]["conclusion"] == "skipped", e2e.logs(cluster)
+    assert cluster_jobs["pull request and changed stacks"]["conclusion"] == "success"
     [comment] = e2e.konfig_comments(number)
     body = comment["body"]
     assert _preview_seen(body, head), body
+    assert _visible(body)[0].startswith("fork PR: render diff of base"), body
     assert "appops/guestbook/prod" in body, body
     texts = {
         "the fork's run logs": logs,
         "the privileged run's logs": e2e.logs(cluster),
+        "the comment": body,
+        **{f"artifact {k}": v for k, v in e2e.artifact_texts(run).items()},
+        **{f"artifact {k}": v for k, v in e2e.artifact_texts(cluster).items()},
+    }
+    assert _leaks(e2e.canaries, texts) == []
+
+
+REPORTS = "appops/reports/dev"
+NGINX = "appops/nginx-example/dev"
+
+
+def test_offline_preview_first_then_live_and_only_the_prs_own_change(e2e: E2E) -> None:
+    """Issue 29 on the forge: a same-repository pull request gets the offline preview
+    first, then the live one in the same comment; main moved after its branch point
+    (nginx-example changed on main), and the comment shows only the pull request's own
+    change: the base is main's new tip, the diff is against the merge, not the tip."""
+    main_k = e2e.work / f"{DEV}/main.k"
+    e2e.git("fetch", "-q", "origin", "main")
+    e2e.git("checkout", "-q", "-B", "offline-own", "origin/main")
+    text = main_k.read_text().replace(
+        'frontend_app: frontend.Server {\n    namespace = "guestbook-dev"\n',
+        'frontend_app: frontend.Server {\n    namespace = "guestbook-dev"\n    replicas = 2\n',
+    )
+    assert "replicas = 2" in text
+    head = e2e.change("offline-own", {f"{DEV}/main.k": text}, "guestbook dev: 2", goldens=(DEV,))
+    # main moves on: nginx-example's image, pushed to main after the branch point
+    nginx = (e2e.work / NGINX / "main.k").read_text()
+    assert 'image = "nginx:1.27.3"' in nginx
+    moved = e2e.change(
+        "offline-main-moves",
+        {f"{NGINX}/main.k": nginx.replace("nginx:1.27.3", "nginx:1.27.4")},
+        "nginx-example: 1.27.4",
+        goldens=(NGINX,),
+    )
+    e2e.git("push", "-q", "origin", f"{moved}:refs/heads/main")
+    pr = e2e.open_pr("offline-own", "guestbook dev: two frontends (offline first)", head)
+
+    seen: list[tuple[int, str]] = []
+
+    def live_posted() -> dict[str, Any] | None:
+        comments = e2e.konfig_comments(pr.number)
+        assert len(comments) <= 1, f"more than one Konfig comment: {comments}"
+        if comments:
+            c = comments[0]
+            if not seen or seen[-1][1] != c["body"]:
+                seen.append((int(c["id"]), c["body"]))
+            if _preview_seen(c["body"], head):
+                return c
+        return None
+
+    final = e2e.forge.wait(
+        "the live preview comment",
+        live_posted,
+        timeout=RUN_TIMEOUT,
+        interval=0.3,
+        logs=lambda: _logs_for(e2e, head),
+    )
+    offline = [body for _, body in seen if _offline_first(body, head)]
+    assert offline, [b[:300] for _, b in seen]
+    first = _visible(offline[0])[0]
+    # the base is main's tip (moved), the merge is of the head into it
+    assert f"base `{moved[:12]}…`" in first, first
+    assert DEV in offline[0] and NGINX not in offline[0], offline[0]
+    assert "replicas" in offline[0]
+    assert {cid for cid, _ in seen} == {int(final["id"])}  # one comment, updated in place
+    live = final["body"]
+    assert _visible(live)[0] == "live preview against the clusters", live
+    assert DEV in live and NGINX not in live, live
+    # the unprivileged run made the offline preview; the privileged one only rendered it
+    run = e2e.wait_run("preview.yml", head, "pull_request")
+    assert run["conclusion"] == "success", e2e.logs(run)
+    assert "konfig-offline" in e2e.artifacts(run)
+
+
+def test_fork_pr_changing_a_base_model_gets_the_offline_comment_and_no_credential(
+    e2e: E2E, tmp_path: Path
+) -> None:
+    """A fork's pull request changes a base model (frontend.CronJob's default
+    failedJobsHistoryLimit): one comment, the offline render diff of every affected
+    stack (the whole frontend package's importers), made where no secret is and
+    rendered by the privileged half; no preview job (the only jobs holding the preview
+    credentials) ran and no secret's value is in any log, artifact or the comment."""
+    fg = e2e.forge
+    user = unique("offline")
+    token = fg.create_user(user)
+    fork = fg.request("POST", f"/repos/{e2e.repo}/forks", {}, token=token, expect=(202,))
+    fork_repo = str(fork["full_name"])
+    fg.wait(
+        "the fork to be ready",
+        lambda: fg.exists(f"/repos/{fork_repo}/branches/main", token=token),
+        timeout=60,
+    )
+    clone = tmp_path / "fork"
+    e2e.git("clone", "-q", fg.git_url(fork_repo, token, user), str(clone), cwd=tmp_path)
+    base = e2e.git("rev-parse", "HEAD", cwd=clone)
+    job_k = clone / "base/pkg/models/frontend/job.k"
+    job_text = job_k.read_text()
+    assert "failedJobsHistoryLimit: int = 1" in job_text
+    job_k.write_text(
+        job_text.replace("failedJobsHistoryLimit: int = 1", "failedJobsHistoryLimit: int = 2")
+    )
+    unit = clone / "base/pkg/models/frontend/frontend_test.k"
+    unit.write_text(
+        unit.read_text().replace("c.failedJobsHistoryLimit == 1", "c.failedJobsHistoryLimit == 2")
+    )
+    res = konfig_cli("test", "--update", REPORTS, cwd=clone, kubeconfig=Path(os.devnull))
+    assert res.returncode == 0, res.stdout + res.stderr
+    e2e.git("commit", "-qam", "frontend.CronJob: keep two failed jobs", cwd=clone)
+    e2e.git("push", "-q", "origin", "main:offline-base-model", cwd=clone)
+    head = e2e.git("rev-parse", "HEAD", cwd=clone)
+    affected = json.loads(
+        konfig_cli(
+            "changed", "--base", base, "--head", head, "--json", cwd=clone,
+            kubeconfig=Path(os.devnull),
+        ).stdout
+    )["stacks"]  # fmt: skip
+    paths = [s["path"] for s in affected]
+    assert REPORTS in paths and len(paths) > 1, paths
+    data = fg.request(
+        "POST",
+        f"/repos/{e2e.repo}/pulls",
+        {"head": f"{user}:offline-base-model", "base": "main", "title": "CronJob: 2 failed"},
+        token=token,
+    )
+    number = int(data["number"])
+
+    def waiting_run() -> dict[str, Any] | None:
+        runs = [r for r in fg.runs(e2e.repo, head_sha=head) if "preview" in r.get("path", "")]
+        return runs[0] if runs else None
+
+    first = fg.wait("the fork PR's run", waiting_run, timeout=120)
+    fg.approve_run(e2e.repo, int(first["id"]))
+    run = e2e.wait_run("preview.yml", head, "pull_request")
+    cluster = e2e.cluster_run(head)
+    logs, cluster_logs = e2e.logs(run), e2e.logs(cluster)
+    assert "konfig-offline" in e2e.artifacts(run), logs
+    cluster_jobs = e2e.jobs(cluster)
+    previews = [j for name, j in cluster_jobs.items() if name.startswith("preview")]
+    assert previews and all(j["conclusion"] == "skipped" for j in previews), previews
+    assert cluster_jobs["report"]["conclusion"] == "skipped", cluster_logs
+    assert "Write the preview kubeconfig" not in cluster_logs
+    [comment] = e2e.konfig_comments(number)
+    body = comment["body"]
+    lines = _visible(body)
+    assert lines[0].startswith(f"fork PR: render diff of base `{base[:12]}…` vs merge `"), body
+    assert lines[0].endswith("(no cluster access)"), body
+    for path in paths:
+        assert f"`{path}`" in body, (path, body)
+    assert "failedJobsHistoryLimit: 2" in body, body  # the diff of reports/dev's CronJob
+    texts = {
+        "the fork's run logs": logs,
+        "the privileged run's logs": cluster_logs,
         "the comment": body,
         **{f"artifact {k}": v for k, v in e2e.artifact_texts(run).items()},
         **{f"artifact {k}": v for k, v in e2e.artifact_texts(cluster).items()},
