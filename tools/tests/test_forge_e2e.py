@@ -55,7 +55,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,14 @@ DEV = "appops/guestbook/dev"
 SHOP = "appops/webshop/prod"
 EDGE = "appops/http-echo/edge"
 ECHO_DEV = "appops/http-echo/dev"
+# konfig.yaml `owners.teams` of the template: team -> its placeholder login
+TEAMS = {
+    "platform-team": "platform-admin",
+    "guestbook-team": "guestbook-dev",
+    "shop-team": "shop-dev",
+    "data-team": "data-dev",
+}
+OWNERS_MARKER = "<!-- konfig:owners -->"
 # The line that gives webshop/prod its database: main holds the stack without it, the
 # database PR adds it back.
 DATABASE_LINE = '    database = {name = "storefront", extensions = ["pgcrypto"]}\n'
@@ -142,6 +150,7 @@ class E2E:
     kubectl_env: dict[str, str] = field(default_factory=dict)
     terraform_env: str = ""  # the workflows' provider credentials (one JSON secret each)
     canaries: dict[str, list[str]] = field(default_factory=dict)  # every secret's values
+    owners: dict[str, tuple[str, str]] = field(default_factory=dict)  # team -> login, token
 
     def git(self, *args: str, cwd: Path | None = None) -> str:
         res = subprocess.run(
@@ -430,6 +439,19 @@ def e2e(
         settings.read_text(encoding="utf-8") + "\nsharding:\n  stacksPerShard: 1\n",
         encoding="utf-8",
     )
+    # Each team of konfig.yaml `owners` is one user of the forge (the template names
+    # placeholder logins), and CODEOWNERS follows, as a team adopting the template does.
+    owners: dict[str, tuple[str, str]] = {}
+    text = settings.read_text(encoding="utf-8")
+    for team, placeholder in TEAMS.items():
+        login = unique(team.split("-")[0])
+        owners[team] = (login, forge.create_user(login))
+        line = f"    {team}: [{placeholder}]\n"
+        assert line in text, f"konfig.yaml has no {line!r}"
+        text = text.replace(line, f"    {team}: [{login}]\n")
+    settings.write_text(text, encoding="utf-8")
+    gen = konfig_cli("gen", "codeowners", cwd=work, kubeconfig=Path(os.devnull))
+    assert gen.returncode == 0, gen.stderr
     # The example secrets are encrypted for keys nobody holds: two test keys of our own
     # (outside the repository), one for production's recipients and one for the others
     # (docs/secrets.md), the example files re-created for them, their goldens brought up
@@ -466,13 +488,15 @@ def e2e(
     updated = konfig_cli("test", "--update", "--", *goldens, cwd=work, kubeconfig=Path(os.devnull))
     assert updated.returncode == 0, updated.stdout + updated.stderr
     pg_password = tofu.superuser_password
-    state = E2E(forge, "", work, e2e_cluster, e2e_edge, tofu, pg_password)
+    state = E2E(forge, "", work, e2e_cluster, e2e_edge, tofu, pg_password, owners=owners)
     state.git("init", "-q", "-b", "main")
     state.git("add", "-A")
     state.git("commit", "-qm", "Konfig template")
     main = state.git("rev-parse", "HEAD")
     # Actions off while importing, or every workflow on `push` would run on the import.
     repo = state.repo = forge.import_repo(unique("config"), work, state.git)
+    for login, _ in owners.values():
+        forge.request("PUT", f"/repos/{repo}/collaborators/{login}", {"permission": "write"})
     # The drift schedule (every six hours) must not fire in this repository mid-test:
     # Gitea skips the schedules of a disabled workflow (services/actions/schedule_tasks.go).
     forge.request("PUT", f"/repos/{repo}/actions/workflows/drift.yml/disable", expect=(204,))
@@ -1321,3 +1345,93 @@ def test_fork_pr_changing_a_base_model_gets_the_offline_comment_and_no_credentia
         **{f"artifact {k}": v for k, v in e2e.artifact_texts(cluster).items()},
     }
     assert _leaks(e2e.canaries, texts) == []
+
+
+def test_a_base_model_pr_needs_the_owners_of_every_affected_production_stack(e2e: E2E) -> None:
+    """Issue 32: a change to a base model every project imports reaches three projects'
+    prod stacks (guestbook, http-echo: the platform team's, webshop). owners.yml (after
+    the preview run, then after each review run) sets konfig/owners: red with nobody,
+    red with one project's owner, green once an owner of each approved the head."""
+    model = "base/pkg/models/frontend/server.k"
+    text = (e2e.work / model).read_text(encoding="utf-8") + "\n# owners: a platform change\n"
+    head = e2e.change("owners-model", {model: text}, "frontend: a comment every stack imports")
+    pr = e2e.open_pr("owners-model", "frontend model: a comment", head)
+    forge, repo = e2e.forge, e2e.repo
+    t0 = time.monotonic()
+
+    def latest(head_sha: str) -> dict[str, Any] | None:
+        found = [
+            s
+            for s in forge.get(f"/repos/{repo}/commits/{head_sha}/statuses")
+            if s.get("context") == "konfig/owners"
+        ]
+        return max(found, key=lambda s: int(s["id"])) if found else None
+
+    def status_is(state: str, words: str) -> Callable[[], dict[str, Any] | None]:
+        def check() -> dict[str, Any] | None:
+            found = latest(head)
+            if found and found["status"] == state and words in str(found["description"]):
+                return found
+            return None
+
+        return check
+
+    def owners_logs() -> str:
+        return "\n".join(
+            e2e.logs(r)
+            for r in forge.runs(repo, event="workflow_run")
+            if Path(str(r.get("path", "")).split("@")[0]).name == "owners.yml"
+        )
+
+    first = forge.wait(
+        "konfig/owners red on the head",
+        status_is("failure", "3 of 3 production stacks await an owner"),
+        timeout=RUN_TIMEOUT,
+        interval=2,
+        logs=owners_logs,
+    )
+    TIMINGS["owners: first status after the push"] = time.monotonic() - t0
+    assert "guestbook, http-echo, webshop" in str(first["description"]), first
+    [comment] = [
+        c for c in forge.paged(f"/repos/{repo}/issues/{pr.number}/comments")
+        if OWNERS_MARKER in (c.get("body") or "")
+    ]  # fmt: skip
+    for team, stack in (
+        ("guestbook-team", "appops/guestbook/prod"),
+        ("platform-team", "appops/http-echo/prod"),
+        ("shop-team", "appops/webshop/prod"),
+    ):
+        assert stack in comment["body"] and f"@{e2e.owners[team][0]}" in comment["body"]
+    assert "appops/guestbook/dev" not in comment["body"]  # dev stacks need nobody
+
+    def approve(team: str) -> None:
+        forge.request(
+            "POST",
+            f"/repos/{repo}/pulls/{pr.number}/reviews",
+            {"event": "APPROVED", "body": "lgtm", "commit_id": head},
+            token=e2e.owners[team][1],
+        )
+
+    # the owner of one project: still red, the two others named
+    approve("guestbook-team")
+    t1 = time.monotonic()
+    one = forge.wait(
+        "konfig/owners red with one project's owner",
+        status_is("failure", "2 of 3 production stacks await an owner: http-echo, webshop"),
+        timeout=RUN_TIMEOUT,
+        interval=2,
+        logs=owners_logs,
+    )
+    TIMINGS["owners: status after a review"] = time.monotonic() - t1
+    assert int(one["id"]) > int(first["id"])
+    # an owner of each: green
+    approve("platform-team")
+    approve("shop-team")
+    forge.wait(
+        "konfig/owners green with an owner of each project",
+        status_is("success", "owners approved all 3 affected production stacks"),
+        timeout=RUN_TIMEOUT,
+        interval=2,
+        logs=owners_logs,
+    )
+    forge.request("PATCH", f"/repos/{repo}/pulls/{pr.number}", {"state": "closed"})

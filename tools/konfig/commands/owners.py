@@ -108,14 +108,7 @@ def command(
                 )
             approvals = current_approvals(client.list_reviews(repo_name, number))
             result = verdict(needed, approvals, change)
-            if post:
-                client.set_status(
-                    repo_name,
-                    change,
-                    context=STATUS_CONTEXT,
-                    state="success" if result.ok else "failure",
-                    description=result.summary(),
-                )
+            if post:  # the comment first: it says who is asked, whatever the status does
                 upsert_comment(
                     client,
                     repo_name,
@@ -123,6 +116,13 @@ def command(
                     render_owners(result),
                     marker=OWNERS_MARKER,
                     head_sha=change,
+                )
+                client.set_status(
+                    repo_name,
+                    change,
+                    context=STATUS_CONTEXT,
+                    state="success" if result.ok else "failure",
+                    description=result.summary(),
                 )
     result = verdict(needed, approvals, change)
     if as_json:

@@ -77,14 +77,14 @@ def command(
     result = replace(result, stacks=tuple(s for s in result.stacks if s.path not in pulled))
     if output_file is not None:
         write_stack_outputs(output_file, result.stack_paths, result.deleted_stacks, result.projects)
+    for hold in held.values():  # on stderr, with --json too: the workflow's log says why
+        info(f"held: {hold.message()}")
     if as_json:
         echo_json({**result.to_json(), "held": [h.to_json() for h in held.values()]})
     else:
         echo_stacks(((s.path, s.reasons) for s in result.stacks), result.deleted_stacks)
         for path in result.foreign:
             info(f"ignored: inventory of {path}, not applied from this repository's history")
-        for hold in held.values():
-            info(f"held: {hold.message()}")
         for path in result.unusable:
             info(f"not applied: {path} has a layout error (above); fix it to apply it")
         info(
