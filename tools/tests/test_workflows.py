@@ -282,6 +282,9 @@ def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() 
     assert '--base-sha "$BASE_SHA"' in render["run"]
     assert render["env"]["BASE_SHA"] == "${{ steps.pr.outputs.base-sha }}"  # the forge's
     assert '--out "$RUNNER_TEMP/first.md"' in render["run"]
+    # refused (another base: the base branch moved since the run): rendered without it,
+    # the comment saying the preview is missing, never a failed job and no comment
+    assert render["run"].count('"${report[@]}"') == 2 and '! "${report[@]}"' in render["run"]
     posts = [st for st in first["steps"] if st.get("uses", "").endswith("/actions/comment")]
     assert [st["with"]["body-file"] for st in posts] == ["${{ runner.temp }}/first.md"]
     # every job that writes the live comment comes after it
