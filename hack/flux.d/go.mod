@@ -9,6 +9,11 @@ go 1.26.0
 // the Go module proxy reachable here does not serve; v0.18.0 is the nearest it does.
 replace github.com/fluxcd/pkg/artifact => github.com/fluxcd/pkg/artifact v0.18.0
 
+// The replace source-controller's own go.mod makes (a wrapper module does not inherit
+// it): github.com/opencontainers/go-digest/blake3 needs go-digest's unreleased
+// RegisterAlgorithm and BLAKE3 (go-digest pull request 66); v1.0.0 has neither.
+replace github.com/opencontainers/go-digest => github.com/opencontainers/go-digest v1.0.1-0.20220411205349-bde1400a84be
+
 require (
 	github.com/fluxcd/kustomize-controller v1.9.6
 	github.com/fluxcd/source-controller v1.9.4
