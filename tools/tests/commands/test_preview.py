@@ -137,6 +137,9 @@ def test_first_preview_creates_everything_and_json_follows_the_contract(
         "refused",
         "owner",
         "drift",
+        "dangers",
+        "ignored",
+        "rename",
     }
     assert by_id[f"v1:Secret:{ns}:creds"]["runtime"] == "Kubernetes"
     assert by_id[f"v1:Secret:{ns}:creds"]["refused"] is None
