@@ -6,4 +6,5 @@ pytest_plugins = [
     "fixtures.github_server",
     "fixtures.forge",
     "fixtures.helm",
+    "fixtures.flux",
 ]
