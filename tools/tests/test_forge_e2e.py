@@ -1251,7 +1251,7 @@ def test_offline_preview_first_then_live_and_only_the_prs_own_change(e2e: E2E) -
     # the base is main's tip (moved), the merge is of the head into it
     assert f"base `{moved[:12]}…`" in first, first
     assert DEV in offline[0] and NGINX not in offline[0], offline[0]
-    assert "replicas" in offline[0]
+    assert "replicas" in offline[0], offline[0]
     assert {cid for cid, _ in seen} == {int(final["id"])}  # one comment, updated in place
     live = final["body"]
     assert _visible(live)[0] == "live preview against the clusters", live

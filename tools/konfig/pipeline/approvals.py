@@ -23,15 +23,17 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from konfig.detect import gitrepo
-from konfig.detect.changeset import ChangeSet
 from konfig.errors import ConfigError
 from konfig.repo.layout import APPOPS, PROJECT_FILE, STACK_FILE
 from konfig.repo.owners import Owners, ProjectFile, resolve_owners
 from konfig.repo.settings import CONFIG_FILE, is_production, repo_config_from_data
 from konfig.repo.yamlio import load_yaml_text
+
+if TYPE_CHECKING:  # git: apply loads this module, and only `konfig owners` needs a change set
+    from konfig.detect.changeset import ChangeSet
 
 STATUS_CONTEXT = "konfig/owners"
 

@@ -187,12 +187,13 @@ def refuse_held(
     """``konfig apply``'s promotion rule: a KonfigError naming every held stack of
     ``selected`` (nothing is applied), before any write. Stacks applied together are
     not applied yet: the later of two in one run is held."""
-    from konfig.detect.behind import pending_stacks
-    from konfig.pipeline.inventories import read_inventories
-
     wanted = promotions(selected)
     if not wanted:
         return
+    # git and the change detection: only when a selected stack has a promotion order
+    from konfig.detect.behind import pending_stacks
+    from konfig.pipeline.inventories import read_inventories
+
     found = read_inventories(repo, conns)
     firsts = sorted({a for p in wanted.values() for a in p.after} & {s.path for s in repo.stacks})
     behind = pending_stacks(repo.root, "HEAD", firsts, found.by_stack).stack_paths
