@@ -293,7 +293,7 @@ def test_a_secret_key_whose_ciphertext_changed_is_changed_and_nothing_is_decrypt
 def test_a_terraform_resource_shows_its_configuration_diff(
     repo_builder: RepoBuilder, konfig: KonfigRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fixtures.tofu import grant_credentials
+    from fixtures.tofu import PG_ENVIRONMENT, grant_credentials
 
     root = repo_builder.root
     grant_credentials(
@@ -302,12 +302,7 @@ def test_a_terraform_resource_shows_its_configuration_diff(
             {
                 "stacks": ["appops/*/dev"],
                 "provider": "postgresql",
-                "environment": {
-                    "host": "T_PGHOST",
-                    "port": "T_PGPORT",
-                    "username": "T_PGUSER",
-                    "password": "T_PGPASSWORD",
-                },
+                "environment": PG_ENVIRONMENT,
             }
         ],
     )

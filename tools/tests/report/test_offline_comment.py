@@ -233,7 +233,7 @@ terraform:
 
 
 def test_a_terraform_resource_changed(repo_builder: RepoBuilder, konfig: KonfigRunner) -> None:
-    from fixtures.tofu import grant_credentials
+    from fixtures.tofu import PG_ENVIRONMENT, grant_credentials
 
     root = repo_builder.root
     grant_credentials(
@@ -242,12 +242,7 @@ def test_a_terraform_resource_changed(repo_builder: RepoBuilder, konfig: KonfigR
             {
                 "stacks": ["appops/*/dev"],
                 "provider": "postgresql",
-                "environment": {
-                    "host": "T_PGHOST",
-                    "port": "T_PGPORT",
-                    "username": "T_PGUSER",
-                    "password": "T_PGPASSWORD",
-                },
+                "environment": PG_ENVIRONMENT,
             }
         ],
     )
