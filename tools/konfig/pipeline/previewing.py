@@ -25,6 +25,7 @@ from konfig.engine.plan import ACTIONS, DANGER_CLASSES, Change, Danger, NotPrevi
 from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
 from konfig.errors import KonfigError
 from konfig.pipeline.connections import Connections
+from konfig.pipeline.publishing import PullPreview, preview_pull
 from konfig.pipeline.refusals import first_refusal
 from konfig.pipeline.runtime import NOTHING_SET_UP, Contexts, kept_of_gone, runtime_of
 from konfig.repo.layout import Stack
@@ -57,6 +58,9 @@ class StackPreview:
     spec_digest: str | None = None
     # (file, sha256) of the encrypted files the stack's Secrets read (its change digest)
     sealed: tuple[tuple[str, str], ...] = ()
+    # a stack in pull delivery: what the merge publishes; its plan is the controller's
+    pull: PullPreview | None = None
+    controller: str = ""  # who the plan is of: "flux <namespace>/<name>", or why none
 
     @property
     def project(self) -> str:
@@ -229,6 +233,28 @@ def preview_stack(
             context=stack.kube_context,
             error=StackError(f"compile failed: {message}", e.file, e.line),
         )
+    pull: PullPreview | None = None
+    if stack.delivery.pull:
+        try:
+            pull = preview_pull(conns.repo, stack, compiled.spec)
+        except KonfigError as exc:
+            return StackPreview(
+                stack.path,
+                context=stack.kube_context,
+                error=StackError(f"the rendered branch could not be read: {exc}"),
+                spec_digest=compiled.spec.digest(),
+            )
+        if pull.refused:
+            first = pull.refused[0]
+            return StackPreview(
+                stack.path,
+                context=stack.kube_context,
+                error=StackError(
+                    f"not published: {first.message} [{first.rule}]; hint: {first.hint}"
+                ),
+                spec_digest=compiled.spec.digest(),
+                pull=pull,
+            )
     refused = first_refusal(conns.repo, stack, compiled.spec)
     if refused is not None:
         # what apply would refuse (by the rule `konfig check` reports): never a plan of it
@@ -237,7 +263,10 @@ def preview_stack(
             context=conns.target(stack).context,
             error=StackError(refused.preview, refused.file, refused.line),
             spec_digest=compiled.spec.digest(),
+            pull=pull,
         )
+    if pull is not None:
+        return _preview_controlled(conns, stack, compiled.spec, pull)
     try:
         data = None
         if resolver is not None and _can_decrypt_all(compiled.spec, resolver):
@@ -267,6 +296,49 @@ def preview_stack(
             context=conns.target(stack).context,
             error=StackError(str(exc)),
             spec_digest=compiled.spec.digest(),
+        )
+
+
+def _preview_controlled(
+    conns: Connections, stack: Stack, spec: Spec, pull: PullPreview
+) -> StackPreview:
+    """A pull stack's live preview: what its controller changes when the folder goes
+    from what the branch has to what the merge publishes (engine.controlled)."""
+    from konfig.engine.controlled import flux_labels, plan_controlled
+    from konfig.engine.controllers import read_flux, reconciling
+
+    try:
+        kube = conns.kube(stack)
+        found = read_flux(kube)
+        labels: dict[str, str] = {}
+        if isinstance(found, str):
+            controller = f"no Flux API: {found}"
+        else:
+            c = reconciling(found, pull.folder)
+            if c is None:
+                controller = f"no Flux Kustomization reconciles {pull.folder}/"
+            else:
+                controller = f"flux {c.name}"
+                labels = flux_labels(c.name)
+        plan = plan_controlled(
+            kube,
+            stack.path,
+            pull.objects,
+            pull.published,
+            labels=labels,
+            spec_digest=spec.digest(),
+        )
+        plan = _assessed(conns, plan, kube)
+        return StackPreview(
+            stack.path, context=plan.context, plan=plan, pull=pull, controller=controller
+        )
+    except KonfigError as exc:
+        return StackPreview(
+            stack.path,
+            context=conns.target(stack).context,
+            error=StackError(f"live preview: {exc}"),
+            spec_digest=spec.digest(),
+            pull=pull,
         )
 
 

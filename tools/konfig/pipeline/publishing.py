@@ -19,6 +19,7 @@ import hashlib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from konfig.build.compiler import CompileSettings
 from konfig.build.rendered import KUSTOMIZATION, Refusal, cluster_kustomization, refusals, render
@@ -26,6 +27,8 @@ from konfig.detect import gitrepo
 from konfig.errors import ConfigError
 from konfig.pipeline.compiling import compile_stacks
 from konfig.repo.layout import DEFAULT_RENDERED_BRANCH, Repository, Stack
+from konfig.repo.yamlio import load_yaml_text
+from konfig.spec import Spec
 
 FORMAT = "konfig-rendered/v1"  # the rendered tree's layout (docs/pull.md)
 
@@ -223,6 +226,7 @@ class FolderDiff:
     base: str  # the ref compared with ("" when the branch exists nowhere yet)
     digest: str  # of the folder's rendered bytes (folder_digest)
     diff: str  # unified diff, "" when unchanged
+    old: dict[str, bytes] = field(default_factory=dict, compare=False)  # the folder now
 
 
 def folder_digest(files: dict[str, bytes]) -> str:
@@ -265,9 +269,51 @@ def diff_against(
                 tofile=f"b/{prefix}{name}" if after is not None else "/dev/null",
             )
         out.append(
-            FolderDiff(r.path, r.branch, r.folder, base, folder_digest(r.files), "".join(text))
+            FolderDiff(r.path, r.branch, r.folder, base, folder_digest(r.files), "".join(text), old)
         )
     return out
+
+
+@dataclass(frozen=True)
+class PullPreview:
+    """A pull stack in a pull request's preview: what the merge will publish (the folder
+    diff and digest, byte for byte what ``konfig publish`` writes) and the objects, new
+    and as published now, for the live preview of what the controller will change."""
+
+    branch: str
+    folder: str
+    diff: FolderDiff | None  # None: refused, nothing would be published
+    refused: tuple[Refusal, ...] = ()
+    objects: tuple[dict[str, Any], ...] = ()  # what the folder will hold
+    published: tuple[dict[str, Any], ...] = ()  # what it holds on the branch now
+
+
+def preview_pull(
+    repo: Repository, stack: Stack, spec: Spec, *, remote: str = "origin"
+) -> PullPreview:
+    """``stack`` (in pull delivery) compiled as ``spec``: its folder diff against the
+    rendered branch as published (:func:`diff_against`) and the objects on both sides."""
+    delivery = stack.delivery
+    folder = f"{delivery.cluster}/{stack.short}"
+    refused = refusals(spec)
+    if refused:
+        return PullPreview(delivery.branch, folder, None, tuple(refused))
+    rendered = RenderedStack(stack.path, delivery.branch, folder, files=render(spec))
+    (diff,) = diff_against(repo, [rendered], remote=remote)
+    published = []
+    for name, data in sorted(diff.old.items()):
+        if name == KUSTOMIZATION or not name.endswith(".yaml"):
+            continue
+        loaded = load_yaml_text(data.decode("utf-8"), file=f"{diff.base}:{folder}/{name}")
+        if isinstance(loaded, dict):
+            published.append(loaded)
+    return PullPreview(
+        delivery.branch,
+        folder,
+        diff,
+        objects=tuple(r.attributes for r in spec.kubernetes()),
+        published=tuple(published),
+    )
 
 
 def _base(repo: Repository, branch: str, remote: str) -> tuple[str, dict[str, str]]:

@@ -96,6 +96,26 @@ def _stack_json(s: StackPreview) -> dict[str, Any]:
         "changes": [c.to_dict() for c in s.changes] if not s.error else [],
         "notPreviewed": [n.to_dict() for n in s.not_previewed],
         "review": s.digest.to_dict() if s.digest is not None and not s.error else None,
+        "pull": _pull_json(s),
+    }
+
+
+def _pull_json(s: StackPreview) -> dict[str, Any] | None:
+    """A pull-delivery stack: what the merge publishes (docs/pull.md, Review)."""
+    pull = s.pull
+    if pull is None:
+        return None
+    diff = pull.diff
+    return {
+        "branch": pull.branch,
+        "folder": pull.folder,
+        "base": (diff.base or None) if diff else None,
+        "digest": diff.digest if diff else None,
+        "diff": diff.diff if diff else "",
+        "refused": [
+            {"rule": r.rule, "resource": r.resource, "message": r.message} for r in pull.refused
+        ],
+        "controller": s.controller or None,
     }
 
 

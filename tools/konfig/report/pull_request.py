@@ -150,6 +150,26 @@ class ChangeItem:
         return tuple(dict.fromkeys(d.name for d in self.dangers))
 
 
+@dataclass(frozen=True)
+class PullItem:
+    """A stack in pull delivery: what the merge publishes (docs/pull.md, Review)."""
+
+    branch: str
+    folder: str
+    digest: str | None  # sha256:... of the folder (None: refused)
+    diff: str  # the rendered output's diff against the branch as published ("": none)
+    controller: str | None = None  # whose live preview the changes are (None: none made)
+    refused: tuple[str, ...] = ()  # "message [rule]"
+
+    @property
+    def target(self) -> str:
+        return f"{self.branch}:{self.folder}/"
+
+    @property
+    def files_changed(self) -> int:
+        return sum(1 for line in self.diff.splitlines() if line.startswith("+++ "))
+
+
 # -- conflicts first: an object that belongs to another stack, or to nobody in Konfig --
 
 
@@ -176,6 +196,7 @@ class StackReport:
     digest: str | None = None  # the change digest previewed (konfig.engine.digest)
     # (object id, field path) the cluster differs in that this change does not change
     cluster_differs: tuple[tuple[str, str], ...] = ()
+    pull: PullItem | None = None  # a stack in pull delivery: what the merge publishes
 
     @property
     def conflicts(self) -> tuple[Conflict, ...]:
@@ -494,6 +515,7 @@ def build(
                 cluster_differs=(
                     reviewed.stacks[path].cluster_differs if path in reviewed.stacks else ()
                 ),
+                pull=data.get("pull"),
             )
         )
     return Report(
@@ -667,6 +689,16 @@ def _read_preview(doc: Mapping[str, Any], entry: Callable[[str], dict[str, Any]]
             for f in c.get("ignored") or []
         ]
         e["not_previewed"] = [(n["id"], n["reason"]) for n in item.get("notPreviewed") or []]
+        pull = item.get("pull")
+        if pull:
+            e["pull"] = PullItem(
+                pull["branch"],
+                pull["folder"],
+                pull["digest"],
+                pull["diff"],
+                pull.get("controller"),
+                tuple(f"{r['message']} [{r['rule']}]" for r in pull["refused"]),
+            )
 
 
 def _fields(api_version: str, kind: str, raw: Sequence[Mapping[str, Any]]) -> tuple[Field, ...]:
