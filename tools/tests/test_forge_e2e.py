@@ -220,10 +220,16 @@ class E2E:
         seen: dict[int, bool] = {}
 
         def find() -> dict[str, Any] | None:
-            for run in self.forge.runs(self.repo, event="workflow_run"):
-                name = Path(str(run.get("path", "")).split("@")[0]).name
-                if name != "preview-cluster.yml" or run.get("status") != "completed":
-                    continue
+            runs = [
+                run
+                for run in self.forge.runs(self.repo, event="workflow_run")
+                if Path(str(run.get("path", "")).split("@")[0]).name == "preview-cluster.yml"
+            ]
+            # Gitea sends a failed run's workflow_run twice: wait for every privileged
+            # run to end, so the comment read next is the last one written.
+            if any(run.get("status") != "completed" for run in runs):
+                return None
+            for run in runs:
                 jobs = self.forge.jobs(self.repo, int(run["id"]))
                 if not all(j.get("status") == "completed" for j in jobs):
                     continue

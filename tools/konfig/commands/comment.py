@@ -65,7 +65,8 @@ def command(
     """Create Konfig's comment on a pull request, or update it in place.
 
     The comment is found by its hidden marker and its author across all pages of
-    comments; an unchanged body sends no write; a body over GitHub's 65,536
+    comments; an unchanged body sends no write; when two runs created one each, the
+    oldest is kept and the others deleted; a body over GitHub's 65,536
     characters is refused before anything is sent.
 
     \b
@@ -97,8 +98,9 @@ def command(
     )
     if result.duplicates:
         warn(
-            f"{len(result.duplicates)} older duplicate comment(s) with the same marker "
-            f"left alone: {', '.join(str(d) for d in result.duplicates)}"
+            f"deleted {len(result.duplicates)} duplicate comment(s) with the same marker "
+            f"({', '.join(str(d) for d in result.duplicates)}); kept the oldest, "
+            f"{result.comment.id}"
         )
     return EXIT_OK
 

@@ -109,7 +109,9 @@ class UpsertResult:
     # (a newer push overtook this run); nothing was written.
     action: Literal["created", "updated", "unchanged", "stale"]
     comment: Comment | None
-    # Other comments carrying the marker written by the same identity (left alone).
+    # Other comments carrying the marker written by the same identity, deleted: two runs
+    # that both found no comment both create one (Gitea sends a failed run's
+    # ``workflow_run`` twice); every writer keeps the oldest, so they converge on one.
     duplicates: tuple[int, ...] = ()
     # The identity the comment was searched for, and how it was learnt.
     author: str = ""
@@ -339,6 +341,19 @@ class GitHub:
             return _comment_from_json(data)
 
         return self._call(f"PATCH {path}", "update the comment", call)
+
+    def delete_comment(self, repo: str, comment_id: int) -> None:
+        """Delete a comment; one already gone (a concurrent run deleted it) is no error."""
+        path = f"/repos/{repo}/issues/comments/{comment_id}"
+
+        def call() -> None:
+            try:
+                self._gh.requester.requestJsonAndCheck("DELETE", path)
+            except GithubException as exc:
+                if exc.status != 404:
+                    raise
+
+        self._call(f"DELETE {path}", "delete a duplicate comment", call)
 
     # --- issues (the drift issue, konfig.forge.issues) --------------------------------
 
@@ -619,7 +634,9 @@ def upsert_comment(
     The comment is found by its hidden ``marker`` line AND its author: ``author``, else
     the token's own login (``GET /user``), else, when the token may not ask (GitHub's
     ``GITHUB_TOKEN``), :data:`GITHUB_ACTIONS_LOGIN`. All pages are searched. An
-    unchanged body sends no write. The length is checked before any request, so the
+    unchanged body sends no write. Other comments with the marker by the same author are
+    deleted and the oldest kept, also when a concurrent run created one between this
+    run's search and its create. The length is checked before any request, so the
     forge never answers 422. With ``head_sha``, nothing is written unless that commit
     is still the pull request's head (the run was not overtaken by a newer push).
     """
@@ -634,13 +651,25 @@ def upsert_comment(
     existing, duplicates = find_own_comment(
         client.list_comments(repo, number), marker=marker, author=login
     )
+    action: Literal["created", "updated", "unchanged"] = "updated"
     if existing is None:
         created = client.create_comment(repo, number, body)
-        return UpsertResult("created", created, (), login, source, head)
+        # Another run may have found no comment either and created its own meanwhile:
+        # look again and keep the oldest, whichever run made it.
+        existing, duplicates = find_own_comment(
+            client.list_comments(repo, number), marker=marker, author=login
+        )
+        if existing is None or existing.id == created.id:
+            existing, action = created, "created"
     if _normalise(existing.body) == _normalise(body):
-        return UpsertResult("unchanged", existing, duplicates, login, source, head)
-    updated = client.update_comment(repo, number, existing.id, body)
-    return UpsertResult("updated", updated, duplicates, login, source, head)
+        comment = existing
+        if action != "created":
+            action = "unchanged"
+    else:
+        comment = client.update_comment(repo, number, existing.id, body)
+    for duplicate in duplicates:
+        client.delete_comment(repo, duplicate)
+    return UpsertResult(action, comment, duplicates, login, source, head)
 
 
 # Transport failures PyGithub lets through (connection refused, DNS, timeouts).

@@ -156,3 +156,38 @@ def test_unreachable_api_names_the_url() -> None:
     gh = GitHub("t", api_url="http://127.0.0.1:9/api/v3", throttle=False, retries=0)
     with pytest.raises(GitHubError, match=r"cannot reach the GitHub API at http://127\.0\.0\.1:9"):
         gh.list_comments(REPO, 1)
+
+
+def test_two_runs_that_both_create_converge_on_the_oldest(github_server: FakeGitHub) -> None:
+    # Another run found no comment either and created its own between this run's
+    # search and its create (Gitea sends a failed run's workflow_run twice).
+    def other_run_creates(repo: str, number: int) -> None:
+        github_server.before_create = None
+        github_server.add_comment(repo, number, ME, f"{MARK}\nthe other run's preview")
+
+    github_server.before_create = other_run_creates
+    with client(github_server) as gh:
+        result = upsert_comment(gh, REPO, 7, "this run's preview")
+    [kept] = github_server.comments_on(REPO, 7)
+    assert kept.body == f"{MARK}\nthis run's preview"
+    assert result.action == "updated" and result.comment is not None
+    assert result.comment.id == kept.id and len(result.duplicates) == 1
+    assert result.duplicates[0] != kept.id
+    assert [w.method for w in github_server.writes] == ["POST", "PATCH", "DELETE"]
+
+
+def test_the_run_that_created_first_deletes_the_later_copy(github_server: FakeGitHub) -> None:
+    mine = github_server.add_comment(REPO, 7, ME, f"{MARK}\nold")
+    later = github_server.add_comment(REPO, 7, ME, f"{MARK}\na concurrent run's copy")
+    github_server.add_comment(REPO, 7, "someone", f"{MARK}\nquoted by a human")
+    with client(github_server) as gh:
+        result = upsert_comment(gh, REPO, 7, "new")
+        again = upsert_comment(gh, REPO, 7, "new")
+    assert (result.action, result.duplicates) == ("updated", (later.id,))
+    assert [(c.id, c.body) for c in github_server.comments_on(REPO, 7) if c.author == ME] == [
+        (mine.id, f"{MARK}\nnew")
+    ]
+    assert (again.action, again.duplicates) == ("unchanged", ())
+    # A duplicate another run already deleted (404) is no error.
+    with client(github_server) as gh:
+        gh.delete_comment(REPO, later.id)

@@ -132,6 +132,38 @@ def test_create_update_unchanged_and_pagination_on_gitea(
     assert writes() == {"POST": 56, "PATCH": 1}
 
 
+def test_two_comments_of_two_runs_become_one_on_gitea(
+    forge: Forge,
+    konfig: KonfigRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Gitea sends a failed run's ``workflow_run`` twice (the emitter's and the runner's
+    notification), so two privileged runs can both find no comment and both create one.
+    The next write keeps the oldest and deletes the copy, through Gitea's real API."""
+    repo, number, _ = _pull_request(forge)
+    monkeypatch.setenv("GITHUB_TOKEN", forge.token)
+    comments_path = f"/repos/{repo}/issues/{number}/comments"
+    first = forge.request("POST", comments_path, {"body": f"{MARK}\nrun one"})
+    forge.request("POST", comments_path, {"body": f"{MARK}\nrun two"})
+    talker = unique("talker")
+    forge.request(
+        "POST", comments_path, {"body": f"{MARK}\nquoted"}, token=forge.create_user(talker)
+    )
+    body = tmp_path / "body.md"
+    body.write_text("## Konfig preview\n\nthe one\n", encoding="utf-8")
+    res = _comment(konfig, forge, repo, number, body)
+    assert res.code == 0, res.err
+    assert (
+        "deleted 1 duplicate comment(s)" in res.err and f"kept the oldest, {first['id']}" in res.err
+    )
+    left = [(c["id"], c["user"]["login"], c["body"]) for c in forge.paged(comments_path)]
+    assert left == [
+        (first["id"], forge.admin, f"{MARK}\n## Konfig preview\n\nthe one\n"),
+        (left[1][0], talker, f"{MARK}\nquoted"),
+    ], left
+
+
 def test_gitea_errors_are_clear(
     forge: Forge,
     konfig: KonfigRunner,
