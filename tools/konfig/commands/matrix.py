@@ -20,7 +20,6 @@ the trip through a matrix or an expression untouched.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from konfig.commands._common import repository_root
 from konfig.commands._console import echo_json
 from konfig.commands._outputs import append_github_output, github_output_file
 from konfig.errors import EXIT_OK, KonfigError, UsageError
-from konfig.pipeline.sharding import MAX_SHARDS, ShardPolicy, assign, shard_count
+from konfig.pipeline.sharding import MAX_SHARDS, ShardPolicy, assign, parse_slot, shard_count
 
 
 def chunks(stacks: list[str], max_jobs: int, *, keep_one: bool = False) -> list[dict[str, Any]]:
@@ -99,13 +98,11 @@ def _parse(name: str, text: str) -> list[str]:
 
 
 def _parse_shard(text: str) -> tuple[int, int]:
-    match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
-    if not match:
-        raise UsageError(f"--shard {text!r}: expected I/N, e.g. 0/8")
-    index, count = int(match[1]), int(match[2])
-    if not 1 <= count <= MAX_SHARDS or index >= count:
-        raise UsageError(f"--shard {text}: I must be below N, and N between 1 and {MAX_SHARDS}")
-    return index, count
+    try:
+        slot = parse_slot(text, ShardPolicy())
+    except ValueError as exc:
+        raise UsageError(f"--shard {exc}") from None
+    return slot.index, slot.slots
 
 
 @click.command("matrix")

@@ -30,7 +30,9 @@ from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.previewing import Preview, commits_of, preview_stacks
 from konfig.pipeline.runtime import uses_opentofu
 from konfig.pipeline.selection import gone_stack, select_stacks, stacks_affected_since
+from konfig.pipeline.sharding import ShardPolicy, Slot, parse_slot
 from konfig.repo.files import WriteScope, atomic_write_text
+from konfig.repo.settings import RepoConfig
 from konfig.report.previews import render_json, render_markdown, render_text
 from konfig.secrets.refs import Resolver
 from konfig.words import about
@@ -85,6 +87,15 @@ EXIT_CHANGES = 2
     default=None,
     help="--offline: the head commit (a pull request's branch tip; default HEAD). Its "
     "merge into --base is previewed, never the tip itself.",
+)
+@click.option(
+    "--shard",
+    "shard",
+    metavar="I/N",
+    default=None,
+    help="--offline: only shard I of N (0-based, e.g. 0/8) of the affected stacks, the "
+    "one `konfig matrix --shards N` gives that job (konfig.yaml `sharding`); the deleted "
+    "stacks are in shard 0. `konfig report` takes every shard's file.",
 )
 @click.option(
     "--deleted",
@@ -156,6 +167,7 @@ def command(
     offline: bool,
     base: str | None,
     head: str | None,
+    shard: str | None,
     deleted: tuple[str, ...],
     fmt: str,
     out: Path | None,
@@ -182,7 +194,7 @@ def command(
       konfig preview guestbook/dev guestbook/prod --format json --detailed-exitcode
       konfig preview --offline --base origin/main --format json --out preview.json
     """
-    if offline or base is not None or head is not None:
+    if offline or base is not None or head is not None or shard is not None:
         _refuse_with_offline(
             offline=offline,
             base=base,
@@ -202,6 +214,7 @@ def command(
         repo = load_repository(ctx)
         state = cache_state(repo.root, enabled=not no_cache, git_required=True)
         assert base is not None
+        slot = None if shard is None else _slot(shard, repo.config)
         done = offline_preview(
             repo.root,
             base,
@@ -210,6 +223,7 @@ def command(
             jobs=jobs,
             settings=compile_settings(),
             meter=compile_progress(enabled=fmt == "text" and out is None),
+            shard=slot,
         )
         return _emit(done.preview, fmt, out, show_diff, detailed_exitcode)
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
@@ -275,9 +289,18 @@ def command(
     return _emit(preview, fmt, out, show_diff, detailed_exitcode)
 
 
+def _slot(text: str, config: RepoConfig) -> Slot:
+    try:
+        return parse_slot(text, ShardPolicy(config.stacks_per_shard, config.max_shards))
+    except ValueError as exc:
+        raise UsageError(f"--shard {exc}") from None
+
+
 def _refuse_with_offline(*, offline: bool, base: str | None, given: dict[str, bool]) -> None:
     if not offline:
-        raise UsageError("--base and --head are options of --offline", hint="add --offline")
+        raise UsageError(
+            "--base, --head and --shard are options of --offline", hint="add --offline"
+        )
     if base is None:
         raise UsageError(
             "--offline needs --base REF (the pull request's base commit)",

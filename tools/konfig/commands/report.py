@@ -76,11 +76,11 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
     "--offline-preview",
     "offline_preview",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
+    multiple=True,
     help="An offline preview (konfig preview --offline --format json), e.g. the one a pull "
     "request's unprivileged run computed: read as data, checked against its contract, and "
     "refused unless its mode is offline, its head is --sha and its base --base-sha. Never "
-    "picked up by --results.",
+    "picked up by --results. Repeatable: one per shard (--shard I/N).",
 )
 @click.option(
     "--base-sha",
@@ -179,7 +179,7 @@ def command(
     destroy: Sequence[Path],
     results: Sequence[Path],
     expect: str,
-    offline_preview: Path | None,
+    offline_preview: Sequence[Path],
     base_sha: str | None,
     pr_from: Origin | None,
     live_follows: bool,
@@ -246,13 +246,13 @@ def command(
             f"--expect: unknown result kind(s) {', '.join(unknown)}",
             hint=f"use {', '.join(files)}",
         )
-    if offline_preview is not None:
+    if offline_preview:
         if files["preview"]:
             raise UsageError(
                 "--offline-preview and a live preview (--preview, preview.json under "
                 "--results) cannot go together: one comment shows one mode"
             )
-        files["preview"].append(offline_preview)
+        files["preview"] += offline_preview
     if not any(files.values()) and not expected:
         raise UsageError(
             "no inputs", hint="pass --preview, --changed, --compile, --test, --check or --results"
@@ -267,7 +267,7 @@ def command(
                 warn(f"{path}: not found; the report says the {key} results are missing")
                 missing.append(f"{key} ({path.name})")
             else:
-                if key == "preview" and path == offline_preview:
+                if key == "preview" and path in offline_preview:
                     _check_offline(doc, path, sha=sha, base_sha=base_sha)
                 docs[key].append(doc)
     for key in expected:

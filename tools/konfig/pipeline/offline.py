@@ -40,6 +40,7 @@ from konfig.engine.plan import Action, Change, StackPlan
 from konfig.pipeline.compiling import MeterFactory, compile_stacks
 from konfig.pipeline.previewing import Commits, Mode, Preview, StackError, StackPreview
 from konfig.pipeline.refusals import first_refusal
+from konfig.pipeline.sharding import Slot
 from konfig.repo.layout import Repository, Stack, discover
 from konfig.secrets.refs import KeyStatus, key_refs
 from konfig.spec import Resource, Spec
@@ -63,9 +64,12 @@ def offline_preview(
     jobs: int | None = None,
     settings: CompileSettings | None = None,
     meter: MeterFactory | None = None,
+    shard: Slot | None = None,
 ) -> OfflinePreview:
     """The render diff of ``head`` merged into ``base`` against ``base`` (refs or
-    commit ids of the repository at ``root``), for every stack the merge affects."""
+    commit ids of the repository at ``root``), for every stack the merge affects; with
+    ``shard``, for that shard's part of them (one job of a fanned-out run: the partition
+    of ``konfig matrix --shards``, the deleted stacks in shard 0)."""
     base_sha, head_sha = gitrepo.rev_parse_all(root, [base, head])
     merge = gitrepo.merge_tree(root, base_sha, head_sha)
     changed = [_file_change(c) for c in gitrepo.diff_trees(root, base_sha, merge)]
@@ -77,6 +81,8 @@ def offline_preview(
     commits = Commits(base_sha, head_sha)
     affected = change_set.stack_paths
     gone = list(change_set.deleted_stacks)
+    if shard is not None:
+        affected, gone = shard.pick(affected, gone)
     if not affected and not gone:
         return OfflinePreview(Preview.of([], commits, mode=mode), change_set)
     with tempfile.TemporaryDirectory(prefix="konfig-offline-") as tmp:

@@ -13,6 +13,7 @@ them), never a reshuffle of every stack as contiguous slices of a sorted list wo
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -53,3 +54,38 @@ def assign(stacks: Iterable[str], count: int) -> list[list[str]]:
     for stack in sorted(dict.fromkeys(stacks)):
         out[shard_of(stack, count)].append(stack)
     return out
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One job of a static matrix: shard ``index`` of ``slots``, under ``policy``."""
+
+    index: int
+    slots: int
+    policy: ShardPolicy = ShardPolicy()
+
+    def pick(self, stacks: Iterable[str], deleted: Iterable[str]) -> tuple[list[str], list[str]]:
+        """This shard's stacks, and the deleted stacks (all in shard 0). Every process
+        that picks from the same change set gets a part of one partition, the one
+        ``konfig matrix --shards`` prints."""
+        if not 0 <= self.index < self.slots:
+            raise ValueError(f"shard {self.index} of {self.slots}")
+        unique = list(dict.fromkeys(stacks))
+        count = shard_count(len(unique), self.slots, self.policy)
+        if self.index >= count:
+            mine: list[str] = []
+        else:
+            mine = [s for s in sorted(unique) if shard_of(s, count) == self.index]
+        gone = sorted(dict.fromkeys(deleted)) if self.index == 0 else []
+        return mine, gone
+
+
+def parse_slot(text: str, policy: ShardPolicy) -> Slot:
+    """``I/N`` (0-based, e.g. ``0/8``) as a :class:`Slot`; ValueError saying what is wrong."""
+    match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not match:
+        raise ValueError(f"{text!r}: expected I/N, e.g. 0/8")
+    index, count = int(match[1]), int(match[2])
+    if not 1 <= count <= MAX_SHARDS or index >= count:
+        raise ValueError(f"{text}: I must be below N, and N between 1 and {MAX_SHARDS}")
+    return Slot(index, count, policy)

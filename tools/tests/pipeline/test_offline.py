@@ -354,3 +354,68 @@ def test_dangers_that_need_no_cluster_are_classified(
     )
     deployment = _changes(doc, "appops/shop/dev")[DEPLOYMENT]
     assert "rollout" in {d["class"] for d in deployment["dangers"]}
+
+
+def test_shards_of_the_offline_preview_make_the_whole_and_one_comment(
+    shop: RepoBuilder, konfig: KonfigRunner, tmp_path: Path
+) -> None:
+    """`--shard I/N` previews shard I of the partition `konfig matrix --shards N` makes
+    (konfig.yaml `sharding`), the deleted stack in shard 0; the shards' files together
+    are the whole preview, and `konfig report` given every one of them renders the
+    comment the whole preview renders."""
+    root = shop.root
+    config = root / "konfig.yaml"
+    config.write_text(
+        config.read_text(encoding="utf-8") + "\nsharding:\n  stacksPerShard: 1\n", "utf-8"
+    )
+    git_commit(root, "one stack a shard")
+    git.Repo(root).git.checkout("-q", "-b", "pr")
+    for stack in ("dev", "prod"):
+        shop.write(
+            f"appops/shop/{stack}/main.k",
+            _image(SIMPLE_MAIN.format(name="shop", namespace=f"shop-{stack}"), "1.27.4"),
+        )
+    shop.stack("news", "dev")
+    git.Repo(root).git.rm("-rq", "appops/blog/dev")
+    head = git_commit(root, "pr: two images, a new stack, a deleted one")
+    _, whole, _ = _offline(konfig, root, "--base", "main", "--head", "pr")
+    assert len(whole["stacks"]) == 4
+    files, parts = [], []
+    for i in range(4):
+        out = tmp_path / f"offline-{i}.json"
+        res = konfig(
+            "preview", "--offline", "--base", "main", "--head", "pr", "--shard", f"{i}/4",
+            "--format", "json", "--out", str(out), cwd=root,
+        )  # fmt: skip
+        assert res.code in (0, 1), res.err
+        files.append(out)
+        parts.append(json.loads(out.read_text(encoding="utf-8")))
+    paths = [[s["path"] for s in part["stacks"]] for part in parts]
+    # three affected stacks, one a shard: three shards used, each stack where `konfig
+    # matrix --shards 4` puts it, the deleted stack in shard 0, the fourth slot empty
+    gone = ["appops/blog/dev"]
+    affected = [s["path"] for s in whole["stacks"] if s["path"] not in gone]
+    matrix = konfig(
+        "matrix", "--stacks", json.dumps(affected), "--deleted", json.dumps(gone),
+        "--shards", "4", cwd=root,
+    )  # fmt: skip
+    assert matrix.code == 0, matrix.err
+    expected = [json.loads(m["stacks"]) + json.loads(m["deleted"]) for m in json.loads(matrix.out)]
+    assert [sorted(p) for p in paths] == [sorted(p) for p in expected]
+    assert sum(1 for p in expected if p) >= 2 and expected[3] == []
+    assert sorted(p for shard in paths for p in shard) == sorted(s["path"] for s in whole["stacks"])
+    assert all(part["mode"] == whole["mode"] for part in parts)
+    # the comment of the shards is the comment of the whole
+    whole_file = tmp_path / "offline-whole.json"
+    whole_file.write_text(json.dumps(whole), encoding="utf-8")
+    report = ["report", "--sha", head, "--pr-from", "fork", "--layout", "grouped"]
+    one = konfig(*report, "--offline-preview", str(whole_file), cwd=root)
+    assert one.code == 0, one.err
+    sharded = konfig(*report, *[a for f in files for a in ("--offline-preview", str(f))], cwd=root)
+    assert sharded.code == 0, sharded.err
+    assert sharded.out == one.out
+    assert "appops/news/dev" in one.out
+    bad = konfig("preview", "--offline", "--base", "main", "--shard", "4/4", cwd=root)
+    assert bad.code == 2 and "I must be below N" in bad.err, bad.err
+    bad = konfig("preview", "shop/dev", "--shard", "0/4", cwd=root)
+    assert bad.code == 2 and "options of --offline" in bad.err, bad.err

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from konfig.pipeline.sharding import ShardPolicy, assign, shard_count, shard_of
+from konfig.pipeline.sharding import ShardPolicy, Slot, assign, parse_slot, shard_count, shard_of
 
 STACKS = [f"appops/p{i:05d}/dev" for i in range(10_000)]
 
@@ -56,3 +56,25 @@ def test_the_assignment_is_a_function_of_the_path_alone() -> None:
     assert [shard_of(s, 8) for s in STACKS[:5]] == [shard_of(s, 8) for s in STACKS[:5]]
     assert assign(reversed(STACKS[:100]), 4) == assign(STACKS[:100], 4)
     assert shard_of("appops/guestbook/dev", 1) == 0
+
+
+def test_a_slot_picks_its_part_of_the_matrixs_partition() -> None:
+    """Each job picking its own shard (``konfig preview --offline --shard I/N``) gets
+    exactly what ``konfig matrix --shards N`` gives it: a partition of the stacks."""
+    policy = ShardPolicy(stacks_per_shard=10, max_shards=8)
+    stacks = STACKS[:45] + STACKS[:3]  # 45 stacks: 5 shards of 8 used
+    parts = assign(stacks, shard_count(45, 8, policy))
+    picked = [Slot(i, 8, policy).pick(stacks, ["appops/gone/dev"]) for i in range(8)]
+    assert [mine for mine, _ in picked] == [*parts, [], [], []]
+    assert [gone for _, gone in picked] == [["appops/gone/dev"]] + [[]] * 7
+    assert sorted(s for mine, _ in picked for s in mine) == STACKS[:45]
+    with pytest.raises(ValueError, match="shard 8 of 8"):
+        Slot(8, 8, policy).pick(stacks, [])
+
+
+def test_parse_slot() -> None:
+    policy = ShardPolicy(stacks_per_shard=5, max_shards=4)
+    assert parse_slot(" 3/8 ", policy) == Slot(3, 8, policy)
+    for bad, message in [("8/8", "below N"), ("0/0", "between 1"), ("x", "expected I/N")]:
+        with pytest.raises(ValueError, match=message):
+            parse_slot(bad, policy)
