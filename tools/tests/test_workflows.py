@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -380,3 +381,73 @@ def test_apply_and_drift_refuse_every_ref_but_the_default_branch(workflow: str) 
         assert f"runs only on the default branch (refs/heads/{default}), not on {ref}" in (
             refused.stdout
         )
+
+
+# Linux's limit on one environment variable or argument (MAX_ARG_STRLEN).
+ONE_VARIABLE = 128 * 1024
+PICK = re.compile(
+    r"\$\{\{ fromJSON\((?:needs\.[\w-]+|steps\.[\w-]+)\.outputs\.shards\)"
+    r"\[(?P<index>0|matrix\.shard)\]\.(?P<field>stacks|deleted) \}\}"
+)
+
+
+def _shard_steps() -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (f"{workflow}:{name}", step)
+        for workflow in ("preview.yml", "preview-cluster.yml")
+        for name, job in _jobs(workflow).items()
+        for step in job.get("steps", [])
+        if "outputs.shards" in json.dumps(step.get("env", {}))
+    ]
+
+
+def test_a_shard_job_reads_its_own_shard_never_the_whole_matrix(tmp_path: Path) -> None:
+    """At 10,000 changed stacks the `shards` output is larger than one environment
+    variable may be: each step that picks a shard's stacks gets that shard's part alone
+    (`fromJSON(...outputs.shards)[i].stacks`), and its script, run here with the values
+    a runner would give it, prints the shard's stacks as step outputs."""
+    from konfig.commands.matrix import shards
+    from konfig.pipeline.sharding import ShardPolicy
+
+    stacks = [f"appops/project-{i:05d}-service/environment-{i % 10}" for i in range(10_000)]
+    whole = shards(stacks, ["appops/gone/dev"], 8, ShardPolicy())
+    assert len(json.dumps(whole)) > ONE_VARIABLE  # why the whole output cannot be passed
+    steps = _shard_steps()
+    assert len(steps) == 4, [name for name, _ in steps]
+    for name, step in steps:
+        for index in (0, 7):
+            env = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(tmp_path / "out")}
+            for key, value in step["env"].items():
+                if "outputs.shards" in value:
+                    picked = PICK.fullmatch(value)
+                    assert picked, f"{name}: {key} reads the whole shards output: {value}"
+                    at = 0 if picked["index"] == "0" else index
+                    env[key] = whole[at][picked["field"]]
+                    assert len(env[key]) < ONE_VARIABLE
+                elif value == "${{ matrix.shard }}":
+                    env[key] = str(index)
+                else:
+                    env[key] = "1" if "used-shards" in value else value
+            (tmp_path / "out").write_text("")
+            done = subprocess.run(
+                ["bash", "-e", "-o", "pipefail", "-c", step["run"]],
+                env=env, capture_output=True, text=True,
+            )  # fmt: skip
+            assert done.returncode == 0, f"{name} shard {index}: {done.stderr}"
+            lines = dict(line.split("=", 1) for line in (tmp_path / "out").read_text().splitlines())
+            at = 0 if "[0]" in json.dumps(step["env"]) else index
+            assert json.loads(lines["stacks"]) == json.loads(whole[at]["stacks"]), name
+            if "deleted" in lines:
+                assert json.loads(lines["deleted"]) == json.loads(whole[at]["deleted"])
+            if "work" in lines:
+                assert lines["work"] == "true"
+    # a shard the job before did not make is an error, not an empty shard
+    [(name, step)] = [(n, s) for n, s in steps if "preview.yml:verify" in n]
+    env = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(tmp_path / "out"), "STACKS": ""}
+    done = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", step["run"]],
+        env={**env, "SHARD": "9"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0 and "no shard 9" in done.stderr, done.stderr
