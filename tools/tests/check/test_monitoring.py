@@ -88,6 +88,41 @@ def test_an_expression_that_is_not_promql_fails_at_its_line(
     )
 
 
+CRON = """\
+import base.pkg.models.frontend
+
+nightly: frontend.CronJob {{
+    name = "nightly"
+    namespace = "shop-dev"
+    image = "busybox:1.36.1"
+    schedule = "0 3 * * *"
+    monitoring = {{
+        failed = {{severity = "critical"}}
+        noRecentSuccess = {{}}
+        alerts = [
+            {{name = "NightlyStuck", expr = "{expr}"}}
+        ]
+    }}
+}}
+"""
+
+
+def test_a_cron_jobs_alerts_check_clean_and_a_bad_one_fails_at_its_line(
+    repo_builder: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    good = 'kube_job_status_active{namespace=\\"shop-dev\\"} > 0'
+    repo_builder.stack("shop", "dev", main=CRON.format(expr=good))
+    assert check(konfig, repo_builder) == (0, [])
+    repo_builder.stack("shop", "dev", main=CRON.format(expr="kube_job_status_active >"))
+    code, data = check(konfig, repo_builder)
+    assert code == 1
+    [finding] = data
+    assert finding["rule"] == RULE
+    assert (finding["file"], finding["line"]) == ("appops/shop/dev/main.k", 12)
+    assert finding["resource"] == "monitoring.coreos.com/v1:PrometheusRule:shop-dev:nightly"
+    assert "the expression of 'NightlyStuck' is not PromQL" in finding["message"]
+
+
 def test_a_prod_stack_without_monitoring_fails_unless_switched_off_with_a_reason(
     repo_builder: RepoBuilder, konfig: KonfigRunner
 ) -> None:

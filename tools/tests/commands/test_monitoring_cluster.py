@@ -130,3 +130,48 @@ def test_example_stack_with_monitoring_applies_previews_clean_and_prunes(
     assert kube.get(GROUP, "ServiceMonitor", "http-echo", NS) is not None
     counts = preview_counts(konfig, root, cluster)
     assert counts["create"] == counts["update"] == counts["delete"] == 0
+
+
+CRON_STACK = """\
+import base.pkg.models.frontend
+
+nightly: frontend.CronJob {
+    name = "nightly"
+    namespace = "batch-dev"
+    image = "busybox:1.36.1"
+    schedule = "0 3 * * *"
+    suspend = True
+    monitoring = {failed = {severity = "critical"}, noRecentSuccess.hours = 26}
+}
+"""
+
+
+def test_a_cron_jobs_alerts_are_a_prometheus_rule_the_api_server_stores(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    """A CronJob's monitoring renders only a PrometheusRule (no monitor: its pods end
+    before a scrape); the API server validates and stores it against the operator's CRD,
+    and a preview afterwards is clean."""
+    install_operator_crds(cluster)
+    repo_builder.stack("batch", "dev", main=CRON_STACK)
+    root = repo_builder.root
+    git_init(root)
+    git_commit(root, "a monitored CronJob")
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    res = konfig("apply", "batch/dev", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    assert ["created", f"{GROUP}:PrometheusRule:batch-dev:nightly"] in [
+        line.split() for line in res.out.splitlines()
+    ], res.out
+    rule = kube.get(GROUP, "PrometheusRule", "nightly", "batch-dev")
+    assert rule is not None
+    rules = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert sorted(rules) == ["NightlyFailed", "NightlyNoRecentSuccess"]
+    assert rules["NightlyNoRecentSuccess"]["expr"].endswith("> 93600")
+    assert rule["metadata"]["labels"]["prometheus.konfig.dev/scrape"] == "platform"
+    for kind in ("ServiceMonitor", "PodMonitor"):
+        assert kube.get(GROUP, kind, "nightly", "batch-dev") is None
+    res = konfig("preview", "batch/dev", "--format", "json", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    counts = json.loads(res.out)["counts"]
+    assert counts["create"] == counts["update"] == counts["delete"] == 0, counts
