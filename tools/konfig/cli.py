@@ -25,6 +25,7 @@ from konfig.errors import EXIT_FINDINGS, EXIT_OK, EXIT_UNEXPECTED, EXIT_USAGE, K
 # second to import, which every `konfig list` or `konfig compile` would otherwise pay.
 COMMANDS = {
     "apply": "konfig.commands.apply",
+    "approved": "konfig.commands.approved",
     "changed": "konfig.commands.changed",
     "check": "konfig.commands.check",
     "comment": "konfig.commands.comment",

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from konfig.commands._console import info, warn
 from konfig.engine.stackrun import StackResult
 from konfig.errors import UsageError
 from konfig.pipeline.reviewed import Reviewed, Verdict, read_reviewed
+
+if TYPE_CHECKING:  # apply imports this module; only the forge commands need the client
+    from konfig.forge.client import GitHub
 
 
 def read_reviewed_file(path: Path) -> Reviewed:
@@ -48,3 +52,21 @@ def blocked_result(verdict: Verdict) -> StackResult:
         + "\n  not applied (stack.yaml apply.onReviewedChanged: block): preview again, "
         "review, merge; or set onReviewedChanged: apply",
     )
+
+
+def pull_record(
+    client: GitHub, repo: str, number: int, *, marker: str, author: str | None
+) -> tuple[Reviewed | None, str | None]:
+    """The reviewed record in Konfig's own comment on pull request ``number`` (found by
+    marker and author, as ``konfig comment`` writes it), or None and why not. The record
+    is hostile input, checked by :func:`read_reviewed`."""
+    from konfig.forge.client import find_own_comment, own_login
+
+    login, _ = own_login(client, author)
+    found, _ = find_own_comment(client.list_comments(repo, number), marker=marker, author=login)
+    if found is None:
+        return None, f"pull request #{number} has no Konfig comment by {login}"
+    try:
+        return read_reviewed(found.body, where=f"pull request #{number}'s comment"), None
+    except UsageError as exc:
+        return None, str(exc)

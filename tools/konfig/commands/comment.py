@@ -18,6 +18,7 @@ from konfig.forge.client import (
     parse_repo,
     upsert_comment,
 )
+from konfig.report.reviewed import carried_body
 
 
 @click.command("comment")
@@ -67,7 +68,9 @@ def command(
     The comment is found by its hidden marker and its author across all pages of
     comments; an unchanged body sends no write; when two runs created one each, the
     oldest is kept and the others deleted; a body over GitHub's 65,536
-    characters is refused before anything is sent.
+    characters is refused before anything is sent. A body with a reviewed record
+    (`konfig report`) keeps the change digests of the heads previewed before (read
+    from the comment it replaces) and says which stacks changed since (docs/review.md).
 
     \b
     Example:
@@ -82,10 +85,27 @@ def command(
             f"no GitHub token in ${token_env}",
             hint="in a workflow: env: {GITHUB_TOKEN: ${{ github.token }}}",
         )
+    notes: list[str] = []
+
+    def carried(previous: str | None, text: str) -> str:
+        out = carried_body(previous, text)
+        if out.warning:
+            notes.append(out.warning)
+        return out.text
+
     with GitHub(token, api_url=api_url) as client:
         result = upsert_comment(
-            client, repo, number, body, marker=marker, author=author, head_sha=head_sha
+            client,
+            repo,
+            number,
+            body,
+            marker=marker,
+            author=author,
+            head_sha=head_sha,
+            transform=carried,
         )
+    for note in notes:
+        warn(note)
     if result.comment is None:
         info(
             f"comment not written: the pull request's head is now {result.head}, this body "

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +21,9 @@ from konfig.pipeline.approvals import (
     requirements,
     verdict,
 )
+
+if TYPE_CHECKING:
+    from konfig.forge.client import GitHub
 
 
 @click.command("owners")
@@ -93,6 +97,7 @@ def command(
     needed = requirements(root, changes, owners) if owners.enabled else ()
     change = gitrepo.rev_parse(root, head)
     approvals: list[Approval] = []
+    holding: dict[str, tuple[str, ...]] = {}
     if number is not None and repo_name is not None:
         repo_name = parse_repo(repo_name)
         token = os.environ.get(token_env, "")
@@ -107,7 +112,8 @@ def command(
                     hint="check out the pull request's head, or pass --head with its commit",
                 )
             approvals = current_approvals(client.list_reviews(repo_name, number))
-            result = verdict(needed, approvals, change)
+            holding = _holding(client, repo_name, number, change, approvals)
+            result = verdict(needed, approvals, change, holding)
             if post:  # the comment first: it says who is asked, whatever the status does
                 upsert_comment(
                     client,
@@ -124,7 +130,7 @@ def command(
                     state="success" if result.ok else "failure",
                     description=result.summary(),
                 )
-    result = verdict(needed, approvals, change)
+    result = verdict(needed, approvals, change, holding)
     if as_json:
         echo_json(result.to_json())
     else:
@@ -134,3 +140,20 @@ def command(
             click.echo(f"{s.requirement.stack}: needs one of {who}: {state}")
         info(result.summary())
     return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
+def _holding(
+    client: GitHub, repo: str, number: int, head: str, approvals: list[Approval]
+) -> dict[str, tuple[str, ...]]:
+    """Per stack, who approved an earlier commit at which its change digest was already
+    the head's (the reviewed record in Konfig's preview comment); nothing while the
+    head's preview is not there yet."""
+    from konfig.commands._reviewed import pull_record
+    from konfig.forge.client import DEFAULT_MARKER
+    from konfig.pipeline.reviewed import approvals_holding
+
+    record, why = pull_record(client, repo, number, marker=DEFAULT_MARKER, author=None)
+    if record is None or record.head != head:
+        info(f"approvals of earlier commits do not count: {why or 'no preview of the head yet'}")
+        return {}
+    return approvals_holding(record, [(a.login, a.change) for a in approvals])

@@ -628,6 +628,7 @@ def upsert_comment(
     marker: str = DEFAULT_MARKER,
     author: str | None = None,
     head_sha: str | None = None,
+    transform: Callable[[str | None, str], str] | None = None,
 ) -> UpsertResult:
     """Create Konfig's comment on PR ``number``, or update it in place.
 
@@ -639,6 +640,8 @@ def upsert_comment(
     run's search and its create. The length is checked before any request, so the
     forge never answers 422. With ``head_sha``, nothing is written unless that commit
     is still the pull request's head (the run was not overtaken by a newer push).
+    ``transform(previous body or None, body)`` makes the body written from the one it
+    replaces (``konfig comment`` carries the reviewed record's history this way).
     """
     body = with_marker(body, marker)
     _check_length(body)
@@ -652,6 +655,9 @@ def upsert_comment(
         client.list_comments(repo, number), marker=marker, author=login
     )
     action: Literal["created", "updated", "unchanged"] = "updated"
+    if transform is not None:
+        body = with_marker(transform(existing.body if existing else None, body), marker)
+        _check_length(body)
     if existing is None:
         created = client.create_comment(repo, number, body)
         # Another run may have found no comment either and created its own meanwhile:

@@ -11,8 +11,9 @@
    ``project.yaml`` or ``konfig.yaml`` cannot name its author an owner. A project new in
    the change has no owners there: the platform team owns it.
 4. An approval counts when it approved the change as it is now: the pull request's
-   head commit (:attr:`Approval.change`), until the change digests of issue 27 say what
-   was reviewed (then the digest: :func:`verdict` compares whatever it is given).
+   head commit (:attr:`Approval.change`), or an earlier commit at which the stack's
+   change digest (docs/review.md) was the one the head's preview has, with no preview
+   between showing another (``holding``, from the reviewed record in Konfig's comment).
 
 Plain data in, plain data out; the forge's reviews are read by the command.
 """
@@ -20,7 +21,7 @@ Plain data in, plain data out; the forge's reviews are read by the command.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -164,14 +165,29 @@ def _production_at(root: Path, ref: str, stack: str, patterns: tuple[str, ...]) 
 
 
 def verdict(
-    needed: Sequence[Requirement], approvals: Iterable[Approval], change: str
+    needed: Sequence[Requirement],
+    approvals: Iterable[Approval],
+    change: str,
+    holding: Mapping[str, Iterable[str]] | None = None,
 ) -> OwnersVerdict:
-    """Which requirements an owner's approval of ``change`` satisfies."""
+    """Which requirements an owner's approval satisfies: an approval of ``change``, or
+    (``holding``: stack -> logins, :func:`konfig.pipeline.reviewed.approvals_holding`)
+    an approval of an earlier commit at which the stack's change digest was already
+    the one it is now."""
     approvers = {a.login.lower() for a in approvals if a.change == change}
+    held = {stack: {login.lower() for login in logins} for stack, logins in (holding or {}).items()}
     return OwnersVerdict(
         change,
         tuple(
-            StackVerdict(r, tuple(o for o in r.owners if o.lower() in approvers)) for r in needed
+            StackVerdict(
+                r,
+                tuple(
+                    o
+                    for o in r.owners
+                    if o.lower() in approvers or o.lower() in held.get(r.stack, set())
+                ),
+            )
+            for r in needed
         ),
     )
 

@@ -23,8 +23,9 @@ import binascii
 import json
 import re
 import zlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal
 
 from konfig import contracts
@@ -55,9 +56,23 @@ class Reviewed:
     base: str | None = None
     head: str | None = None
     pr: int | None = None
+    # the earlier heads of the pull request previewed, oldest first (:func:`carry`)
+    history: tuple[Previewed, ...] = ()
+
+    def digests(self) -> dict[str, str]:
+        """Each stack's change digest."""
+        return {path: d.digest for path, d in self.stacks.items()}
+
+    def timeline(self) -> list[Previewed]:
+        """Every head previewed, oldest first, this record's own head last."""
+        if self.head is None:
+            return list(self.history)
+        return [p for p in self.history if p.head != self.head] + [
+            Previewed(self.head, self.digests())
+        ]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "schemaVersion": SCHEMA_VERSION,
             "kind": KIND,
             "base": self.base,
@@ -65,6 +80,21 @@ class Reviewed:
             "pr": self.pr,
             "stacks": {path: self.stacks[path].to_dict() for path in sorted(self.stacks)},
         }
+        if self.history:  # (a record without one keeps the text it had before)
+            out["history"] = [p.to_dict() for p in self.history]
+        return out
+
+
+@dataclass(frozen=True)
+class Previewed:
+    """One head of a pull request that was previewed, and each stack's change digest
+    there: what an approval of that commit approved."""
+
+    head: str
+    digests: Mapping[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"head": self.head, "digests": dict(sorted(self.digests.items()))}
 
 
 def reviewed_of_previews(previews: list[Mapping[str, Any]], *, pr: int | None = None) -> Reviewed:
@@ -128,7 +158,11 @@ def read_reviewed(text: str, *, where: str) -> Reviewed:
 def _of_record(data: Any, where: str, text: str | None) -> Reviewed:
     _check("review", data, where, text)
     stacks = {path: _digest(path, d, where) for path, d in data["stacks"].items()}
-    return Reviewed(stacks, data.get("base"), data.get("head"), data.get("pr"))
+    history = tuple(
+        Previewed(str(p["head"]), {str(k): str(v) for k, v in p["digests"].items()})
+        for p in data.get("history") or []
+    )
+    return Reviewed(stacks, data.get("base"), data.get("head"), data.get("pr"), history)
 
 
 def _check(contract: str, data: Any, where: str, text: str | None) -> None:
@@ -229,3 +263,189 @@ def verify(
             )
         )
     return out
+
+
+# -- across pushes: the heads previewed, and which approvals still hold ------------------
+
+HISTORY = 20  # heads a record keeps (contracts/review.schema.json: history.maxItems)
+
+
+def find_hidden(text: str) -> bool:
+    """Whether ``text`` carries a hidden record (it may still be unreadable)."""
+    return bool(_HIDDEN.search(text))
+
+
+def with_record(text: str, reviewed: Reviewed) -> str:
+    """``text`` with its (last) hidden record replaced by ``reviewed``'s."""
+    found = list(_HIDDEN.finditer(text))
+    if not found:
+        return text
+    last = found[-1]
+    return text[: last.start()] + hidden(reviewed) + text[last.end() :]
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A new preview's record with the earlier heads' digests carried over, and how each
+    stack's change compares with the preview it replaces."""
+
+    reviewed: Reviewed
+    since: str | None  # the head of the record replaced (None: no earlier record)
+    changed: tuple[str, ...] = ()  # stacks whose change digest differs from it
+    kept: tuple[str, ...] = ()  # stacks whose change digest is the same
+
+
+def carry(previous: Reviewed | None, new: Reviewed) -> Carried:
+    """``new`` with ``previous``'s heads (its history and its own head) kept, bounded to
+    :data:`HISTORY` heads, oldest dropped first. A head previewed again keeps its place
+    once, with the newer digests. ``new`` may be empty (a comment without a live
+    preview): the heads are kept all the same."""
+    if previous is None:
+        return Carried(new, None)
+    line = previous.timeline()
+    heads = [p for p in line if p.head != new.head]
+    history = tuple(heads[-HISTORY:])
+    if not heads or new.head is None:
+        return Carried(replace(new, history=history), None)
+    last = heads[-1]  # the head previewed before this one
+    before, now = dict(last.digests), new.digests()
+    changed = tuple(sorted(s for s in set(before) | set(now) if before.get(s) != now.get(s)))
+    kept = tuple(sorted(s for s in now if before.get(s) == now[s]))
+    return Carried(replace(new, history=history), last.head, changed, kept)
+
+
+def trim(reviewed: Reviewed) -> Reviewed | None:
+    """``reviewed`` with its oldest head dropped (None: no history left to drop), for a
+    comment that would be too long."""
+    if not reviewed.history:
+        return None
+    return replace(reviewed, history=reviewed.history[1:])
+
+
+def approvals_holding(
+    reviewed: Reviewed, approvals: Iterable[tuple[str, str]]
+) -> dict[str, tuple[str, ...]]:
+    """Per stack of ``reviewed``, the logins whose approval still holds for it:
+    ``approvals`` are (login, commit approved); one holds when the stack's change digest
+    at that commit is its digest now and no head previewed since showed another."""
+    by_commit: dict[str, set[str]] = {}
+    for login, commit in approvals:
+        by_commit.setdefault(commit, set()).add(login)
+    line = reviewed.timeline() if reviewed.head else []
+    out: dict[str, tuple[str, ...]] = {}
+    for stack, now in reviewed.stacks.items():
+        who: set[str] = set()
+        for previewed in reversed(line):
+            if previewed.digests.get(stack) != now.digest:
+                break
+            who |= by_commit.get(previewed.head, set())
+        out[stack] = tuple(sorted(who, key=str.lower))
+    return out
+
+
+REVIEWED_CONTEXT = "konfig/reviewed"
+StatusState = Literal["success", "failure", "pending"]
+
+
+@dataclass(frozen=True)
+class StackReview:
+    """One stack of a pull request: its change digest now, who approved it, and the
+    commit of the base branch that made its preview stale."""
+
+    path: str
+    digest: str
+    approved_by: tuple[str, ...]
+    stale_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "digest": self.digest,
+            "approvedBy": list(self.approved_by),
+            "staleBy": self.stale_by,
+        }
+
+
+@dataclass(frozen=True)
+class ReviewState:
+    """The status ``konfig/reviewed`` of a pull request's head."""
+
+    head: str
+    state: StatusState
+    description: str  # one line, at most 140 characters (the forges keep no more)
+    stacks: tuple[StackReview, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "head": self.head,
+            "state": self.state,
+            "description": self.description,
+            "stacks": [s.to_json() for s in self.stacks],
+        }
+
+
+def _names(paths: Sequence[str], room: int) -> str:
+    shown: list[str] = []
+    for i, path in enumerate(paths):
+        more = f" and {len(paths) - i} more"
+        if len(", ".join([*shown, path])) + len(more) > room:
+            return ", ".join(shown) + more
+        shown.append(path)
+    return ", ".join(shown)
+
+
+def review_state(
+    reviewed: Reviewed | None,
+    head: str,
+    approvals: Iterable[tuple[str, str]],
+    stale: Mapping[str, str] | None = None,
+) -> ReviewState:
+    """``konfig/reviewed`` of ``head``: green only when the preview of ``head`` is the
+    record, no commit of the base branch since its merge base changed one of its stacks
+    (``stale``: stack -> that commit), and every stack that changes something has an
+    approval that still holds (:func:`approvals_holding`)."""
+    if reviewed is None or reviewed.head != head:
+        return ReviewState(head, "pending", f"no preview of {head[:12]} yet")
+    holding = approvals_holding(reviewed, approvals)
+    stale = stale or {}
+    stacks = tuple(
+        StackReview(path, d.digest, holding.get(path, ()), stale.get(path))
+        for path, d in sorted(reviewed.stacks.items())
+        if d.objects or d.sealed
+    )
+    if not stacks:
+        return ReviewState(head, "success", "nothing to apply: no review needed")
+    old = [s for s in stacks if s.stale_by]
+    if old:
+        by = sorted({str(s.stale_by) for s in old})
+        lead = f"stale: main@{by[0][:10]} changed "
+        return ReviewState(
+            head, "failure", lead + _names([s.path for s in old], 140 - len(lead)), stacks
+        )
+    waiting = [s.path for s in stacks if not s.approved_by]
+    if waiting:
+        lead = "not approved as previewed now: "
+        return ReviewState(head, "failure", lead + _names(waiting, 140 - len(lead)), stacks)
+    n = len(stacks)
+    return ReviewState(
+        head, "success", f"{n} stack{'s' if n != 1 else ''}: approved as previewed", stacks
+    )
+
+
+def stale_stacks(
+    root: Path, head: str, main: str, stacks: Iterable[str], *, cache: Path | None = None
+) -> dict[str, str]:
+    """The stacks of ``stacks`` that commits of the base branch ``main`` made since its
+    merge base with ``head`` change (through the import graph, as ``konfig changed``):
+    stack -> ``main``'s commit. A preview of ``head`` did not see them, and the merge
+    would apply them with it."""
+    from konfig.detect import gitrepo
+    from konfig.detect.changeset import affected_stacks
+
+    tip = gitrepo.rev_parse(root, main)
+    base = gitrepo.merge_base(root, tip, head)
+    if base == tip:
+        return {}
+    changes = affected_stacks(root, base, tip, cache=cache)
+    touched = set(changes.stack_paths) | set(changes.deleted_stacks)
+    return {s: tip for s in sorted(stacks) if s in touched}

@@ -1,0 +1,178 @@
+"""Approvals bind to change digests, not commits, against Gitea's real API (issue 27
+item 2): ``konfig comment`` carries the earlier heads' digests in the hidden record of
+the comment it rewrites and says what changed since; ``konfig approved`` sets
+``konfig/reviewed`` and ``konfig owners`` counts an owner's approval of an earlier
+commit for a stack whose digest has not changed since; a commit of main that changes a
+stack of the pull request makes its preview stale.
+
+The repository is a real Konfig repository on the local forge with two projects'
+production stacks importing one base model; the reviews are real Gitea reviews by the
+projects' owners. The previews' records are made by :func:`change_digest` from plans
+(the preview against a cluster that makes them is tested in commands/test_reviewed.py):
+the digests decide, whatever made them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures.forge import Forge
+from fixtures.monorepo import git_commit, git_init
+from fixtures.repos import KonfigRunner, RepoBuilder
+from forge.test_owners_gitea import _git, _repository, _review
+from kubeutil import unique
+
+from konfig.engine.diff import FieldChange
+from konfig.engine.digest import change_digest
+from konfig.engine.plan import Change, StackPlan
+from konfig.pipeline.reviewed import Reviewed, hidden, read_reviewed
+
+pytestmark = pytest.mark.forge
+
+SHOP, DATA = "appops/shop/prod", "appops/data/prod"
+IMAGE = "spec.template.spec.containers[name=web].image"
+
+
+def _digest(stack: str, image: str) -> Any:
+    desired = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}
+    change = Change(
+        id=f"apps/v1:Deployment:{stack.split('/')[1]}:web", api_version="apps/v1",
+        kind="Deployment", namespace=stack.split("/")[1], name="web", action="update",
+        reason="", validated=True, desired=desired, live=None,
+        fields=(FieldChange(IMAGE, "nginx:1", image),), diff="",
+    )  # fmt: skip
+    return change_digest(StackPlan(stack, "admin", False, "a" * 64, None, None, (change,)))
+
+
+def _preview_comment(
+    konfig: KonfigRunner, fg: Forge, repo: str, number: int, head: str, images: dict[str, str],
+    tmp: Path,
+) -> str:  # fmt: skip
+    """What the report job of preview-cluster.yml posts for ``head``: the body with the
+    hidden record, through `konfig comment` (which carries the earlier heads)."""
+    record = Reviewed({s: _digest(s, i) for s, i in images.items()}, "0" * 40, head, number)
+    body = tmp / f"{head}.md"
+    body.write_text(f"## Konfig preview for `{head[:12]}`\n\nthe diff\n\n{hidden(record)}\n")
+    res = konfig(
+        "comment", "--repo", repo, "--pr", str(number), "--body-file", str(body),
+        "--head-sha", head, "--api-url", fg.api_url,
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    comments = fg.get(f"/repos/{repo}/issues/{number}/comments")
+    (mine,) = [c for c in comments if "konfig:preview" in c["body"]]
+    return str(mine["body"])
+
+
+def _status(fg: Forge, repo: str, sha: str, context: str) -> dict[str, Any]:
+    statuses = fg.get(f"/repos/{repo}/commits/{sha}/statuses")
+    mine = [s for s in statuses if s.get("context") == context]
+    assert mine, statuses
+    return max(mine, key=lambda s: int(s["id"]))
+
+
+def test_approvals_follow_the_change_digest_and_main_makes_a_preview_stale_on_gitea(
+    forge: Forge,
+    konfig: KonfigRunner,
+    repo_builder: RepoBuilder,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    shop, data = unique("ann"), unique("dan")
+    tokens = {name: forge.create_user(name) for name in (shop, data)}
+    root = repo_builder.root
+    _repository(repo_builder, forge.admin, shop, data)
+    git_init(root)
+    assert konfig("gen", "codeowners", cwd=root).code == 0
+    git_commit(root, "main")
+    repo = forge.import_repo(unique("reviewed"), root, lambda *a, cwd: _git(cwd, *a))
+    for user in (shop, data):
+        forge.request("PUT", f"/repos/{repo}/collaborators/{user}", {"permission": "write"})
+    _git(root, "fetch", "-q", "origin")
+    _git(root, "checkout", "-q", "-b", "change")
+    repo_builder.write("base/pkg/lib/web/web.k", 'labels: {str:str} = {"tier" = "frontend"}\n')
+    first = git_commit(root, "a platform change reaching two projects")
+    _git(root, "push", "-q", "origin", "change")
+    number = int(
+        forge.request(
+            "POST", f"/repos/{repo}/pulls", {"head": "change", "base": "main", "title": "labels"}
+        )["number"]
+    )
+    monkeypatch.setenv("GITHUB_TOKEN", forge.token)
+
+    def push(text: str) -> str:
+        repo_builder.write("base/pkg/lib/web/web.k", text)
+        sha = git_commit(root, "another push")
+        _git(root, "push", "-q", "origin", "change")
+        forge.wait(
+            "the pull request's head to move",
+            lambda: forge.get(f"/repos/{repo}/pulls/{number}")["head"]["sha"] == sha,
+            timeout=60,
+        )
+        return sha
+
+    def reviewed(head: str) -> tuple[int, dict[str, Any]]:
+        res = konfig(
+            "approved", "--repo", repo, "--pr", str(number), "--main", "origin/main",
+            "--post", "--json", "--api-url", forge.api_url, cwd=root,
+        )  # fmt: skip
+        assert res.code in (0, 1), res.err
+        out: dict[str, Any] = json.loads(res.out)
+        assert out["head"] == head
+        assert _status(forge, repo, head, "konfig/reviewed")["status"] == out["state"]
+        return res.code, out
+
+    def owners() -> dict[str, list[str]]:
+        res = konfig(
+            "owners", "--base", "origin/main", "--repo", repo, "--pr", str(number), "--post",
+            "--api-url", forge.api_url, "--json", cwd=root,
+        )  # fmt: skip
+        assert res.code in (0, 1), res.err
+        return {s["path"]: s["approved_by"] for s in json.loads(res.out)["stacks"]}
+
+    # no preview of the head yet: pending
+    code, out = reviewed(first)
+    assert code == 1 and out["state"] == "pending"
+    _preview_comment(konfig, forge, repo, number, first, {SHOP: "v2", DATA: "v2"}, tmp_path)
+    code, out = reviewed(first)
+    assert out["state"] == "failure" and out["description"].startswith("not approved")
+    _review(forge, repo, number, tokens[shop], first)
+    _review(forge, repo, number, tokens[data], first)
+    code, out = reviewed(first)
+    assert code == 0 and out["state"] == "success", out
+
+    # a push that leaves shop's digest and changes data's: shop keeps its review
+    second = push('labels: {str:str} = {"tier" = "front"}\n')
+    body = _preview_comment(konfig, forge, repo, number, second, {SHOP: "v2", DATA: "v3"}, tmp_path)
+    assert "Changed since the last review" in body and f"`{DATA}`" in body
+    assert f"`{SHOP}`" not in body.split("Changed since the last review")[1].split("\n")[0]
+    record = read_reviewed(body, where="the comment")
+    assert [p.head for p in record.history] == [first] and record.head == second
+    code, out = reviewed(second)
+    stacks = {s["path"]: s for s in out["stacks"]}
+    # both approved the first head: both approvals still hold for shop's, none for data's
+    assert code == 1 and stacks[SHOP]["approvedBy"] == sorted([shop, data], key=str.lower)
+    assert stacks[DATA]["approvedBy"] == []
+    assert out["description"] == f"not approved as previewed now: {DATA}"
+    assert owners() == {SHOP: [shop], DATA: []}
+    assert _status(forge, repo, second, "konfig/owners")["status"] == "failure"
+
+    # data's owner approves the new head: both green
+    _review(forge, repo, number, tokens[data], second)
+    code, out = reviewed(second)
+    assert code == 0 and out["state"] == "success"
+    assert owners() == {SHOP: [shop], DATA: [data]}
+    assert _status(forge, repo, second, "konfig/owners")["status"] == "success"
+
+    # main moves and changes the model both stacks import: the preview is stale
+    _git(root, "checkout", "-q", "main")
+    repo_builder.write("base/pkg/lib/web/web.k", 'labels: {str:str} = {"tier" = "edge"}\n')
+    tip = git_commit(root, "main changes the model")
+    _git(root, "push", "-q", "origin", "main")
+    _git(root, "fetch", "-q", "origin")
+    _git(root, "checkout", "-q", "change")
+    code, out = reviewed(second)
+    assert code == 1 and out["description"].startswith(f"stale: main@{tip[:10]} changed ")
+    assert {s["path"]: s["staleBy"] for s in out["stacks"]} == {SHOP: tip, DATA: tip}
