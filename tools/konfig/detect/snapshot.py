@@ -33,6 +33,9 @@ class Snapshot:
     root: Path
     commit: str | None
     files: dict[str, str]  # path relative to the root -> git blob id
+    # A commit's tree written out to ``root`` only in part (``konfig preview --offline``):
+    # every file is read by its blob id from the git repository here, never from disk.
+    blobs_from: Path | None = None
     _by_dir: dict[str, list[str]] | None = field(default=None, repr=False, compare=False)
     _blobs: dict[str, bytes] | None = field(default=None, repr=False, compare=False)
 
@@ -48,14 +51,14 @@ class Snapshot:
         """The content of each of ``paths``; a commit's blobs are read by one git process
         per call and remembered, so a blob asked for again costs none."""
         wanted = list(paths)
-        if self.commit is None:
+        if self.commit is None and self.blobs_from is None:
             return {p: (self.root / p).read_bytes() for p in wanted}
         if self._blobs is None:
             self._blobs = {}
         known = self._blobs
         missing = [self.files[p] for p in wanted if self.files[p] not in known]
         if missing:
-            known.update(gitrepo.read_blobs(self.root, missing))
+            known.update(gitrepo.read_blobs(self.blobs_from or self.root, missing))
         return {p: known[self.files[p]] for p in wanted}
 
     def text(self, path: str) -> str | None:

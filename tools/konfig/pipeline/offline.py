@@ -33,7 +33,8 @@ from typing import Any
 from konfig.build.compiler import CompileResult, CompileSettings
 from konfig.detect import gitrepo
 from konfig.detect.changeset import ChangeSet, changes_from
-from konfig.detect.snapshot import Snapshot
+from konfig.detect.importgraph import KCL_SUFFIX, ImportCache, ImportGraph, scan_files
+from konfig.detect.snapshot import Snapshot, find_layout
 from konfig.engine.danger import assess
 from konfig.engine.diff import FieldChange, compare, field_changes, unified_diff
 from konfig.engine.plan import Action, Change, StackPlan
@@ -87,12 +88,17 @@ def offline_preview(
         return OfflinePreview(Preview.of([], commits, mode=mode), change_set)
     with tempfile.TemporaryDirectory(prefix="konfig-offline-") as tmp:
         base_files = gitrepo.list_tree(root, base_sha)
-        merge_root = _write_tree(root, merge_files, Path(tmp) / "merge")
-        base_root = _write_tree(root, base_files, Path(tmp) / "base")
+        wanted = set(affected) | set(gone)
+        merge_root = _write_tree(
+            root, _needed(root, merge_files, wanted, state), Path(tmp) / "merge"
+        )
+        base_root = _write_tree(root, _needed(root, base_files, wanted, state), Path(tmp) / "base")
         merge_repo = discover(merge_root)
         base_repo = discover(base_root)
-        after = _compile(merge_repo, affected, merge_files, state, jobs, settings, meter)
-        before = _compile(base_repo, affected + gone, base_files, state, jobs, settings, meter)
+        after = _compile(merge_repo, affected, merge_files, state, jobs, settings, meter, root)
+        before = _compile(
+            base_repo, affected + gone, base_files, state, jobs, settings, meter, root
+        )
         stacks = {s.path: s for s in merge_repo.stacks}
         results = [
             _stack_preview(merge_repo, stacks[p], before.get(p), after[p], base_sha)
@@ -106,6 +112,32 @@ def offline_preview(
 def _file_change(change: gitrepo.TreeChange) -> gitrepo.FileChange:
     status = "A" if change.old is None else "D" if change.new is None else "M"
     return gitrepo.FileChange(status, change.path)
+
+
+def _needed(
+    root: Path, files: Mapping[str, str], stacks: set[str], state: Path | None
+) -> dict[str, str]:
+    """The files of a tree the compile of ``stacks`` may read: all but the directories
+    of the other stacks (a shard of 1,250 stacks in a 10,000-stack repository writes an
+    eighth of them, not the whole tree twice). A stack directory some ``.k`` file
+    imports a module from is kept: the compile cache's contract (konfig.build.cache)
+    is that a compile reads its stack, its project, the modules imported and kcl.mod."""
+    layout = find_layout(files)
+    others = {d for d in layout.stacks if d not in stacks}
+    if not others:
+        return dict(files)
+    cache = ImportCache.load(state / "imports.json" if state else None)
+    snapshot = Snapshot(root, None, dict(files), blobs_from=root)
+    graph = ImportGraph.build(files, scan_files(files, snapshot.read, cache))
+    if state is not None:
+        cache.save(keep=files.values())
+    for path in files:
+        if path.endswith(KCL_SUFFIX):
+            for target in graph.targets(path):
+                imported = layout.stack_of(f"{target}/-")
+                if imported is not None:
+                    others.discard(imported)
+    return {p: b for p, b in files.items() if layout.stack_of(p) not in others}
 
 
 def _write_tree(root: Path, files: Mapping[str, str], dest: Path) -> Path:
@@ -129,6 +161,7 @@ def _compile(
     jobs: int | None,
     settings: CompileSettings | None,
     meter: MeterFactory | None,
+    git_root: Path,
 ) -> dict[str, CompileResult]:
     wanted = set(paths)
     stacks = [s for s in repo.stacks if s.path in wanted]
@@ -139,7 +172,8 @@ def _compile(
         state=state,
         meter=meter,
         settings=settings,
-        snapshot=Snapshot(repo.root, None, dict(files)),
+        # every file's blob id (the cache keys are those of a full tree), read from git
+        snapshot=Snapshot(repo.root, None, dict(files), blobs_from=git_root),
     )
     return {r.stack_path: r for r in done}
 

@@ -419,3 +419,40 @@ def test_shards_of_the_offline_preview_make_the_whole_and_one_comment(
     assert bad.code == 2 and "I must be below N" in bad.err, bad.err
     bad = konfig("preview", "shop/dev", "--shard", "0/4", cwd=root)
     assert bad.code == 2 and "options of --offline" in bad.err, bad.err
+
+
+def test_only_the_previewed_stacks_and_what_they_import_are_written_out(
+    shop: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    """Each side's tree is written without the directories of the stacks not
+    previewed (a shard of a 10,000-stack change writes its own part, not the whole
+    tree twice), except a stack directory a `.k` file imports a module from: blog/dev
+    imports a module in shop/prod's directory, which stays and compiles."""
+    from konfig.pipeline.offline import _needed
+
+    root = shop.root
+    shop.write("appops/shop/prod/lib/tags.k", 'tag = "1.27.5"\n')
+    git_commit(root, "a module inside shop/prod's directory")
+    git.Repo(root).git.checkout("-q", "-b", "pr")
+    shop.write(
+        "appops/blog/dev/main.k",
+        "import appops.shop.prod.lib.tags\n"
+        + _image(SIMPLE_MAIN.format(name="blog", namespace="blog-dev"), "1.27.3").replace(
+            '"nginx:1.27.3"', '"nginx:" + tags.tag'
+        ),
+    )
+    git_commit(root, "pr: blog/dev takes its tag from shop/prod's module")
+    files = gitrepo.list_tree(root, gitrepo.rev_parse(root, "pr"))
+    kept = _needed(root, files, {"appops/blog/dev"}, None)
+    assert "appops/blog/dev/main.k" in kept and "appops/shop/prod/lib/tags.k" in kept
+    assert not any(p.startswith("appops/shop/dev/") for p in kept), sorted(kept)
+    assert "appops/shop/project.yaml" in kept and "kcl.mod" in kept
+    assert _needed(root, files, {"appops/blog/dev", "appops/shop/dev"}, None).keys() == (
+        kept.keys() | {p for p in files if p.startswith("appops/shop/dev/")}
+    )
+    code, doc, _ = _offline(konfig, root, "--base", "main", "--head", "pr")
+    assert code == 0, doc
+    [stack] = doc["stacks"]
+    assert stack["path"] == "appops/blog/dev" and stack["status"] == "ok", stack
+    image = _changes(doc, "appops/blog/dev")["apps/v1:Deployment:blog-dev:blog"]["fields"]
+    assert [(f["before"], f["after"]) for f in image] == [("nginx:1.27.3", "nginx:1.27.5")]
