@@ -16,7 +16,8 @@ from konfig.commands._console import info
 from konfig.commands._options import forge_options
 from konfig.commands._outputs import append_github_output, github_output_file
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
-from konfig.forge.client import GitHub, parse_repo
+from konfig.forge.client import DEFAULT_MARKER, GitHub, find_own_comment, own_login, parse_repo
+from konfig.pipeline.reusing import previous_run as previous_of
 
 
 @click.command("pr")
@@ -42,10 +43,24 @@ from konfig.forge.client import GitHub, parse_repo
     "Without: `live` is true for pull requests from this repository only.",
 )
 @click.option(
+    "--previous-run",
+    is_flag=True,
+    help="Also name the workflow run of the pull request's last live preview, as Konfig's "
+    "own comment on it records (found by its marker and its author): `previous-run`, "
+    "empty when there is none. Its preview artifacts let `konfig preview --reuse` re-use "
+    "the stacks that did not change since.",
+)
+@click.option(
+    "--author",
+    default=None,
+    help="--previous-run: the login Konfig comments as (default: the token's own, as "
+    "`konfig comment` finds it).",
+)
+@click.option(
     "--github-output",
     is_flag=True,
-    help="Also write `found`, `number`, `fork`, `live`, `base-sha`, `base-ref` and "
-    "`head-sha` to $GITHUB_OUTPUT.",
+    help="Also write `found`, `number`, `fork`, `live`, `base-sha`, `base-ref`, "
+    "`head-sha` (and `previous-run`) to $GITHUB_OUTPUT.",
 )
 @forge_options(token_help="Environment variable holding the token (pull requests: read).")
 def command(
@@ -53,6 +68,8 @@ def command(
     head_sha: str,
     base_ref: str | None,
     live_label: str | None,
+    previous_run: bool,
+    author: str | None,
     github_output: bool,
     api_url: str,
     token_env: str,
@@ -80,8 +97,9 @@ def command(
         )
     with GitHub(token, api_url=api_url) as client:
         pulls = client.open_pulls_at(repo, head_sha)
-    if base_ref is not None:
-        pulls = [p for p in pulls if p.base_ref == base_ref]
+        if base_ref is not None:
+            pulls = [p for p in pulls if p.base_ref == base_ref]
+        run = _previous_run(client, repo, pulls[0].number, author) if pulls and previous_run else ""
     if not pulls:
         into = f" into {base_ref}" if base_ref else ""
         info(f"no open pull request{into} has head {head_sha} (closed, or pushed to since)")
@@ -95,10 +113,17 @@ def command(
     info(f"pull request #{pr.number} at {pr.head_sha} ({origin}), {base}")
     if pr.fork and live:
         info(f"it carries the label {live_label}: the live preview of its compiled Specs runs")
+    if previous_run:
+        info(
+            f"its last live preview: run {run}"
+            if run
+            else "no live preview of it yet (no run named in Konfig's comment)"
+        )
     if output is not None:
         append_github_output(
             output,
             {
+                **({"previous-run": run} if previous_run else {}),
                 "found": "true",
                 "number": str(pr.number),
                 "fork": "true" if pr.fork else "false",
@@ -109,3 +134,12 @@ def command(
             },
         )
     return EXIT_OK
+
+
+def _previous_run(client: GitHub, repo: str, number: int, author: str | None) -> str:
+    """The run Konfig's own comment on pull request ``number`` names ("": none)."""
+    login, _ = own_login(client, author)
+    found, _ = find_own_comment(
+        client.list_comments(repo, number), marker=DEFAULT_MARKER, author=login
+    )
+    return (previous_of(found.body) or "") if found is not None else ""

@@ -28,6 +28,7 @@ from konfig.engine.planner import DEFAULT_WORKERS
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.compiling import compile_stacks
 from konfig.pipeline.previewing import Preview, commits_of, preview_stacks
+from konfig.pipeline.reusing import read_previous
 from konfig.pipeline.runtime import uses_opentofu
 from konfig.pipeline.selection import gone_stack, select_stacks, stacks_affected_since
 from konfig.pipeline.sharding import ShardPolicy, Slot, parse_slot
@@ -64,6 +65,18 @@ EXIT_CHANGES = 2
     "compiling: no KCL runs. Every file is checked against the spec contract and the "
     "whole folder refused when one breaks it (in CI: the compile job's artifact, "
     "docs/security.md).",
+)
+@click.option(
+    "--reuse",
+    "reuse",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PREVIOUS.json",
+    help="A previous live preview of the same stacks (its --format json, in parts when "
+    "it was sharded; repeatable): a stack whose Spec, encrypted files, settings and live "
+    "objects are unchanged since (the reuse key recomputed now, one metadata-only list "
+    "per kind and namespace, equals the one it recorded) takes that result instead of "
+    "being previewed again. The file is checked against the preview contract.",
 )
 @click.option(
     "--offline",
@@ -164,6 +177,7 @@ def command(
     changed_from: str | None,
     no_cache: bool,
     specs: Path | None,
+    reuse: tuple[Path, ...],
     offline: bool,
     base: str | None,
     head: str | None,
@@ -193,6 +207,7 @@ def command(
       konfig preview --changed-from origin/main --format markdown --out preview.md
       konfig preview guestbook/dev guestbook/prod --format json --detailed-exitcode
       konfig preview --offline --base origin/main --format json --out preview.json
+      konfig preview --specs specs/ --reuse previous.json --format json -- guestbook/dev
     """
     if offline or base is not None or head is not None or shard is not None:
         _refuse_with_offline(
@@ -203,6 +218,7 @@ def command(
                 "--all": all_stacks,
                 "--changed-from": changed_from is not None,
                 "--specs": specs is not None,
+                "--reuse": bool(reuse),
                 "--deleted": bool(deleted),
                 "--kubeconfig": kubeconfig is not None,
                 "--context": context is not None,
@@ -260,6 +276,7 @@ def command(
     # Compiled elsewhere (the unprivileged job of a pull request): read as hostile data,
     # all of it checked before any cluster is contacted; no KCL runs.
     read = read_specs(specs, [s.path for s in selected]) if specs is not None else None
+    previous = read_previous(list(reuse)) if reuse else None
     with connections(ctx, repo, kubeconfig, context) as conns:
         if read is not None:
             by_path = read
@@ -283,9 +300,15 @@ def command(
             note=info,
             resolver=Resolver(repo.root, keyring),
             contexts=runtime_contexts(repo.root, opentofu=terraform),
+            # a preview of compiled Specs (a pull request's) records what it was made from,
+            # so that the next push's preview can re-use it
+            keyed=specs is not None,
+            previous=previous,
         )
 
     preview = Preview.of(results, commits_of(repo.root, changed_from))
+    for sha, paths in preview.reused().items():
+        info(f"{len(paths)} of {len(results)} stacks re-used from {sha[:12]}: {', '.join(paths)}")
     return _emit(preview, fmt, out, show_diff, detailed_exitcode)
 
 

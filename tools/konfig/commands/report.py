@@ -113,6 +113,14 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
 )
 @click.option("--run-url", default=None, help="Link to the workflow run (footer).")
 @click.option(
+    "--run-id",
+    default=None,
+    metavar="ID",
+    help="The workflow run whose live previews this is (github.run_id): named, hidden, in "
+    "the comment, so that the next push's preview re-uses its unchanged stacks "
+    "(`konfig pr --previous-run`, `konfig preview --reuse`).",
+)
+@click.option(
     "--budget",
     type=click.IntRange(min=2_000, max=COMMENT_LIMIT),
     default=DEFAULT_BUDGET,
@@ -186,6 +194,7 @@ def command(
     sha: str,
     pr: int | None,
     run_url: str | None,
+    run_id: str | None,
     budget: int,
     title: str,
     placeholder: bool,
@@ -215,6 +224,8 @@ def command(
         raise UsageError(
             "--reviewed-out - prints the record on stdout: write the comment with --out FILE"
         )
+    if run_id is not None and not run_id.isdecimal():
+        raise UsageError(f"--run-id {run_id!r} is not a run id (a number: github.run_id)")
     if placeholder:
         _emit(comment.render_placeholder(sha, run_url), out)
         return EXIT_OK
@@ -292,6 +303,7 @@ def command(
             pr=pr,
             origin=pr_from,
             live_follows=live_follows,
+            run_id=run_id,
         )
     except ReportInputError as exc:
         raise UsageError(str(exc), hint="pass the JSON the named konfig command printed") from exc

@@ -27,7 +27,14 @@ from konfig.errors import KonfigError
 from konfig.pipeline.connections import Connections
 from konfig.pipeline.publishing import PullPreview, preview_pull
 from konfig.pipeline.refusals import first_refusal
-from konfig.pipeline.runtime import NOTHING_SET_UP, Contexts, kept_of_gone, runtime_of
+from konfig.pipeline.reusing import Previous, Reused, reuse_key
+from konfig.pipeline.runtime import (
+    NOTHING_SET_UP,
+    Contexts,
+    kept_of_gone,
+    runtime_of,
+    uses_opentofu,
+)
 from konfig.repo.layout import Stack
 from konfig.secrets.refs import Resolver, referenced_files, sealed_files, secret_data
 from konfig.spec import Spec
@@ -61,6 +68,10 @@ class StackPreview:
     # a stack in pull delivery: what the merge publishes; its plan is the controller's
     pull: PullPreview | None = None
     controller: str = ""  # who the plan is of: "flux <namespace>/<name>", or why none
+    # what the plan was computed from (pipeline.reusing; None: not recorded)
+    reuse_key: str | None = None
+    # the result of a previous preview, re-used: Spec and live objects unchanged since
+    reused: Reused | None = None
 
     @property
     def project(self) -> str:
@@ -75,7 +86,29 @@ class StackPreview:
     def counts(self) -> dict[str, int]:
         if self.plan:
             return self.plan.counts()
+        if self.reused is not None:
+            return {**dict.fromkeys(ACTIONS, 0), **self.reused.counts()}
         return dict.fromkeys(ACTIONS, 0)
+
+    def danger_counts(self) -> dict[str, int]:
+        if self.plan:
+            return self.plan.danger_counts()
+        if self.reused is not None:
+            return {**dict.fromkeys(DANGER_CLASSES, 0), **self.reused.dangers()}
+        return dict.fromkeys(DANGER_CLASSES, 0)
+
+    @property
+    def has_changes(self) -> bool:
+        if self.plan is not None:
+            return self.plan.has_changes
+        counts = self.counts()
+        return self.reused is not None and any(counts[a] for a in ACTIONS if a != "unchanged")
+
+    @property
+    def drifted_objects(self) -> int:
+        if self.plan is not None:
+            return len(self.plan.drifted)
+        return self.reused.drifted_objects if self.reused is not None else 0
 
     @property
     def changes(self) -> tuple[Change, ...]:
@@ -163,7 +196,15 @@ class Preview:
 
     @property
     def has_changes(self) -> bool:
-        return any(s.plan is not None and s.plan.has_changes for s in self.stacks)
+        return any(s.has_changes for s in self.stacks)
+
+    def reused(self) -> dict[str, list[str]]:
+        """Commit -> the stacks whose result was re-used from its preview."""
+        out: dict[str, list[str]] = {}
+        for s in self.stacks:
+            if s.reused is not None:
+                out.setdefault(s.reused.head, []).append(s.path)
+        return out
 
     @property
     def has_errors(self) -> bool:
@@ -180,18 +221,17 @@ class Preview:
 
     @property
     def has_drift(self) -> bool:
-        return any(s.plan is not None and s.plan.drifted for s in self.stacks)
+        return any(s.drifted_objects for s in self.stacks)
 
     def drifted_objects(self) -> int:
-        return sum(len(s.plan.drifted) for s in self.stacks if s.plan)
+        return sum(s.drifted_objects for s in self.stacks)
 
     def danger_counts(self) -> dict[str, int]:
         """Changes per danger class, over every stack."""
         total: dict[str, int] = dict.fromkeys(DANGER_CLASSES, 0)
         for s in self.stacks:
-            if s.plan:
-                for name, n in s.plan.danger_counts().items():
-                    total[name] += n
+            for name, n in s.danger_counts().items():
+                total[name] += n
         return total
 
     def dangers(self) -> list[tuple[str, Change, Danger]]:
@@ -218,10 +258,15 @@ def preview_stack(
     workers: int = DEFAULT_WORKERS,
     resolver: Resolver | None = None,
     contexts: Contexts = NOTHING_SET_UP,
+    keyed: bool = False,
+    previous: Previous | None = None,
 ) -> StackPreview:
     """One existing stack: its plan, or the compile, decryption or cluster error that
-    stopped it. With a ``resolver`` that can decrypt, Secrets from encrypted files are
-    compared key by key (in memory); without one they are reported "not compared".
+    stopped it. ``keyed`` (or a ``previous`` preview): its reuse key is read first
+    (:mod:`.reusing`), and with a ``previous`` preview whose result recorded the same
+    key, that result is re-used instead of planning. With a ``resolver`` that can
+    decrypt, Secrets from encrypted files are compared key by key (in memory); without
+    one they are reported "not compared".
     The stack's runtime plans it (:func:`konfig.pipeline.runtime.runtime_of`: a stack
     with Terraform resources is planned with OpenTofu too, set up in ``contexts``)."""
     if compiled.spec is None:
@@ -269,10 +314,34 @@ def preview_stack(
         return _preview_controlled(conns, stack, compiled.spec, pull)
     try:
         data = None
-        if resolver is not None and _can_decrypt_all(compiled.spec, resolver):
+        decrypts = resolver is not None and _can_decrypt_all(compiled.spec, resolver)
+        if resolver is not None and decrypts:
             data = secret_data(compiled.spec, resolver)
         kube = conns.kube(stack)
         prior = read_inventory(kube, stack)
+        sealed = sealed_files(conns.repo.root, compiled.spec)
+        key = None
+        if (keyed or previous is not None) and not uses_opentofu(stack, compiled.spec):
+            # read before the plan: an edit between the two makes the next key differ
+            key = reuse_key(
+                kube,
+                conns.repo.root,
+                stack,
+                compiled.spec,
+                prior,
+                sealed=sealed,
+                can_decrypt=decrypts,
+            )
+        reused = previous.candidate(stack.path, key) if previous is not None else None
+        if reused is not None:
+            return StackPreview(
+                stack.path,
+                context=conns.target(stack).context,
+                spec_digest=compiled.spec.digest(),
+                sealed=sealed,
+                reuse_key=key,
+                reused=reused,
+            )
         runtime = runtime_of(stack, compiled.spec, contexts)
         plan = runtime.preview(
             kube,
@@ -285,10 +354,7 @@ def preview_stack(
         )
         plan = _assessed(conns, plan, kube)
         return StackPreview(
-            stack.path,
-            context=plan.context,
-            plan=plan,
-            sealed=sealed_files(conns.repo.root, compiled.spec),
+            stack.path, context=plan.context, plan=plan, sealed=sealed, reuse_key=key
         )
     except KonfigError as exc:
         return StackPreview(
@@ -391,11 +457,21 @@ def preview_stacks(
     note: Note | None = None,
     resolver: Resolver | None = None,
     contexts: Contexts = NOTHING_SET_UP,
+    keyed: bool = False,
+    previous: Previous | None = None,
 ) -> list[StackPreview]:
-    """The previews of ``stacks`` (compiled) and of the deleted stacks ``gone``, in order."""
+    """The previews of ``stacks`` (compiled) and of the deleted stacks ``gone``, in order
+    (``keyed``, ``previous``: see :func:`preview_stack`)."""
     results = [
         preview_stack(
-            conns, s, compiled[s.path], workers=workers, resolver=resolver, contexts=contexts
+            conns,
+            s,
+            compiled[s.path],
+            workers=workers,
+            resolver=resolver,
+            contexts=contexts,
+            keyed=keyed,
+            previous=previous,
         )
         for s in stacks
     ]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from konfig.pipeline.reusing import run_line
 from konfig.pipeline.reviewed import hidden
 from konfig.report import grouped
 from konfig.report.budget import DEFAULT_BUDGET, Measure, chars, cut_section, utf8_bytes
@@ -87,10 +88,12 @@ def render(
 
 def _record(report: Report) -> str:
     """The hidden reviewed record (:mod:`konfig.pipeline.reviewed`) that ends the comment
-    and the summary: nothing when no stack was previewed with a digest."""
+    and the summary (nothing when no stack was previewed with a digest), and the hidden
+    line naming the run of a live preview (:func:`konfig.pipeline.reusing.run_line`)."""
+    run = run_line(report.run_id) + "\n" if report.run_id else ""
     if not report.reviewed.stacks:
-        return ""
-    return "\n" + hidden(report.reviewed) + "\n"
+        return "\n" + run if run else ""
+    return "\n" + hidden(report.reviewed) + "\n" + run
 
 
 def render_full(

@@ -74,6 +74,10 @@ def to_json(preview: Preview) -> dict[str, Any]:
 
 
 def _stack_json(s: StackPreview) -> dict[str, Any]:
+    if s.reused is not None:
+        # the previous preview's result, as it recorded it (checked against the contract
+        # when read; its key recomputed here and equal): which commit it comes from
+        return {**s.reused.entry, "reuseKey": s.reuse_key, "reusedFrom": s.reused.head}
     plan = s.plan
     return {
         "path": s.path,
@@ -97,6 +101,8 @@ def _stack_json(s: StackPreview) -> dict[str, Any]:
         "notPreviewed": [n.to_dict() for n in s.not_previewed],
         "review": s.digest.to_dict() if s.digest is not None and not s.error else None,
         "pull": _pull_json(s),
+        "reuseKey": s.reuse_key,
+        "reusedFrom": None,
     }
 
 
@@ -243,6 +249,15 @@ def render_text(
             lines.append("")
             continue
         lines.append(style(head, bold=True) + ": " + _counts_line(s.counts()))
+        if s.reused is not None:
+            lines.append(
+                "  "
+                + style(
+                    f"re-used from {s.reused.head[:12]} (Spec and live objects unchanged "
+                    "since its preview; --format json holds its changes)",
+                    "bright_black",
+                )
+            )
         if s.plan is not None and s.plan.prior_dirty:
             lines.append("  " + style(dirty_note(s.plan), "yellow"))
         for c in _listed(s.changes):

@@ -38,6 +38,7 @@ from konfig.report.grouping import (
 )
 from konfig.report.inputs import Document, ReportInputError, validated
 from konfig.report.modes import Origin, mode_line
+from konfig.words import plural
 
 Status = Literal[
     "conflict",
@@ -281,6 +282,23 @@ class Report:
     mode: Mode | None = None  # None: no preview
     origin: Origin | None = None  # where the pull request comes from (the forge says)
     live_follows: bool = False  # an offline comment the live preview replaces
+    # (commit, stacks): results a live preview re-used from that commit's preview
+    reused: tuple[tuple[str, int], ...] = ()
+    # the run whose preview artifacts this report shows (hidden in the comment: the next
+    # push's preview re-uses its unchanged stacks, pipeline.reusing)
+    run_id: str | None = None
+
+    @property
+    def reused_line(self) -> str | None:
+        """``♻️ 2 stacks re-used from `1a2b…`` (unchanged since that commit's preview)."""
+        if not self.reused:
+            return None
+        parts = [f"{plural(n, 'stack')} re-used from `{sha[:12]}`" for sha, n in self.reused]
+        return (
+            "♻️ "
+            + ", ".join(parts)
+            + " (Spec and live objects unchanged since that commit's preview)"
+        )
 
     @property
     def mode_line(self) -> str | None:
@@ -435,6 +453,7 @@ def build(
     pr: int | None = None,
     origin: Origin | None = None,
     live_follows: bool = False,
+    run_id: str | None = None,
 ) -> Report:
     """Merge the stage outputs into one :class:`Report` (pure; raises ReportInputError
     when a document does not match its contract).
@@ -478,6 +497,11 @@ def build(
         reviewed = reviewed_of_previews(live, pr=pr)
     except UsageError as exc:
         raise ReportInputError(str(exc)) from None
+    reused: dict[str, int] = {}
+    for doc in live:
+        for item in doc["stacks"]:
+            if item.get("reusedFrom"):
+                reused[str(item["reusedFrom"])] = reused.get(str(item["reusedFrom"]), 0) + 1
 
     # A failure in a file inside a stack (e.g. a unit test there) belongs to its row.
     rest = []
@@ -529,6 +553,8 @@ def build(
         mode=next(iter(modes)) if modes else None,
         origin=origin,
         live_follows=live_follows,
+        reused=tuple(sorted(reused.items())),
+        run_id=run_id if live else None,
     )
 
 

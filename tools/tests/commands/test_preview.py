@@ -508,7 +508,11 @@ def test_preview_of_specs_compiled_elsewhere_runs_no_kcl_and_equals_the_compiled
         konfig, repo_builder.root, cluster, stack, "--format", "json", "--specs", str(specs)
     )
     assert res.code == 0, res.err
-    assert json.loads(res.out) == json.loads(direct.out)
+    of_specs, compiled_here = json.loads(res.out), json.loads(direct.out)
+    # a preview of compiled Specs records what it was computed from (--reuse)
+    (keyed,) = of_specs["stacks"]
+    assert len(keyed.pop("reuseKey")) == 64 and compiled_here["stacks"][0].pop("reuseKey") is None
+    assert of_specs == compiled_here
     # without --specs the broken KCL is compiled and fails: --specs did not compile it
     broken = preview(konfig, repo_builder.root, cluster, stack, "--format", "json")
     assert broken.code == 1 and "compile failed" in broken.out, broken.out

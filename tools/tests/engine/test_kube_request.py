@@ -75,6 +75,15 @@ def test_a_list_page_carries_selector_limit_and_continue_token() -> None:
     every = list_page(DEPLOYMENT, None, None, "tok en")
     assert every.target == "/apis/apps/v1/deployments?limit=500&continue=tok+en"
     assert every.what == "list deployments (apps/v1)"
+    assert every.headers(None)["Accept"] == "application/json"
+
+
+def test_a_metadata_only_list_asks_for_partial_object_metadata() -> None:
+    call = list_page(CONFIGMAP, "shop", None, None, metadata_only=True)
+    accept = call.headers(None)["Accept"]
+    assert accept.startswith("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
+    assert accept.endswith(",application/json")  # a server without it answers the full list
+    assert call.target == list_page(CONFIGMAP, "shop", None, None).target
 
 
 def test_paths_are_quoted_and_discovery_paths_follow_the_group() -> None:

@@ -215,13 +215,20 @@ class Kube:
         kind: str,
         namespace: str | None = None,
         label_selector: str | None = None,
+        *,
+        metadata_only: bool = False,
     ) -> list[dict[str, Any]]:
-        """Every object of a kind (in one namespace, or all), following ``continue``."""
+        """Every object of a kind (in one namespace, or all), following ``continue``;
+        ``metadata_only``: only each object's metadata (a cheap read of uids and
+        resourceVersions)."""
         info = self.resource(api_version, kind)
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
-            data = self.send(request.list_page(info, namespace, label_selector, token))
+            call = request.list_page(
+                info, namespace, label_selector, token, metadata_only=metadata_only
+            )
+            data = self.send(call)
             for item in data.get("items") or []:
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)

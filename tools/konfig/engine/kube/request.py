@@ -49,6 +49,7 @@ class Request:
     query: Mapping[str, str] = field(default_factory=dict)
     body: bytes | None = None
     content_type: str = "application/json"
+    accept: str = "application/json"
 
     @property
     def target(self) -> str:
@@ -58,7 +59,7 @@ class Request:
 
     def headers(self, authorization: str | None) -> dict[str, str]:
         """The HTTP headers, with ``authorization`` (the credential's header value)."""
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        headers = {"Accept": self.accept, "User-Agent": USER_AGENT}
         value = (authorization or "").strip()  # a token file's newline
         if value:
             headers["Authorization"] = value
@@ -145,13 +146,21 @@ def delete(
     )
 
 
+# A list of metadata only (PartialObjectMetadataList): names, uids and resourceVersions
+# without the objects' content; a server that cannot answers the full list.
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+
+
 def list_page(
     info: ResourceInfo,
     namespace: str | None,
     label_selector: str | None,
     token: str | None,
+    *,
+    metadata_only: bool = False,
 ) -> Request:
-    """One page of a list (``token``: the previous page's ``continue``)."""
+    """One page of a list (``token``: the previous page's ``continue``); ``metadata_only``:
+    each item's metadata, not its content."""
     query = {"labelSelector": label_selector, "limit": str(PAGE), "continue": token}
     where = f" in namespace {namespace}" if namespace else ""
     return Request(
@@ -159,6 +168,7 @@ def list_page(
         object_path(info, None, namespace),
         f"list {info.plural} ({info.api_version}){where}",
         query={k: v for k, v in query.items() if v is not None},
+        accept=METADATA_ONLY if metadata_only else "application/json",
     )
 
 
