@@ -48,6 +48,7 @@ COMMANDS = {
     "report": "konfig.commands.report",
     "reviewed": "konfig.commands.reviewed",
     "secrets": "konfig.commands.secrets",
+    "stale": "konfig.commands.stale",
     "status": "konfig.commands.status",
     "test": "konfig.commands.test",
     "upgrade": "konfig.commands.upgrade",

@@ -12,7 +12,7 @@ from konfig.errors import UsageError
 from konfig.pipeline.reviewed import Reviewed, Verdict, read_reviewed
 
 if TYPE_CHECKING:  # apply imports this module; only the forge commands need the client
-    from konfig.forge.client import GitHub
+    from konfig.forge.client import Comment, GitHub
 
 
 def read_reviewed_file(path: Path) -> Reviewed:
@@ -54,16 +54,24 @@ def blocked_result(verdict: Verdict) -> StackResult:
     )
 
 
-def pull_record(
+def pull_comment(
     client: GitHub, repo: str, number: int, *, marker: str, author: str | None
-) -> tuple[Reviewed | None, str | None]:
-    """The reviewed record in Konfig's own comment on pull request ``number`` (found by
-    marker and author, as ``konfig comment`` writes it), or None and why not. The record
-    is hostile input, checked by :func:`read_reviewed`."""
+) -> tuple[Comment | None, str]:
+    """Konfig's own comment on pull request ``number`` (found by marker and author, as
+    ``konfig comment`` writes it), or None; and the login looked for."""
     from konfig.forge.client import find_own_comment, own_login
 
     login, _ = own_login(client, author)
     found, _ = find_own_comment(client.list_comments(repo, number), marker=marker, author=login)
+    return found, login
+
+
+def pull_record(
+    client: GitHub, repo: str, number: int, *, marker: str, author: str | None
+) -> tuple[Reviewed | None, str | None]:
+    """The reviewed record in Konfig's own comment on pull request ``number``, or None
+    and why not. The record is hostile input, checked by :func:`read_reviewed`."""
+    found, login = pull_comment(client, repo, number, marker=marker, author=author)
     if found is None:
         return None, f"pull request #{number} has no Konfig comment by {login}"
     try:

@@ -250,8 +250,13 @@ class GitHub:
 
     def open_pulls_at(self, repo: str, head_sha: str) -> list[PullRequest]:
         """The open pull requests whose head is commit ``head_sha`` (every page), by
-        number. Paged by number while ``Link`` names a next page, as :meth:`list_issues`
-        (Gitea's ``Link`` header is not one PyGithub's list follows)."""
+        number."""
+        return [p for p in self.open_pulls(repo) if p.head_sha == head_sha]
+
+    def open_pulls(self, repo: str) -> list[PullRequest]:
+        """Every open pull request (every page), by number. Paged by number while
+        ``Link`` names a next page, as :meth:`list_issues` (Gitea's ``Link`` header is
+        not one PyGithub's list follows)."""
         path = f"/repos/{repo}/pulls"
 
         def call() -> list[PullRequest]:
@@ -265,13 +270,13 @@ class GitHub:
                 )
                 if not isinstance(data, list):
                     raise GitHubError(f"GET {path} answered {type(data).__name__}, not a list")
-                found += [_pull(item) for item in data if _sha(item, "head") == head_sha]
+                found += [_pull(item) for item in data if isinstance(item, dict)]
                 link = next((str(v) for k, v in headers.items() if k.lower() == "link"), "")
                 if not data or 'rel="next"' not in link:
                     return sorted(found, key=lambda p: p.number)
                 page += 1
 
-        return self._call(f"GET {path}?state=open", "find the pull request of a commit", call)
+        return self._call(f"GET {path}?state=open", "list the open pull requests", call)
 
     def merged_pull(self, repo: str, merge_sha: str, *, pages: int = 5) -> int | None:
         """The pull request merged as commit ``merge_sha`` (its merge commit, as the forge
@@ -498,10 +503,6 @@ def _api_message(exc: GithubException) -> str:
             message = f"{message} ({details})"
         return message
     return str(data) if data else "no message"
-
-
-def _sha(item: Any, side: str) -> str:
-    return str(((item.get(side) or {}).get("sha")) or "")
 
 
 def _pull(item: Any) -> PullRequest:

@@ -394,6 +394,12 @@ def _names(paths: Sequence[str], room: int) -> str:
     return ", ".join(shown)
 
 
+def stale_description(commit: str, stacks: Sequence[str], branch: str = "main") -> str:
+    """The status line of a preview the base branch made stale (at most 140 characters)."""
+    lead = f"stale: {branch}@{commit[:10]} changed "
+    return lead + _names(sorted(stacks), 140 - len(lead))
+
+
 def review_state(
     reviewed: Reviewed | None,
     head: str,
@@ -418,10 +424,7 @@ def review_state(
     old = [s for s in stacks if s.stale_by]
     if old:
         by = sorted({str(s.stale_by) for s in old})
-        lead = f"stale: main@{by[0][:10]} changed "
-        return ReviewState(
-            head, "failure", lead + _names([s.path for s in old], 140 - len(lead)), stacks
-        )
+        return ReviewState(head, "failure", stale_description(by[0], [s.path for s in old]), stacks)
     waiting = [s.path for s in stacks if not s.approved_by]
     if waiting:
         lead = "not approved as previewed now: "

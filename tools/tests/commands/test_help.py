@@ -132,6 +132,7 @@ NOT_RUN = {
     "pr": "asks a forge's API; tests/forge/test_gitea.py asks Gitea",
     "reviewed": "asks a forge's API; tests/forge/test_gitea.py asks Gitea",
     "approved": "reads reviews, sets a status; tests/forge/test_reviewed_gitea.py does",
+    "stale": "reads pull requests, posts; tests/forge/test_reviewed_gitea.py does",
     "owners --pr": "reads reviews, posts a status; tests/forge/test_owners_gitea.py asks Gitea",
     "report": "reads the results of a CI run; tests/commands/test_report.py has them",
     "release": "hands objects over to a pull controller; tests/engine/test_handoff.py does",

@@ -176,3 +176,88 @@ def test_approvals_follow_the_change_digest_and_main_makes_a_preview_stale_on_gi
     code, out = reviewed(second)
     assert code == 1 and out["description"].startswith(f"stale: main@{tip[:10]} changed ")
     assert {s["path"]: s["staleBy"] for s in out["stacks"]} == {SHOP: tip, DATA: tip}
+
+
+def test_a_push_to_main_marks_the_pull_requests_it_made_stale_on_gitea(
+    forge: Forge,
+    konfig: KonfigRunner,
+    repo_builder: RepoBuilder,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """PR B previewed shop's and data's prod stacks, PR C only misc's: a push to main
+    that changes the model shop and data import marks B stale (status and one line in
+    its comment, once), not C."""
+    root = repo_builder.root
+    _repository(repo_builder, forge.admin, forge.admin, forge.admin)
+    git_init(root)
+    assert konfig("gen", "codeowners", cwd=root).code == 0
+    git_commit(root, "main")
+    repo = forge.import_repo(unique("stale"), root, lambda *a, cwd: _git(cwd, *a))
+    _git(root, "fetch", "-q", "origin")
+    monkeypatch.setenv("GITHUB_TOKEN", forge.token)
+    heads: dict[str, tuple[int, str]] = {}
+    for branch, path, images in (
+        ("b", "base/pkg/lib/web/web.k", {SHOP: "v2", DATA: "v2"}),
+        ("c", "appops/misc/prod/extra.k", {"appops/misc/prod": "v2"}),
+    ):
+        _git(root, "checkout", "-q", "-b", branch, "main")
+        repo_builder.write(path, 'labels: {str:str} = {"tier" = "' + branch + '"}\n')
+        head = git_commit(root, f"pull request {branch}")
+        _git(root, "push", "-q", "origin", branch)
+        number = int(
+            forge.request(
+                "POST", f"/repos/{repo}/pulls", {"head": branch, "base": "main", "title": branch}
+            )["number"]
+        )
+        _preview_comment(konfig, forge, repo, number, head, images, tmp_path)
+        heads[branch] = (number, head)
+
+    _git(root, "checkout", "-q", "main")
+    before = _git(root, "rev-parse", "HEAD").strip()
+    repo_builder.write("base/pkg/lib/web/web.k", 'labels: {str:str} = {"tier" = "edge"}\n')
+    tip = git_commit(root, "pull request A, merged")
+    _git(root, "push", "-q", "origin", "main")
+
+    def stale() -> dict[str, Any]:
+        res = konfig(
+            "stale", "--repo", repo, "--before", before, "--after", tip, "--post", "--json",
+            "--api-url", forge.api_url, cwd=root,
+        )  # fmt: skip
+        assert res.code == 0, res.err
+        out: dict[str, Any] = json.loads(res.out)
+        return out
+
+    out = stale()
+    assert out["commit"] == tip and {SHOP, DATA} <= set(out["stacks"])
+    number, head = heads["b"]
+    assert out["pulls"] == [{"number": number, "head": head, "stacks": [DATA, SHOP]}]
+    status = _status(forge, repo, head, "konfig/reviewed")
+    assert status["status"] == "failure"
+    assert status["description"] == f"stale: main@{tip[:10]} changed {DATA}, {SHOP}"
+    comments = forge.get(f"/repos/{repo}/issues/{number}/comments")
+    (body,) = [c["body"] for c in comments if "konfig:preview" in c["body"]]
+    assert f"**Stale**: main@`{tip[:12]}` changed `{DATA}`, `{SHOP}`" in body
+    assert body.splitlines()[1].startswith("## Konfig preview")  # the title stays first
+    read_reviewed(body, where="the comment")  # the record is intact
+    c_number, c_head = heads["c"]
+    assert not [
+        s
+        for s in forge.get(f"/repos/{repo}/commits/{c_head}/statuses")
+        if s.get("context") == "konfig/reviewed"
+    ]
+    # again (a re-run of the workflow): the same status, no second line
+    stale()
+    comments = forge.get(f"/repos/{repo}/issues/{number}/comments")
+    (again,) = [c["body"] for c in comments if "konfig:preview" in c["body"]]
+    assert again.count("**Stale**") == 1
+    # the status konfig approved computes agrees (from git: main moved in its stacks)
+    _git(root, "checkout", "-q", "b")
+    res = konfig(
+        "approved", "--repo", repo, "--pr", str(number), "--main", "origin/main", "--json",
+        "--api-url", forge.api_url, cwd=root,
+    )  # fmt: skip
+    assert res.code == 1 and json.loads(res.out)["description"].startswith(
+        f"stale: main@{tip[:10]}"
+    )
+    assert c_number != number
