@@ -11,11 +11,16 @@ children: konfig and its compile workers) and wall time each:
 
 1. ``konfig preview --offline --base main --head pr --no-cache``: every affected stack
    compiled at the base and at the merge, no cache (2 x 1,000 compiles), diffed;
-2. ``konfig compile --all`` on main (what a trusted run on main leaves in the compile
+2. ``konfig compile --all --out DIR`` on main (the base-side Specs a trusted run of the
+   default branch caches, apply.yml ``base-specs``; not timed), then ``konfig preview
+   --offline --no-cache --base-specs DIR``: a fresh runner with that cache, the base side
+   read from it (each file checked against the spec contract), the merge side compiled;
+   its JSON must equal (1)'s;
+3. ``konfig compile --all`` on main (what a trusted run on main leaves in the compile
    cache; not timed), then ``konfig preview --offline --base main --head pr``: the base
-   side from the cache, the merge side compiled;
-3. ``konfig report --offline-preview ... --pr-from fork``: the comment from (2);
-4. the peer, alternating with nothing else: the render-then-diff tools' way (one render
+   side from the compile cache, the merge side compiled;
+4. ``konfig report --offline-preview ... --pr-from fork``: the comment from (2);
+5. the peer, alternating with nothing else: the render-then-diff tools' way (one render
    per app and commit), here one process per sampled stack and side that loads kcl-lib
    and compiles the stack's entry files at that commit, nothing else; its CPU per
    stack and side times 2 x the stacks is the peer's figure for the whole change.
@@ -128,6 +133,15 @@ def main() -> int:
         out = tmp / "offline.json"
         offline = [*KONFIG, "preview", "--offline", "--base", "main", "--head", "pr"]
         cold = run([*offline, "--no-cache", "--format", "json", "--out", str(out)], root)
+        cold_doc = json.loads(out.read_text(encoding="utf-8"))
+        specs = tmp / "base-specs"
+        run([*KONFIG, "compile", "--all", "--no-cache", "--out", str(specs)], root)
+        cached_specs = run(
+            [*offline, "--no-cache", "--base-specs", str(specs), "--format", "json",
+             "--out", str(out)],
+            root,
+        )  # fmt: skip
+        same = json.loads(out.read_text(encoding="utf-8")) == cold_doc
         run([*KONFIG, "compile", "--all"], root)  # main's cache, as a trusted run leaves it
         warm = run([*offline, "--format", "json", "--out", str(out)], root)
         doc = json.loads(out.read_text(encoding="utf-8"))
@@ -150,19 +164,24 @@ def main() -> int:
     print(f"comment: {len(text):,} characters; first line: {text.splitlines()[0]}")
     for what, (wall, cpu, _) in (
         ("offline preview, no cache (2 x compile)", cold),
+        ("offline preview, base-side Specs cached (--base-specs)", cached_specs),
         ("offline preview, base from the cache", warm),
         ("konfig report --offline-preview (the comment)", report),
     ):
-        print(f"{what:<48} {wall:7.1f} s wall {cpu:7.1f} s CPU")
+        print(f"{what:<56} {wall:7.1f} s wall {cpu:7.1f} s CPU")
     print(
         f"{'peer: a kcl-lib process per stack and side':<48} "
         f"{per_side * 1000:7.1f} ms CPU each ({len(sample)} stacks x 2 sampled, "
         f"{peer_wall:.1f} s wall); for {n} x 2: {peer_total:7.1f} s CPU"
     )
     print(f"konfig offline (no cache) vs the peer: {cold[1] / peer_total:.3f}x CPU")
+    print(
+        f"base-side Specs cached vs no cache: {cached_specs[1] / cold[1]:.3f}x CPU, "
+        f"{cached_specs[0] / cold[0]:.3f}x wall; the same preview JSON: {same}"
+    )
     print(f"konfig offline + comment, base cached: {warm[0] + report[0]:.1f} s wall")
     print(f"load average before: {load}, after: {os.getloadavg()}")
-    ok = changed == n and "**1** distinct change" in text
+    ok = changed == n and "**1** distinct change" in text and same
     print(f"every stack changed and one distinct change in the comment: {ok}")
     return 0 if ok else 1
 

@@ -61,7 +61,43 @@ def read_specs(folder: Path, stack_paths: Sequence[str]) -> dict[str, CompileRes
     return results
 
 
-def _read_folder(folder: Path) -> dict[str, Spec]:
+def read_listed(folder: Path, stack_paths: Sequence[str]) -> dict[str, Spec]:
+    """The Specs of those of ``stack_paths`` that ``folder`` holds, reading nothing else
+    (a cache of every stack's Spec, of which a preview needs a few: the offline
+    preview's base side). Each file read is checked as :func:`read_specs` checks it,
+    and no folder on its way may be a link; one bad file refuses them all
+    (:class:`ContractError`, file and line)."""
+    _check_folder(folder)
+    problems: list[Violation] = []
+    specs: dict[str, Spec] = {}
+    for stack in sorted(set(stack_paths)):
+        if not _is_stack_path(stack):
+            continue
+        path = folder / stack / SPEC_FILE
+        name = f"{folder.as_posix()}/{stack}/{SPEC_FILE}"
+        parts = stack.split("/")
+        linked = [
+            folder.joinpath(*parts[:i])
+            for i in range(1, len(parts) + 1)
+            if folder.joinpath(*parts[:i]).is_symlink()
+        ]
+        if linked:
+            problems.append(_problem(folder, linked[0], "is a link, not a folder"))
+            continue
+        if not path.exists() and not path.is_symlink():
+            continue  # not in the cache: the caller compiles it
+        try:
+            specs[stack] = _read_one(path, name)
+        except ContractError as exc:
+            problems.extend(exc.violations)
+        except ConfigError as exc:
+            problems.append(Violation("invalid-value", (), exc.problem, exc.file, exc.line))
+    if problems:
+        raise ContractError(problems, hint=HINT)
+    return specs
+
+
+def _check_folder(folder: Path) -> None:
     try:
         info = os.lstat(folder)
     except OSError as exc:
@@ -72,6 +108,10 @@ def _read_folder(folder: Path) -> dict[str, Spec]:
         raise ConfigError(
             "is not a folder of Specs (a link, or a file)", file=str(folder), hint=HINT
         )
+
+
+def _read_folder(folder: Path) -> dict[str, Spec]:
+    _check_folder(folder)
     problems: list[Violation] = []
     specs: dict[str, Spec] = {}
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):

@@ -111,6 +111,16 @@ EXIT_CHANGES = 2
     "stacks are in shard 0. `konfig report` takes every shard's file.",
 )
 @click.option(
+    "--base-specs",
+    "base_specs",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="--offline: a folder of the --base commit's Specs (`konfig compile --all --out "
+    "DIR` there; in CI the cache a trusted run on the default branch wrote, docs/speed.md): "
+    "the stacks it holds are not compiled at the base. Each file read is checked against "
+    "the spec contract, and one bad file refuses the folder.",
+)
+@click.option(
     "--deleted",
     "deleted",
     multiple=True,
@@ -178,6 +188,7 @@ def command(
     no_cache: bool,
     specs: Path | None,
     reuse: tuple[Path, ...],
+    base_specs: Path | None,
     offline: bool,
     base: str | None,
     head: str | None,
@@ -209,7 +220,7 @@ def command(
       konfig preview --offline --base origin/main --format json --out preview.json
       konfig preview --specs specs/ --reuse previous.json --format json -- guestbook/dev
     """
-    if offline or base is not None or head is not None or shard is not None:
+    if offline or base is not None or head is not None or shard is not None or base_specs:
         _refuse_with_offline(
             offline=offline,
             base=base,
@@ -240,6 +251,7 @@ def command(
             settings=compile_settings(),
             meter=compile_progress(enabled=fmt == "text" and out is None),
             shard=slot,
+            base_specs=base_specs,
         )
         return _emit(done.preview, fmt, out, show_diff, detailed_exitcode)
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
@@ -322,7 +334,8 @@ def _slot(text: str, config: RepoConfig) -> Slot:
 def _refuse_with_offline(*, offline: bool, base: str | None, given: dict[str, bool]) -> None:
     if not offline:
         raise UsageError(
-            "--base, --head and --shard are options of --offline", hint="add --offline"
+            "--base, --head, --shard and --base-specs are options of --offline",
+            hint="add --offline",
         )
     if base is None:
         raise UsageError(

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from konfig.build.compiler import CompileResult, CompileSettings
+from konfig.build.specfiles import read_listed
 from konfig.detect import gitrepo
 from konfig.detect.changeset import ChangeSet, changes_from
 from konfig.detect.importgraph import KCL_SUFFIX, ImportCache, ImportGraph, scan_files
@@ -66,11 +67,15 @@ def offline_preview(
     settings: CompileSettings | None = None,
     meter: MeterFactory | None = None,
     shard: Slot | None = None,
+    base_specs: Path | None = None,
 ) -> OfflinePreview:
     """The render diff of ``head`` merged into ``base`` against ``base`` (refs or
     commit ids of the repository at ``root``), for every stack the merge affects; with
     ``shard``, for that shard's part of them (one job of a fanned-out run: the partition
-    of ``konfig matrix --shards``, the deleted stacks in shard 0)."""
+    of ``konfig matrix --shards``, the deleted stacks in shard 0). ``base_specs``: a
+    folder of the base commit's Specs (``konfig compile --out``, a cache a trusted run
+    of the default branch wrote): the stacks it holds are read from it, as hostile data
+    (:func:`konfig.build.specfiles.read_listed`), not compiled at the base."""
     base_sha, head_sha = gitrepo.rev_parse_all(root, [base, head])
     merge = gitrepo.merge_tree(root, base_sha, head_sha)
     changed = [_file_change(c) for c in gitrepo.diff_trees(root, base_sha, merge)]
@@ -86,19 +91,22 @@ def offline_preview(
         affected, gone = shard.pick(affected, gone)
     if not affected and not gone:
         return OfflinePreview(Preview.of([], commits, mode=mode), change_set)
+    cached = read_listed(base_specs, affected + gone) if base_specs is not None else {}
+    to_compile = [p for p in affected + gone if p not in cached]
     with tempfile.TemporaryDirectory(prefix="konfig-offline-") as tmp:
         base_files = gitrepo.list_tree(root, base_sha)
         wanted = set(affected) | set(gone)
         merge_root = _write_tree(
             root, _needed(root, merge_files, wanted, state), Path(tmp) / "merge"
         )
-        base_root = _write_tree(root, _needed(root, base_files, wanted, state), Path(tmp) / "base")
+        base_root = _write_tree(
+            root, _needed(root, base_files, set(to_compile), state), Path(tmp) / "base"
+        )
         merge_repo = discover(merge_root)
         base_repo = discover(base_root)
         after = _compile(merge_repo, affected, merge_files, state, jobs, settings, meter, root)
-        before = _compile(
-            base_repo, affected + gone, base_files, state, jobs, settings, meter, root
-        )
+        before = _compile(base_repo, to_compile, base_files, state, jobs, settings, meter, root)
+        before.update({p: CompileResult(p, spec, None, 0.0) for p, spec in cached.items()})
         stacks = {s.path: s for s in merge_repo.stacks}
         results = [
             _stack_preview(merge_repo, stacks[p], before.get(p), after[p], base_sha)
