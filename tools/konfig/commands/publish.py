@@ -13,12 +13,15 @@ from konfig.commands._common import (
     load_repository,
     repository_root,
 )
-from konfig.commands._console import echo_json, error, info
+from konfig.commands._console import echo_json, error, info, warn
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.repo.files import WriteScope, update_text
 
 if TYPE_CHECKING:
-    from konfig.pipeline.publishing import FolderDiff
+    from collections.abc import Mapping
+
+    from konfig.pipeline.publishing import FolderDiff, RenderedStack
+    from konfig.repo.layout import Repository
 
 
 @click.command("publish")
@@ -53,6 +56,16 @@ if TYPE_CHECKING:
     help="Publish only if STACK's folder still has the DIGEST reviewed (from --diff); "
     "else write nothing, exit 1. Repeatable.",
 )
+@click.option(
+    "--reviewed",
+    "reviewed_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The reviewed record (`konfig reviewed --out`, the pull request's Konfig comment, "
+    "`konfig report --reviewed-out` or the preview JSON): a stack whose rendered folder is "
+    "not the one reviewed (or changes unreviewed) is kept as it is when stack.yaml "
+    "apply.onReviewedChanged is block (exit 1), published with a warning when apply.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what was published as JSON.")
 @click.pass_context
 def command(
@@ -62,6 +75,7 @@ def command(
     jobs: int | None,
     show_diff: bool,
     expects: tuple[str, ...],
+    reviewed_file: Path | None,
     as_json: bool,
 ) -> int:
     """Render every stack in pull delivery onto its rendered branch.
@@ -91,9 +105,14 @@ def command(
         unexpected,
     )
 
-    if show_diff and (out is not None or expects):
-        raise UsageError("--diff writes nothing: give it without --out and --expect")
+    if show_diff and (out is not None or expects or reviewed_file is not None):
+        raise UsageError("--diff writes nothing: give it without --out, --expect and --reviewed")
     expected = _expected(expects)
+    reviewed = None
+    if reviewed_file is not None:
+        from konfig.commands._reviewed import read_reviewed_file
+
+        reviewed = read_reviewed_file(reviewed_file)
     root = repository_root(ctx)
     state = cache_state(root, enabled=True, git_required=out is None)
     repo = load_repository(ctx, state=state)
@@ -102,11 +121,20 @@ def command(
     if out is None and not show_diff:
         source = check_committed(repo, stacks, allow_dirty=False, verb="publish").commit
     rendered = render_stacks(repo, stacks, jobs=jobs, state=state, settings=compile_settings())
+    if reviewed is not None:
+        rendered = _verified(repo, rendered, reviewed.published)
     failed = [r for r in rendered if not r.ok]
     for r in failed:
         where = r.where[0] if r.where[1] is None else f"{r.where[0]}:{r.where[1]}"
         if r.error is not None:
             error(f"{r.path}: not published: compile failed\n  {r.error}".replace("\n", "\n  "))
+        if r.blocked is not None:
+            error(
+                f"{r.blocked}\n  not published, its folder kept as it is (stack.yaml "
+                "apply.onReviewedChanged: block)\n  hint: preview it again in a pull request "
+                "(konfig publish --diff shows the folder), review, merge; or set "
+                "onReviewedChanged: apply"
+            )
         for refusal in r.refused:
             error(
                 f"{where}: {r.path}: not published: {refusal.message} [{refusal.rule}]\n"
@@ -163,6 +191,7 @@ def command(
                             for x in r.refused
                         ],
                         "error": r.error,
+                        "blocked": r.blocked,
                         **_diff_json(diffs, r.path),
                     }
                     for r in rendered
@@ -179,6 +208,28 @@ def command(
             }
         )
     return EXIT_FINDINGS if failed else EXIT_OK
+
+
+def _verified(
+    repo: Repository, rendered: list[RenderedStack], published: Mapping[str, str]
+) -> list[RenderedStack]:
+    """``rendered`` with the stacks whose folder is not the one reviewed blocked (as
+    their stack.yaml apply.onReviewedChanged says); one line per stack on stderr."""
+    from konfig.pipeline.publishing import blocked_by, verify_published
+
+    by_path = {s.path: s for s in repo.stacks}
+    verdicts = verify_published(
+        repo,
+        rendered,
+        published,
+        lambda path: by_path[path].on_reviewed_changed(repo.config.production_stacks),
+    )
+    for v in verdicts:
+        if v.status == "reviewed":
+            info(v.explain())
+        elif not v.blocked:
+            warn(v.explain() + "\n  published anyway: stack.yaml apply.onReviewedChanged is apply")
+    return blocked_by(rendered, verdicts)
 
 
 def _expected(expects: tuple[str, ...]) -> dict[str, str]:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
 from konfig.build.compiler import CompileSettings
 from konfig.build.rendered import KUSTOMIZATION, Refusal, cluster_kustomization, refusals, render
@@ -44,10 +44,11 @@ class RenderedStack:
     refused: tuple[Refusal, ...] = ()
     error: str | None = None  # the compile error
     where: tuple[str, int | None] = ("", None)  # file and line of the first problem
+    blocked: str | None = None  # not the folder reviewed (publish --reviewed): why
 
     @property
     def ok(self) -> bool:
-        return self.error is None and not self.refused
+        return self.error is None and not self.refused and self.blocked is None
 
 
 @dataclass(frozen=True)
@@ -337,3 +338,80 @@ def unexpected(
         if found != digest:
             wrong.append((path, digest, found))
     return wrong
+
+
+# -- at merge: the folder rendered again, compared with the one reviewed -----------------
+
+ReviewStatus = Literal["reviewed", "changed", "unreviewed"]
+
+
+@dataclass(frozen=True)
+class PublishVerdict:
+    """One pull stack at merge: is the folder publish would write the one reviewed?
+
+    ``reviewed``: the record has its digest (or the folder does not change on the
+    branch); ``changed``: the record has another digest; ``unreviewed``: the record
+    has none and the folder changes (a direct push, a stack no preview showed).
+    ``policy`` (stack.yaml ``apply.onReviewedChanged``, as for ``konfig apply
+    --reviewed``) decides the other two: ``block`` keeps the folder as it is."""
+
+    path: str
+    status: ReviewStatus
+    policy: str
+    digest: str
+    reviewed_digest: str | None
+
+    @property
+    def blocked(self) -> bool:
+        return self.status != "reviewed" and self.policy == "block"
+
+    def explain(self) -> str:
+        if self.status == "reviewed":
+            return f"{self.path}: the reviewed rendered folder ({self.digest})"
+        if self.status == "unreviewed":
+            return (
+                f"{self.path}: its rendered folder changes ({self.digest}) and no preview of "
+                "the merged pull request showed it"
+            )
+        return (
+            f"{self.path}: its rendered folder is {self.digest}, not the "
+            f"{self.reviewed_digest} reviewed (a later merge or a changed base changed it)"
+        )
+
+
+def verify_published(
+    repo: Repository,
+    rendered: Sequence[RenderedStack],
+    reviewed: Mapping[str, str],
+    policy_of: Callable[[str], str],
+) -> list[PublishVerdict]:
+    """Each rendered pull stack against ``reviewed`` (stack path -> folder digest, the
+    record's ``published``); the folder compared with the local branch it goes to."""
+    out: list[PublishVerdict] = []
+    branches: dict[str, dict[str, str]] = {}
+    for r in rendered:
+        if not r.ok:
+            continue
+        now = folder_digest(r.files)
+        before = reviewed.get(r.path)
+        status: ReviewStatus
+        if before is not None:
+            status = "reviewed" if before == now else "changed"
+        else:
+            if r.branch not in branches:
+                branches[r.branch] = gitrepo.branch_files(repo.root, r.branch) or {}
+            old = branches[r.branch]
+            prefix = r.folder + "/"
+            had = {p[len(prefix) :]: sha for p, sha in old.items() if p.startswith(prefix)}
+            same = had == {name: gitrepo.blob_id(data) for name, data in r.files.items()}
+            status = "reviewed" if same else "unreviewed"
+        out.append(PublishVerdict(r.path, status, policy_of(r.path), now, before))
+    return out
+
+
+def blocked_by(
+    rendered: Sequence[RenderedStack], verdicts: Sequence[PublishVerdict]
+) -> list[RenderedStack]:
+    """``rendered`` with each blocked stack marked (its folder is kept as it is)."""
+    why = {v.path: v.explain() for v in verdicts if v.blocked}
+    return [replace(r, blocked=why[r.path]) if r.path in why else r for r in rendered]

@@ -58,6 +58,9 @@ class Reviewed:
     pr: int | None = None
     # the earlier heads of the pull request previewed, oldest first (:func:`carry`)
     history: tuple[Previewed, ...] = ()
+    # stacks in pull delivery: the digest of the rendered folder reviewed (sha256:...),
+    # what ``konfig publish --reviewed`` requires (docs/pull.md)
+    published: Mapping[str, str] = field(default_factory=dict)
 
     def digests(self) -> dict[str, str]:
         """Each stack's change digest."""
@@ -82,6 +85,8 @@ class Reviewed:
         }
         if self.history:  # (a record without one keeps the text it had before)
             out["history"] = [p.to_dict() for p in self.history]
+        if self.published:
+            out["published"] = dict(sorted(self.published.items()))
         return out
 
 
@@ -101,6 +106,7 @@ def reviewed_of_previews(previews: list[Mapping[str, Any]], *, pr: int | None = 
     """The record of preview JSON documents (already checked against their contract):
     every stack previewed without an error, with its digest."""
     stacks: dict[str, ChangeDigest] = {}
+    published: dict[str, str] = {}
     base = head = None
     for doc in previews:
         commits = doc.get("commits") or {}
@@ -109,7 +115,10 @@ def reviewed_of_previews(previews: list[Mapping[str, Any]], *, pr: int | None = 
         for item in doc.get("stacks") or []:
             if item.get("review"):
                 stacks[item["path"]] = _digest(item["path"], item["review"], "the preview")
-    return Reviewed(stacks, base, head, pr)
+            pull = item.get("pull") or {}
+            if pull.get("digest"):
+                published[item["path"]] = str(pull["digest"])
+    return Reviewed(stacks, base, head, pr, published=published)
 
 
 def hidden(reviewed: Reviewed) -> str:
@@ -162,7 +171,8 @@ def _of_record(data: Any, where: str, text: str | None) -> Reviewed:
         Previewed(str(p["head"]), {str(k): str(v) for k, v in p["digests"].items()})
         for p in data.get("history") or []
     )
-    return Reviewed(stacks, data.get("base"), data.get("head"), data.get("pr"), history)
+    published = {str(k): str(v) for k, v in (data.get("published") or {}).items()}
+    return Reviewed(stacks, data.get("base"), data.get("head"), data.get("pr"), history, published)
 
 
 def _check(contract: str, data: Any, where: str, text: str | None) -> None:

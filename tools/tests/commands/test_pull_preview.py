@@ -9,7 +9,9 @@ what ``konfig publish`` writes (the same digest as ``publish --diff``) and (2) t
 preview of what the controller changes: the Deployment's image updated, the Service
 pruned, nothing else (no konfig label, no ownership conflict). ``konfig report``
 renders both into the comment: golden ``golden/pull-preview.md`` (the section of the
-stack, with the random names replaced; ``KONFIG_UPDATE_GOLDEN=1`` rewrites it).
+stack, with the random names replaced; ``KONFIG_UPDATE_GOLDEN=1`` rewrites it), and its
+hidden reviewed record the folder's digest, which ``konfig publish --reviewed`` (the
+merge) accepts.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from fixtures.repos import AUTHOR, KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig import contracts
+from konfig.pipeline.reviewed import read_reviewed
 
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = Path(__file__).parent / "golden" / "pull-preview.md"
@@ -156,3 +159,10 @@ def test_the_preview_shows_the_rendered_diff_and_what_the_controller_changes(
     assert GOLDEN.is_file(), f"{GOLDEN} missing: run with KONFIG_UPDATE_GOLDEN=1 and review it"
     assert section == GOLDEN.read_text(encoding="utf-8")
     assert pull["digest"] in comment  # the full digest: what publish --expect takes
+
+    # the comment's hidden record carries the digest; the merge publishes against it
+    (tmp_path / "comment-body.md").write_text(comment)
+    assert read_reviewed(comment, where="the comment").published == {stack["path"]: pull["digest"]}
+    merged = konfig("publish", "--reviewed", str(tmp_path / "comment-body.md"), cwd=work)
+    assert merged.code == 0, merged.err
+    assert f"{stack['path']}: the reviewed rendered folder ({pull['digest']})" in merged.err
