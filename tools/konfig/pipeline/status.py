@@ -182,6 +182,8 @@ class PullStatus:
             "reason": c.reason or None if c else None,
             "message": c.message or None if c else None,
             "revision": c.revision or None if c else None,
+            "sync": c.sync or None if c else None,
+            "health": c.health or None if c else None,
             "renderedCommit": c.rendered_commit or None if c else None,
             "sourceCommit": self.source_commit or None,
             "error": self.error or None,
@@ -192,7 +194,7 @@ def _pull_statuses(
     root: Path, stacks: Sequence[Stack], conns: Connections, result: list[StackStatus]
 ) -> list[StackStatus]:
     """``result`` with each pull-delivery stack's controller status (docs/pull.md)."""
-    from konfig.engine.controllers import read_flux, reconciling
+    from konfig.engine.controllers import read_controllers, reconciling
 
     pulled = {s.path: s for s in stacks if s.delivery.pull}
     if not pulled:
@@ -208,7 +210,7 @@ def _pull_statuses(
         info = PullStatus(stack.delivery.branch, folder)
         try:
             kube = conns.kube(stack)
-            found = read.setdefault(id(kube), read_flux(kube))
+            found = read.setdefault(id(kube), read_controllers(kube))
         except KonfigError as exc:
             found = str(exc)
         if isinstance(found, str):
@@ -216,7 +218,10 @@ def _pull_statuses(
         else:
             c = reconciling(found, folder)
             if c is None:
-                info = replace(info, error=f"no Flux Kustomization reconciles {folder}/")
+                info = replace(
+                    info,
+                    error=f"no Flux Kustomization or Argo CD Application reconciles {folder}/",
+                )
             else:
                 source = ""
                 if c.rendered_commit and gitrepo.is_repo(root):

@@ -250,8 +250,14 @@ def pull_line(s: StackStatus) -> Text:
     if c is None:
         return Text(f"{where}: {pull.error}", style="yellow")
     live = f", source commit {pull.source_commit[:12]} live" if pull.source_commit else ""
-    state = {"True": "ready", "False": "not ready"}.get(c.ready, "ready unknown")
-    text = f"{where}: Flux Kustomization {c.name} {state} at {c.revision or 'no revision'}{live}"
+    if c.controller == "argocd":
+        state = f"{c.sync or 'sync unknown'}, {c.health or 'health unknown'}"
+        text = f"{where}: Argo CD Application {c.name} {state} at {c.revision or 'no revision'}"
+        text += live
+    else:
+        state = {"True": "ready", "False": "not ready"}.get(c.ready, "ready unknown")
+        text = f"{where}: Flux Kustomization {c.name} {state} at {c.revision or 'no revision'}"
+        text += live
     if c.ready != "True" and c.message:
         text += f" ({c.reason}: {c.message})"
     return Text(text, style="green" if c.ready == "True" else "yellow")
