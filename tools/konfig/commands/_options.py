@@ -193,16 +193,17 @@ def forge_options(*, token_help: str) -> Callable[[_F], _F]:
     return apply
 
 
-def confirmations(given: tuple[str, ...]) -> dict[str, str]:
-    """``--confirm STACK=DIGEST`` values: stack path (``appops/`` optional) -> digest."""
+def confirmations(given: tuple[str, ...], option: str = "--confirm") -> dict[str, str]:
+    """``--confirm STACK=DIGEST`` values (or ``option``'s): stack path (``appops/``
+    optional) -> digest."""
     out: dict[str, str] = {}
     for item in given:
         path, sep, digest = item.partition("=")
         path = path.strip().strip("/")
         if not sep or not path or not digest.strip():
             raise UsageError(
-                f"--confirm {item!r} is not STACK=DIGEST",
-                hint="copy it from the preview: `konfig apply --confirm appops/shop/prod=<digest>`",
+                f"{option} {item!r} is not STACK=DIGEST",
+                hint=f"copy it from the report: `konfig apply {option} appops/shop/prod=<digest>`",
             )
         if not path.startswith("appops/"):
             path = f"appops/{path}"

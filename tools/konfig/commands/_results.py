@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -67,14 +67,20 @@ def finish(
     *,
     as_json: bool,
     contexts: dict[str, str] | None = None,
+    reviews: Mapping[str, dict[str, Any]] | None = None,
 ) -> int:
     """Print the outcome of an apply or destroy (per cluster when there are several) and
-    return its exit code."""
+    return its exit code; ``reviews``: each stack's comparison with the reviewed change
+    (its ``review`` in the JSON)."""
     ok = all(r.ok for r in results)
     if as_json:
-        echo_json(
-            {"ok": ok, "stacks": [result_json(r, (contexts or {}).get(r.path)) for r in results]}
-        )
+        stacks = []
+        for r in results:
+            item = result_json(r, (contexts or {}).get(r.path))
+            if reviews and r.path in reviews:
+                item["review"] = reviews[r.path]
+            stacks.append(item)
+        echo_json({"ok": ok, "stacks": stacks})
     elif ok:
         for line in summary_lines(verb, results, contexts or {}):
             click.echo(line)

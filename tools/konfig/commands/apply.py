@@ -13,6 +13,7 @@ environment, shows, asks and prints.
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ from konfig.pipeline.compiling import refuse_bad_kcl_mod
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.previewing import StackPreview
 from konfig.pipeline.promotion import refuse_held
-from konfig.pipeline.reviewed import Verdict, verify
+from konfig.pipeline.reviewed import Reviewed, Verdict, moved_since, verify
 from konfig.pipeline.runtime import SavedPlan
 from konfig.pipeline.selection import select_stacks
 from konfig.repo.layout import Stack
@@ -85,6 +86,16 @@ from konfig.secrets.refs import sealed_files
     "with the reviewed one; the same is applied with the resourceVersions just read as "
     "preconditions, another is blocked or applied as stack.yaml apply.onReviewedChanged "
     "says (default: block for production stacks). docs/review.md.",
+)
+@click.option(
+    "--release",
+    "releases",
+    multiple=True,
+    metavar="STACK=DIGEST",
+    help="Release a stack blocked because its change is not the reviewed one: it is "
+    "applied when its change digest now is DIGEST (the one the blocked report names), "
+    "blocked again otherwise. What apply.yml's workflow_dispatch with a stack and a "
+    "digest runs (docs/review.md). Repeatable.",
 )
 @click.option(
     "--commit",
@@ -135,6 +146,7 @@ def command(
     commit: str | None,
     allow_dirty: bool,
     confirms: tuple[str, ...],
+    releases: tuple[str, ...],
     approvals_file: Path | None,
     lock_timeout: float,
     lease_duration: int,
@@ -162,6 +174,15 @@ def command(
     confirmed = confirmations(confirms)
     approvals = load_approvals(approvals_file) if approvals_file else {}
     reviewed = read_reviewed_file(reviewed_file) if reviewed_file is not None else None
+    released = confirmations(releases, option="--release")
+    for path, digest in released.items():
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise UsageError(
+                f"--release {path}={digest}: not a change digest (64 hex digits)",
+                hint="copy the digest the blocked report names",
+            )
+    if released and reviewed is None:
+        reviewed = Reviewed()  # compare every stack: only the released ones are let through
     repo = load_repository(ctx)
     selected = select_stacks(repo, stacks, all_stacks=all_stacks)
     if not selected:
@@ -232,11 +253,14 @@ def command(
                 compare_saved(saved, plans, plan_file)
             if reviewed is not None:
                 by_path = {s.path: s for s in selected}
+                record = reviewed
                 verdicts = verify(
                     reviewed,
                     plans,
                     lambda path: by_path[path].on_reviewed_changed(repo.config.production_stacks),
                     lambda path: sealed_files(repo.root, specs[path]),
+                    released=released,
+                    because=lambda moved: moved_since(repo.root, str(record.head), "HEAD", moved),
                 )
                 show_verdicts(verdicts)
                 reviews.update((v.path, v.record(reviewed.pr)) for v in verdicts)
@@ -283,7 +307,13 @@ def command(
                 [*results, *(blocked_result(v) for v in verdicts if v.blocked)],
                 key=lambda r: [s.path for s in selected].index(r.path),
             )
-    code = finish("Apply", results, as_json=as_json, contexts=contexts)
+    code = finish(
+        "Apply",
+        results,
+        as_json=as_json,
+        contexts=contexts,
+        reviews={v.path: v.to_json() for v in verdicts},
+    )
     return stopped(stop, code)
 
 

@@ -156,6 +156,14 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
     "`konfig apply --reviewed`.",
 )
 @click.option(
+    "--blocked-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --apply: when a stack's change was not the reviewed one (blocked, or "
+    "applied by its policy), write what differs, why and how to release it to FILE "
+    "(for the merged pull request and the deploy issue); nothing otherwise.",
+)
+@click.option(
     "--summary-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -202,6 +210,7 @@ def command(
     full_out: Path | None,
     reviewed_out: Path | None,
     summary_file: Path | None,
+    blocked_out: Path | None,
     layout: comment.Layout,
     as_json: bool,
 ) -> int:
@@ -232,7 +241,7 @@ def command(
     if apply or destroy:
         if preview or changed or compile or test or check or results:
             raise UsageError("--apply/--destroy make the apply report: give no PR inputs")
-        return _apply_report(apply, destroy, sha, run_url, out, summary_file)
+        return _apply_report(apply, destroy, sha, run_url, out, summary_file, blocked_out)
     files: dict[str, list[Path]] = {
         "preview": list(preview),
         "changed": [changed] if changed else [],
@@ -401,6 +410,7 @@ def _apply_report(
     run_url: str | None,
     out: Path | None,
     summary_file: Path | None,
+    blocked_out: Path | None = None,
 ) -> int:
     missing: list[str] = []
     docs: dict[str, list[Document]] = {"apply": [], "destroy": []}
@@ -429,4 +439,14 @@ def _apply_report(
             scope=WriteScope.named(summary_file, "--summary-file"),
         )
         info(f"appended the apply report to {summary_file}")
+    if blocked_out is not None:
+        from konfig.report.reviewed import render_unreviewed
+
+        # (checked against the apply contract by build_apply above)
+        unreviewed = render_unreviewed([d.data for d in docs["apply"]], sha=sha, run_url=run_url)
+        if unreviewed is not None:
+            atomic_write_text(
+                blocked_out, unreviewed, scope=WriteScope.named(blocked_out, "--blocked-out")
+            )
+            info(f"a stack's change was not the reviewed one: {blocked_out}")
     return EXIT_OK

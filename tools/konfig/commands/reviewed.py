@@ -84,7 +84,10 @@ def command(
             if found is None:
                 warn(f"pull request #{number} has no Konfig comment by {login}: no reviewed change")
             else:
-                record = read_reviewed(found.body, where=f"pull request #{number}'s comment")
+                try:
+                    record = read_reviewed(found.body, where=f"pull request #{number}'s comment")
+                except UsageError as exc:  # no live preview, or a record that does not hold
+                    warn(f"{exc}: no reviewed change")
     # the record alone (checked above), so what apply reads is what was checked here
     text = json.dumps({**record.to_dict(), "pr": number}, indent=2) + "\n"
     atomic_write_text(out, text, scope=WriteScope.named(out, "--out"))

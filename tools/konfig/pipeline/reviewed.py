@@ -191,7 +191,7 @@ def _digest(path: str, data: Mapping[str, Any], where: str) -> ChangeDigest:
 
 # -- at merge: the change recomputed, compared with the reviewed one --------------------
 
-Status = Literal["reviewed", "changed", "unreviewed"]
+Status = Literal["reviewed", "changed", "unreviewed", "released"]
 
 
 @dataclass(frozen=True)
@@ -210,10 +210,27 @@ class Verdict:
     reviewed_digest: str | None
     differences: tuple[Difference, ...] = ()
     cluster_differs: tuple[tuple[str, str], ...] = ()
+    because: tuple[str, ...] = ()  # what the base branch changed in it since the review
+    pr: int | None = None
+    reviewed_head: str | None = None
 
     @property
     def blocked(self) -> bool:
-        return self.status != "reviewed" and self.policy == "block"
+        return self.status not in ("reviewed", "released") and self.policy == "block"
+
+    def to_json(self) -> dict[str, Any]:
+        """The stack's ``review`` in ``konfig apply --json`` (contracts/apply.schema.json)."""
+        return {
+            "status": self.status,
+            "policy": self.policy,
+            "blocked": self.blocked,
+            "digest": self.digest,
+            "reviewedDigest": self.reviewed_digest,
+            "pr": self.pr,
+            "reviewedHead": self.reviewed_head,
+            "differences": [str(d) for d in self.differences[:100]],
+            "because": list(self.because),
+        }
 
     def record(self, pr: int | None) -> dict[str, Any]:
         """What the inventory records of an apply of this verdict (``konfig status``)."""
@@ -228,6 +245,8 @@ class Verdict:
         """One paragraph for the report and the error: what differs, path by path."""
         if self.status == "reviewed":
             return f"{self.path}: the reviewed change (digest {self.digest[:12]})"
+        if self.status == "released":
+            return f"{self.path}: released by hand (digest {self.digest[:12]})"
         if self.status == "unreviewed":
             head = f"{self.path}: no reviewed preview of this change (digest {self.digest[:12]})"
         else:
@@ -239,6 +258,7 @@ class Verdict:
         more = len(self.differences) - 30
         if more > 0:
             listed += f"\n  ... and {more} more"
+        listed += "".join(f"\n  because {b}" for b in self.because)
         return head + listed
 
 
@@ -247,10 +267,16 @@ def verify(
     plans: Sequence[StackPlan],
     policy_of: Callable[[str], str],
     sealed_of: Callable[[str], Sequence[tuple[str, str]]] = lambda _path: (),
+    *,
+    released: Mapping[str, str] | None = None,
+    because: Callable[[Sequence[str]], Mapping[str, Sequence[str]]] | None = None,
 ) -> list[Verdict]:
     """Each plan recomputed at merge against ``reviewed``; ``policy_of(path)`` is the
     stack's ``onReviewedChanged``, ``sealed_of(path)`` its encrypted files' digests
-    (:func:`konfig.secrets.refs.sealed_files`)."""
+    (:func:`konfig.secrets.refs.sealed_files`). ``released``: stack -> the change digest
+    someone allowed to released by hand (it counts when it is the digest now);
+    ``because(stacks)``: for the stacks whose change is not the reviewed one, what the
+    base branch changed in them since the reviewed head."""
     out: list[Verdict] = []
     for plan in plans:
         now = change_digest(plan, sealed_of(plan.path))
@@ -261,6 +287,8 @@ def verify(
         else:
             diffs = tuple(differences(before, now))
             status = "reviewed" if not diffs else "changed"
+        if status != "reviewed" and (released or {}).get(plan.path) == now.digest:
+            status = "released"
         out.append(
             Verdict(
                 plan.path,
@@ -270,9 +298,46 @@ def verify(
                 before.digest if before else None,
                 diffs,
                 now.cluster_differs,
+                pr=reviewed.pr,
+                reviewed_head=reviewed.head,
             )
         )
+    moved = [v.path for v in out if v.status in ("changed", "unreviewed")]
+    if because is not None and moved and reviewed.head:
+        why = because(moved)
+        out = [replace(v, because=tuple(why.get(v.path, ()))) for v in out]
     return out
+
+
+def moved_since(root: Path, head: str, commit: str, stacks: Sequence[str]) -> dict[str, list[str]]:
+    """What the commits between the reviewed ``head`` and the merged ``commit`` changed
+    in each of ``stacks`` (through the import graph; the pull request's own changes are
+    in ``head`` already), as ``main@<commit> <reason>``; nothing when ``head`` is not in
+    this clone (a squash merge) or not an ancestor of ``commit``."""
+    from konfig.detect import gitrepo
+    from konfig.detect.changeset import affected_stacks
+    from konfig.errors import KonfigError
+
+    try:
+        start = gitrepo.merge_base(root, head, commit)
+    except KonfigError:
+        return {}
+    if start != gitrepo.rev_parse(root, head):
+        return {}
+    changes = affected_stacks(root, head, commit)
+    wanted = set(stacks)
+    tip = gitrepo.rev_parse(root, commit)
+    try:  # a merge commit: its first parent is the branch before the merge
+        main = gitrepo.rev_parse(root, f"{tip}^")
+    except KonfigError:
+        main = tip
+    if main == start:  # the reviewed head is the parent: the commit itself moved it
+        main = tip
+    return {
+        s.path: [f"main@{main[:12]} {reason}" for reason in s.reasons]
+        for s in changes.stacks
+        if s.path in wanted
+    }
 
 
 # -- across pushes: the heads previewed, and which approvals still hold ------------------

@@ -10,8 +10,9 @@ replaces is read as hostile input: an unreadable record there is dropped, said s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from konfig.errors import UsageError
 from konfig.pipeline.reviewed import (
@@ -112,3 +113,65 @@ def carried_body(previous: str | None, body: str, *, limit: int = COMMENT_LIMIT)
         if shorter is None:
             return Body(text, replace(carried, reviewed=record), warning)
         record = shorter
+
+
+BLOCKED_MARKER = "konfig:blocked"
+
+
+def render_unreviewed(
+    applies: Sequence[Mapping[str, Any]], *, sha: str, run_url: str | None = None
+) -> str | None:
+    """What the merged pull request and the deploy issue are told when a stack's change
+    at merge was not the reviewed one (``konfig apply --json``'s ``review``, checked
+    against its contract): per stack, what differs and why, and the one way to release
+    a blocked one. None when every stack was the reviewed change."""
+    items = [
+        s
+        for doc in applies
+        for s in doc.get("stacks") or []
+        if (s.get("review") or {}).get("status") in ("changed", "unreviewed")
+    ]
+    if not items:
+        return None
+    blocked = [s for s in items if s["review"]["blocked"]]
+    head = (
+        f"## Konfig apply of `{sha[:12]}`: {len(blocked)} stack"
+        f"{'s' if len(blocked) != 1 else ''} not applied, not the reviewed change"
+        if blocked
+        else f"## Konfig apply of `{sha[:12]}`: applied, changed since the review"
+    )
+    out = [f"<!-- {BLOCKED_MARKER} -->", head, ""]
+    for s in items:
+        review = s["review"]
+        path, digest = s["path"], str(review["digest"])
+        pr = review.get("pr")
+        reviewed = (
+            f"reviewed in #{pr}: digest `{str(review['reviewedDigest'])[:12]}`"
+            if review["reviewedDigest"]
+            else (
+                f"no reviewed preview of it in #{pr}"
+                if pr
+                else "no reviewed preview: a direct push to main"
+            )
+        )
+        verdict = (
+            "**not applied**" if review["blocked"] else "applied anyway (onReviewedChanged: apply)"
+        )
+        out += [f"### `{path}`: {verdict}", "", f"- {reviewed}; now: digest `{digest[:12]}`"]
+        diffs = list(review.get("differences") or [])
+        out += [f"- now: {d}" for d in diffs[:20]]
+        if len(diffs) > 20:
+            out.append(f"- … and {len(diffs) - 20} more")
+        out += [f"- because {b}" for b in (review.get("because") or [])[:10]]
+        if review["blocked"]:
+            out += [
+                "",
+                "To release it as it is now: run the `apply` workflow by hand from main "
+                f"(workflow_dispatch) with `stack: {path}` and `digest: {digest}` (only "
+                "someone allowed to run workflows can); it applies only while the change "
+                "digest is still that one. Or preview the change in a new pull request.",
+            ]
+        out.append("")
+    if run_url:
+        out.append(f"[The apply run]({run_url})")
+    return "\n".join(out).rstrip("\n") + "\n"

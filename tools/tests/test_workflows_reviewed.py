@@ -1,0 +1,81 @@
+"""The workflows of the merge-applies-reviewed issue (27): owners.yml sets
+``konfig/reviewed`` after every preview and review, stale.yml marks stale previews on
+every push to the default branch (nothing else), and apply.yml's release (a dispatch
+with a stack and a digest) and its report of a change that was not the reviewed one.
+The steps' shell scripts run here with the values a runner gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from test_workflows import _jobs, _triggers
+
+
+def _step(workflow: str, job: str, name: str) -> dict[str, object]:
+    (step,) = [s for s in _jobs(workflow)[job]["steps"] if s.get("name") == name]
+    return dict(step)
+
+
+def test_owners_sets_konfig_reviewed_after_previews_and_reviews() -> None:
+    assert _triggers("owners.yml")["workflow_run"]["workflows"] == [
+        "preview",
+        "preview (cluster)",
+        "review",
+    ]
+    step = _step(
+        "owners.yml", "owners", "Is the head approved as previewed now? Set konfig/reviewed"
+    )
+    run = str(step["run"])
+    assert "konfig --root config approved" in run and '--main "origin/$DEFAULT_BRANCH"' in run
+    assert '--head "$HEAD_SHA"' in run and "--post" in run
+
+
+def test_stale_runs_on_pushes_to_main_with_the_default_branch_guard() -> None:
+    assert _triggers("stale.yml") == {"push": {"branches": ["main"]}}
+    (job,) = _jobs("stale.yml").values()
+    (apply_guard,) = {s["run"] for s in _jobs("apply.yml")["apply"]["steps"][:1]}
+    assert job["steps"][0]["name"] == "Refuse any ref but the default branch"
+    assert (
+        job["steps"][0]["run"].replace("stale.yml", "apply.yml").split("\n")[0]
+        == (apply_guard.split("\n")[0])
+    )
+    run = job["steps"][-1]["run"]
+    assert 'konfig stale --repo "$REPOSITORY" --before "$BEFORE" --after "$AFTER"' in run
+    assert "secrets." not in json.dumps(job)
+
+
+def test_a_release_dispatch_applies_one_stack_at_a_digest(tmp_path: Path) -> None:
+    step = _step("apply.yml", "apply", "The stack to release, and its digest")
+    assert step["if"] == "github.event_name == 'workflow_dispatch' && inputs.stack != ''"
+
+    def run(stack: str, digest: str) -> tuple[int, str]:
+        out = tmp_path / "out"
+        out.write_text("")
+        env = {"PATH": os.environ["PATH"], "STACK": stack, "DIGEST": digest}
+        env["GITHUB_OUTPUT"] = str(out)
+        done = subprocess.run(
+            ["bash", "-e", "-c", str(step["run"])], env=env, capture_output=True, text=True
+        )
+        return done.returncode, out.read_text() + done.stdout
+
+    digest = "ab" * 32
+    code, out = run("appops/shop/prod", digest)
+    assert code == 0, out
+    assert 'stacks=["appops/shop/prod"]' in out and f"release=appops/shop/prod={digest}" in out
+    code, out = run('x"; evil', digest)  # a name is data, quoted as JSON, not code
+    assert code == 0 and 'stacks=["x\\"; evil"]' in out
+    for bad in ("", "abc", digest + "0", "G" * 64):
+        code, out = run("appops/shop/prod", bad)
+        assert code == 1 and "64 hex digits" in out
+    apply = _step_uses(_jobs("apply.yml")["apply"]["steps"], "./actions/apply")
+    assert apply["with"]["release"] == "${{ steps.release.outputs.release }}"
+    tell = _step("apply.yml", "apply", "Tell the merged pull request and the deploy issue")
+    assert "--marker konfig:blocked" in str(tell["run"])
+
+
+def _step_uses(steps: list[dict[str, object]], uses: str) -> dict[str, dict[str, str]]:
+    (step,) = [s for s in steps if s.get("uses") == uses]
+    return step  # type: ignore[return-value]
