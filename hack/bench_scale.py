@@ -137,7 +137,9 @@ def run_all(
             raise SystemExit(f"{' '.join(cmd[:12])} ... exited {p.code}:\n{log.read()[-4000:]}")
     for log in logs:
         log.close()
-    return Step(name, done, wall, stacks)
+    step = Step(name, done, wall, stacks)
+    print(step.row(), flush=True)  # as each step ends: a later failure keeps the figures
+    return step
 
 
 def git(root: Path, *args: str) -> str:
@@ -257,10 +259,7 @@ def main() -> int:
             make_pr(root)
         setup = run_all("0 konfig compile --all (main)", [[*KONFIG, "compile", "--all", "-j", "2"]],
                         root, args.stacks)  # fmt: skip
-        print(setup.row(), flush=True)
         steps, text, previewed = offline_round(root, tmp, args.shards, args.jobs)
-        for step in steps:
-            print(step.row(), flush=True)
         live: list[Step] = []
         if args.live:
             kubeconfig, started_cluster = args.kubeconfig, False
@@ -279,8 +278,6 @@ def main() -> int:
                 if started_cluster:
                     subprocess.run(["hack/cluster", "--name", CLUSTER, "down"], cwd=HERE.parent,
                                    capture_output=True)  # fmt: skip
-            for step in live:
-                print(step.row(), flush=True)
     load_after = os.getloadavg()
     offline_wall = sum(s.wall for s in steps)
     offline_cpu = sum(s.cpu for s in steps)
