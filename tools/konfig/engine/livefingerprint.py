@@ -77,31 +77,50 @@ def objects_of(
     return refs
 
 
-def live_fingerprint(kube: Lister, refs: Iterable[ObjectRef]) -> dict[str, str]:
+# (apiVersion, kind, namespace) -> name -> "uid/resourceVersion", None: kind not served
+Lists = dict[tuple[str, str, str | None], dict[str, str] | None]
+
+
+def live_fingerprint(
+    kube: Lister, refs: Iterable[ObjectRef], lists: Lists | None = None
+) -> dict[str, str]:
     """Object id -> ``uid/resourceVersion`` (``absent``; ``kind not served``) for each
-    of ``refs``: one metadata-only list per (apiVersion, kind, namespace)."""
+    of ``refs``: one metadata-only list per (apiVersion, kind, namespace). ``lists``
+    keeps the lists read for the next stacks of the same run and cluster (a preview
+    writes nothing: a list read before a stack's plan is as good as one read just
+    before it, and an object written since has another version at the next read)."""
     groups: dict[tuple[str, str, str | None], set[str]] = defaultdict(set)
     for ref in refs:
         groups[(ref.api_version, ref.kind, ref.namespace)].add(ref.name)
     out: dict[str, str] = {}
+    memo: Lists = {} if lists is None else lists
     for (api_version, kind, namespace), names in sorted(
         groups.items(), key=lambda item: (item[0][0], item[0][1], item[0][2] or "")
     ):
-        try:
-            items = kube.list(api_version, kind, namespace, metadata_only=True)
-        except UnknownKindError:
-            for name in names:
-                out[ObjectRef(api_version, kind, namespace, name).id] = UNSERVED
-            continue
-        seen: dict[str, str] = {}
-        for item in items:
-            meta = item.get("metadata") or {}
-            name = str(meta.get("name") or "")
-            if name in names:
-                seen[name] = f"{meta.get('uid') or ''}/{meta.get('resourceVersion') or ''}"
+        key = (api_version, kind, namespace)
+        if key not in memo:
+            memo[key] = _versions(kube, api_version, kind, namespace)
+        seen = memo[key]
         for name in names:
-            out[ObjectRef(api_version, kind, namespace, name).id] = seen.get(name, ABSENT)
+            rid = ObjectRef(api_version, kind, namespace, name).id
+            out[rid] = UNSERVED if seen is None else seen.get(name, ABSENT)
     return out
+
+
+def _versions(
+    kube: Lister, api_version: str, kind: str, namespace: str | None
+) -> dict[str, str] | None:
+    try:
+        items = kube.list(api_version, kind, namespace, metadata_only=True)
+    except UnknownKindError:
+        return None
+    found: dict[str, str] = {}
+    for item in items:
+        meta = item.get("metadata") or {}
+        found[str(meta.get("name") or "")] = (
+            f"{meta.get('uid') or ''}/{meta.get('resourceVersion') or ''}"
+        )
+    return found
 
 
 def fingerprint_digest(versions: Mapping[str, str]) -> str:

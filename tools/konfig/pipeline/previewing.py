@@ -21,6 +21,7 @@ from konfig.engine.digest import ChangeDigest, change_digest
 from konfig.engine.guards import DangerGuard, DangerPolicy, mark_unconfirmed
 from konfig.engine.inventory import read_inventory
 from konfig.engine.kube import Kube
+from konfig.engine.livefingerprint import Lists
 from konfig.engine.plan import ACTIONS, DANGER_CLASSES, Change, Danger, NotPreviewed, StackPlan
 from konfig.engine.planner import DEFAULT_WORKERS, plan_stack
 from konfig.errors import KonfigError
@@ -260,6 +261,7 @@ def preview_stack(
     contexts: Contexts = NOTHING_SET_UP,
     keyed: bool = False,
     previous: Previous | None = None,
+    lists: dict[tuple[str, str], Lists] | None = None,
 ) -> StackPreview:
     """One existing stack: its plan, or the compile, decryption or cluster error that
     stopped it. ``keyed`` (or a ``previous`` preview): its reuse key is read first
@@ -331,6 +333,7 @@ def preview_stack(
                 prior,
                 sealed=sealed,
                 can_decrypt=decrypts,
+                lists=lists,
             )
         reused = previous.candidate(stack.path, key) if previous is not None else None
         if reused is not None:
@@ -461,7 +464,9 @@ def preview_stacks(
     previous: Previous | None = None,
 ) -> list[StackPreview]:
     """The previews of ``stacks`` (compiled) and of the deleted stacks ``gone``, in order
-    (``keyed``, ``previous``: see :func:`preview_stack`)."""
+    (``keyed``, ``previous``: see :func:`preview_stack`; the live fingerprints' lists
+    are read once a run)."""
+    lists: dict[tuple[str, str], Lists] = {}
     results = [
         preview_stack(
             conns,
@@ -472,6 +477,7 @@ def preview_stacks(
             contexts=contexts,
             keyed=keyed,
             previous=previous,
+            lists=lists,
         )
         for s in stacks
     ]

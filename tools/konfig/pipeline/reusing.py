@@ -34,7 +34,7 @@ from konfig import contracts
 from konfig.contracts import ContractError, Violation
 from konfig.engine.inventory import Inventory
 from konfig.engine.kube import Kube
-from konfig.engine.livefingerprint import fingerprint_digest, live_fingerprint, objects_of
+from konfig.engine.livefingerprint import Lists, fingerprint_digest, live_fingerprint, objects_of
 from konfig.errors import ConfigError
 from konfig.fingerprint import package_digest
 from konfig.repo.layout import STACK_FILE, Stack
@@ -165,9 +165,13 @@ def reuse_key(
     *,
     sealed: Sequence[tuple[str, str]],
     can_decrypt: bool,
+    lists: dict[tuple[str, str], Lists] | None = None,
 ) -> str:
-    """What a live preview of ``stack`` is computed from, as one sha256 (the module)."""
-    versions = live_fingerprint(kube, objects_of(stack.path, spec, prior, kube))
+    """What a live preview of ``stack`` is computed from, as one sha256 (the module).
+    ``lists``: the lists read for earlier stacks of this run, per cluster (server,
+    context): each kind and namespace is listed once a run."""
+    memo = None if lists is None else lists.setdefault((kube.server, kube.context), {})
+    versions = live_fingerprint(kube, objects_of(stack.path, spec, prior, kube), memo)
     body = [
         VERSION,
         package_digest(VERSION),

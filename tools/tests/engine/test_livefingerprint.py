@@ -13,6 +13,7 @@ from konfig.engine.kube import Kube
 from konfig.engine.livefingerprint import (
     ABSENT,
     UNSERVED,
+    Lists,
     fingerprint_digest,
     live_fingerprint,
     objects_of,
@@ -91,3 +92,13 @@ def test_one_metadata_list_per_kind_and_namespace_and_an_edit_moves_it(kube: Kub
     kube.apply(manifests[-1], dry_run=False)
     created = live_fingerprint(kube, refs)
     assert {k for k in edited if created[k] != edited[k]} == {f"v1:ConfigMap:{other}:x"}
+
+    # within one run the lists are kept for the next stacks: no second list of a kind
+    # and namespace, the same versions
+    counting = Counting(kube)
+    lists: Lists = {}
+    assert live_fingerprint(counting, refs, lists) == created
+    listed = len(counting.lists)
+    other = {ObjectRef("v1", "ConfigMap", ns, "cm1"), ObjectRef("v1", "Namespace", None, ns)}
+    assert live_fingerprint(counting, other, lists) == {k.id: created[k.id] for k in other}
+    assert len(counting.lists) == listed == 5
