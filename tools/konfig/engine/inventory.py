@@ -425,6 +425,7 @@ def _review(raw: Any) -> dict[str, Any] | None:
         "reviewed",
         "changed",
         "unreviewed",
+        "released",
     ):
         return None
     pr = data.get("pr")

@@ -182,6 +182,7 @@ _REVIEW_WORDS = {
     "reviewed": ("the reviewed change", "green"),
     "changed": ("changed since the review (applied as onReviewedChanged: apply)", "yellow"),
     "unreviewed": ("no reviewed preview had this change", "yellow"),
+    "released": ("released by hand at its digest (konfig apply --release)", "yellow"),
 }
 
 

@@ -97,6 +97,13 @@ def test_a_blocked_stack_is_reported_with_why_and_released_only_at_its_digest(
     assert res.code == 0, res.err
     assert json.loads(res.out)["stacks"][0]["review"]["status"] == "released"
     assert image_of(cluster, f"{p}-prod", p) == "nginx:1.27.4"
+    status = konfig("--root", str(root), "status", "--json", f"{p}/prod", kc)
+    assert status.code == 0, status.err
+    contracts.validate("status", json.loads(status.out))
+    (item,) = json.loads(status.out)["stacks"]
+    assert item["review"]["status"] == "released" and item["review"]["digest"] == digest
+    text = konfig("--root", str(root), "status", f"{p}/prod", kc).out
+    assert "released by hand at its digest" in text
     # a release that is no digest is a usage error, before anything runs
     bad = konfig("--root", str(root), "apply", "--yes", "--release", f"{prod}=abc", kc)
     assert bad.code == 2 and "not a change digest" in bad.err
