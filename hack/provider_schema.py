@@ -2,7 +2,7 @@
 """Bundle a provider's schema for `konfig check` (docs/terraform.md, "Adding another provider").
 
     eval "$(hack/tofu env)"
-    .venv/bin/python hack/provider_schema.py konfig.local/cyrilgdn/postgresql 1.26.0
+    .venv/bin/python hack/provider_schema.py registry.opentofu.org/cyrilgdn/postgresql 1.26.0
 
 initialises a scratch OpenTofu working directory that requires the provider (from the
 filesystem mirror), runs `tofu providers schema -json` and writes the trimmed schema to

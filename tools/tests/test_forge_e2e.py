@@ -533,6 +533,9 @@ def e2e(
     forge.set_secret(repo, "KONFIG_APPLY_TERRAFORM_ENV", terraform_env)
     forge.set_secret(repo, "KONFIG_DRIFT_TERRAFORM_ENV", terraform_env)
     state.terraform_env = terraform_env
+    # The forge's runners reach no registry: OpenTofu and the provider are the ones
+    # hack/tofu built (actions/setup `tofu-install: build`, the air-gapped path).
+    forge.set_variable(repo, "KONFIG_TOFU_INSTALL", "build")
     # Every secret value the workflows hold: none may appear in any log, artifact,
     # comment or summary (test_a_hostile_pull_request_reaches_no_secret).
     state.canaries = {
@@ -573,6 +576,7 @@ def e2e(
         extra_env={
             "KONFIG_TOFU": str(tofu.tofu),
             "TF_CLI_CONFIG_FILE": str(tofu.cli_config),
+            "KONFIG_TOFU_LOCK_FILE": str(tofu.lock_file),
             "KONFIG_TOFU_WORKDIR": str(scratch / "tofu-work"),
             "KONFIG_TERRAFORM_ENV": terraform_env,
         },

@@ -24,6 +24,7 @@ WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 ACTIONS = sorted((ROOT / "actions").glob("*/action.yml"))
 EXPECTED_ACTIONS = {
     "setup",
+    "setup-opentofu",
     "changed-stacks",
     "compile-test-check",
     "preview",

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from konfig.engine.kube import Timeouts
     from konfig.pipeline.connections import Connections
     from konfig.pipeline.runtime import Contexts
+    from konfig.repo.files import WriteScope
     from konfig.tofu.context import TofuContext
     from konfig.tofu.policy import TerraformPolicy
 
@@ -171,6 +172,11 @@ def cache_state(root: Path, *, enabled: bool = True, git_required: bool = False)
 TOFU_ENV = "KONFIG_TOFU"
 TOFU_CLI_CONFIG_ENV = "TF_CLI_CONFIG_FILE"
 TOFU_DIR_ENV = "KONFIG_TOFU_WORKDIR"
+# The dependency lock file instead of the repository's .terraform.lock.hcl: a runner
+# whose providers were built on it (actions/setup `tofu: build`, hack/tofu env) names
+# the lock file of its own mirror.
+TOFU_LOCK_ENV = "KONFIG_TOFU_LOCK_FILE"
+TOFU_CLI_CONFIG_FILE = ".konfig-tofurc"  # in the working directories' folder
 # Provider credentials given as one JSON object (one CI secret for all stacks; the
 # workflows pass KONFIG_{PREVIEW,APPLY,DRIFT}_TERRAFORM_ENV): docs/terraform.md.
 TERRAFORM_ENV = "KONFIG_TERRAFORM_ENV"
@@ -247,12 +253,70 @@ def _refuse_tracked(root: Path, workroot: Path) -> None:
         )
 
 
+def _cli_config(root: Path, workroot: Path, policy: TerraformPolicy, scope: WriteScope) -> str:
+    """The runner's own CLI configuration (``$TF_CLI_CONFIG_FILE``), else the one
+    konfig.yaml's ``terraform.installation`` says, written beside the working
+    directories."""
+    from dataclasses import replace
+
+    from konfig.repo.files import atomic_write_text
+    from konfig.tofu.installation import FILESYSTEM_MIRROR, cli_config
+
+    given = os.environ.get(TOFU_CLI_CONFIG_ENV)
+    if given:
+        return given
+    installation = policy.installation
+    if installation.mode == FILESYSTEM_MIRROR:
+        installation = replace(installation, location=str((root / installation.location).resolve()))
+    path = workroot / TOFU_CLI_CONFIG_FILE
+    text = cli_config(installation)
+    try:
+        current = path.read_text(encoding="utf-8")
+    except OSError:
+        current = None
+    if current != text:
+        workroot.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text, scope=scope)
+    return str(path)
+
+
+def _lock_file(root: Path, workroot: Path, scope: WriteScope) -> str:
+    """The dependency lock file providers are verified against: the runner's own
+    (``$KONFIG_TOFU_LOCK_FILE``: the hashes of the mirror it built); else, when the
+    Terraform policy comes from elsewhere (a pull request's preview), the one beside
+    that konfig.yaml or in that commit: a pull request cannot trust a provider package
+    of its own choosing before it is merged; else ``.terraform.lock.hcl`` at the root."""
+    from konfig.repo.files import atomic_write_text
+    from konfig.tofu.installation import LOCK_FILE
+
+    given = os.environ.get(TOFU_LOCK_ENV, "").strip()
+    if given:
+        return given
+    policy_file = os.environ.get(TERRAFORM_POLICY_FILE_ENV, "").strip()
+    if policy_file:
+        return str(Path(policy_file).parent / LOCK_FILE)
+    ref = os.environ.get(TERRAFORM_POLICY_REF_ENV, "").strip()
+    if ref:
+        from konfig.detect import gitrepo
+
+        data = gitrepo.file_at(root, ref, LOCK_FILE)
+        if data is None:
+            return f"{LOCK_FILE} at ${TERRAFORM_POLICY_REF_ENV} ({ref})"
+        path = workroot / ".konfig-policy.terraform.lock.hcl"
+        workroot.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, data.decode("utf-8", errors="replace"), scope=scope)
+        return str(path)
+    return str(root / LOCK_FILE)
+
+
 def tofu_context(root: Path) -> TofuContext:
     """How this run drives OpenTofu, for stacks with Terraform resources: the binary
-    (``$KONFIG_TOFU``, else ``tofu`` on PATH), the CLI configuration that installs
-    providers only from the filesystem mirror (``$TF_CLI_CONFIG_FILE``, as ``hack/tofu
-    env`` sets it), the stacks' working directories (``$KONFIG_TOFU_WORKDIR``, else
-    ``.cache/konfig/tofu``) and the environment the provider credentials come from
+    (``$KONFIG_TOFU``, else ``tofu`` on PATH), the CLI configuration (the runner's
+    ``$TF_CLI_CONFIG_FILE``, as ``hack/tofu env`` sets it; else the one konfig.yaml's
+    ``terraform.installation`` says), the dependency lock file every provider package
+    is verified against (:func:`_lock_file`), the stacks' working directories
+    (``$KONFIG_TOFU_WORKDIR``, else ``.cache/konfig/tofu``) and the environment the
+    provider credentials come from
     (each stack's stack.yaml names the variables): the process environment, then the
     JSON object in ``$KONFIG_TERRAFORM_ENV`` for names the environment does not set.
     Only the names a stack declares are ever read from either; tofu and its provider
@@ -270,15 +334,18 @@ def tofu_context(root: Path) -> TofuContext:
     if bundle.strip():
         for name, value in credentials_bundle(bundle, f"${TERRAFORM_ENV}").items():
             credentials[name] = credentials.get(name) or value
+    scope = WriteScope.named(workroot, "the OpenTofu working directories", folder=True)
+    policy = terraform_policy(root)
     return TofuContext(
         settings=TofuSettings(
             binary=os.environ.get(TOFU_ENV) or "tofu",
-            cli_config=os.environ.get(TOFU_CLI_CONFIG_ENV) or None,
+            cli_config=_cli_config(root, workroot, policy, scope),
             environ=environ,
+            lock_file=_lock_file(root, workroot, scope),
         ),
         workroot=workroot,
         environment=credentials,
-        scope=WriteScope.named(workroot, "the OpenTofu working directories", folder=True),
-        policy=terraform_policy(root),
+        scope=scope,
+        policy=policy,
         root=root,
     )

@@ -2,9 +2,10 @@
 
 A repository made by ``konfig init`` holds two kinds of files:
 
-- **the team's**: ``base/``, ``appops/``, ``kcl.mod``, ``konfig.yaml``, ``.sops.yaml``
-  and the CODEOWNERS files made from the projects' owners (:data:`TEAM`): the models,
-  the stacks and the settings; an upgrade never touches them;
+- **the team's**: ``base/``, ``appops/``, ``kcl.mod``, ``konfig.yaml``, ``.sops.yaml``,
+  ``.terraform.lock.hcl`` (the provider hashes the team trusts) and the CODEOWNERS files
+  made from the projects' owners (:data:`TEAM`): the models, the stacks and the
+  settings; an upgrade never touches them;
 - **the release's**: every other file of the template (the tools under ``tools/konfig``,
   the actions and the workflows, ``pyproject.toml``, ``constraints.txt``, ``hack/``'s
   scripts, the docs, the README and the Makefile): vendored at one konfig version.
@@ -40,6 +41,7 @@ TEAM = (
     "kcl.mod",
     "konfig.yaml",
     ".sops.yaml",
+    ".terraform.lock.hcl",  # the provider packages the team trusts (docs/terraform.md)
     ".github/CODEOWNERS",  # konfig gen codeowners, from the projects' owners
     ".gitea/CODEOWNERS",
 )

@@ -3,7 +3,7 @@
 A ``type: Terraform`` resource's ``extensions``::
 
     provider:                      # required
-      source: konfig.local/cyrilgdn/postgresql   # [host/]namespace/type, as OpenTofu's
+      source: registry.opentofu.org/cyrilgdn/postgresql   # [host/]namespace/type, as OpenTofu's
       version: 1.26.0                            # required_providers; exact version
       config: postgresql           # the provider configuration in stack.yaml (default:
                                    # the provider's type)
@@ -135,7 +135,7 @@ def _provider(rid: str, raw: Any) -> ProviderRef:
     if not isinstance(source, str) or not _SOURCE.match(source):
         raise TerraformSpecError(
             f"{where}.source must be a provider source address like "
-            f"konfig.local/cyrilgdn/postgresql, got {source!r}"
+            f"registry.opentofu.org/cyrilgdn/postgresql, got {source!r}"
         )
     if not isinstance(version, str) or not _VERSION.match(version):
         raise TerraformSpecError(

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from konfig.errors import ConfigError, KonfigError
+from konfig.tofu.installation import Installation, installation_from_data
 from konfig.tofu.model import STACK_FILE, STACK_KEY, StackTerraform, stack_terraform
 
 if TYPE_CHECKING:
@@ -80,6 +81,9 @@ class Grant:
 class TerraformPolicy:
     providers: Mapping[str, ProviderPolicy] = field(default_factory=dict)
     grants: tuple[Grant, ...] = ()
+    # where OpenTofu gets its providers (konfig.tofu.installation): the registry unless
+    # konfig.yaml names a mirror
+    installation: Installation = field(default_factory=Installation)
 
     def granted(self, stack_path: str, provider: str) -> dict[str, set[str]]:
         """argument -> the variables konfig.yaml grants ``stack_path`` for it."""
@@ -114,7 +118,7 @@ def policy_from_data(data: Mapping[str, Any] | None) -> TerraformPolicy:
         )
         for g in data.get("credentials") or ()
     )
-    return TerraformPolicy(providers, grants)
+    return TerraformPolicy(providers, grants, installation_from_data(data.get("installation")))
 
 
 @dataclass(frozen=True)

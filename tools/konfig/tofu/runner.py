@@ -75,12 +75,17 @@ class ImportMissing(TofuError):
 
 @dataclass(frozen=True)
 class TofuSettings:
-    """How to run tofu: the binary, the mirror-only CLI configuration, the base environment."""
+    """How to run tofu: the binary, the CLI configuration (how providers are installed),
+    the dependency lock file providers are verified against, the base environment."""
 
     binary: str = "tofu"
     cli_config: str | None = None
     environ: Mapping[str, str] = field(default_factory=dict)
     lock_timeout: float = 0.0  # seconds tofu waits for its state lock
+    # the repository's .terraform.lock.hcl (konfig.tofu.installation): `tofu init` runs
+    # with -lockfile=readonly on its entries; None only for callers that verify nothing
+    # (the commands always give one)
+    lock_file: str | None = None
 
     def base_environment(self) -> dict[str, str]:
         env = {k: v for k, v in self.environ.items() if not k.startswith(_DROPPED)}
@@ -298,12 +303,34 @@ class Workdir:
         if _file_text(str(target)) != text:
             atomic_write_text(target, text, scope=self.scope)
 
+    def lock(self, terraform_block: Mapping[str, Any]) -> str | None:
+        """The lock file this directory's configuration is verified against: the
+        repository lock file's entries for its required providers (None without one)."""
+        from konfig.tofu.installation import lock_for
+
+        file = self.settings.lock_file
+        if file is None:
+            return None
+        required = terraform_block.get("required_providers") or {}
+        sources = [str(body.get("source", name)) for name, body in required.items()]
+        text = _file_text(file) if Path(file).is_file() else None
+        try:
+            return lock_for(text, file, sources)
+        except KonfigError as exc:
+            raise TofuError(f"{self.what}: {exc.message}", hint=exc.hint) from None
+
     def init(self, terraform_block: Mapping[str, Any]) -> bool:
         """``tofu init`` unless the directory was initialised for the same providers,
-        backend, CLI configuration and binary (a stamp file); True when it ran."""
+        backend, CLI configuration, lock file and binary (a stamp file); True when it
+        ran. With a lock file, its entries are written first and OpenTofu verifies every
+        provider package against them (``-lockfile=readonly``)."""
+        from konfig.tofu.installation import LOCK_FILE
+
+        lock = self.lock(terraform_block)
         stamp = hashlib.sha256(
             json.dumps(
                 [
+                    lock,
                     terraform_block,
                     self.settings.binary,
                     self.settings.cli_config,
@@ -319,18 +346,49 @@ class Workdir:
         if (self.path / ".terraform").is_dir() and _file_text(str(stamp_file)) == stamp:
             return False
         stamp_file.unlink(missing_ok=True)
-        run = self.run("init", "-input=false", "-no-color", "-reconfigure")
+        args = ["init", "-input=false", "-no-color", "-reconfigure"]
+        if lock is not None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.path / LOCK_FILE, lock, scope=self.scope)
+            args.append("-lockfile=readonly")
+        run = self.run(*args)
         if run.code != 0:
             text = run.output
+            flat = " ".join(text.replace("│", " ").split())  # OpenTofu wraps its messages
+            mismatch = re.search(
+                r"the (?:local )?package for (\S+ \S+) doesn't match any of the checksums", flat
+            )
+            if mismatch:
+                raise TofuError(
+                    f"{self.what}: refused: the provider package {mismatch.group(1)} does not "
+                    f"match the hashes in {self.settings.lock_file}; nothing was planned or "
+                    "applied",
+                    hint="if the provider's installation changed (another registry or "
+                    "mirror, a new build), record its hashes with `tofu providers lock` "
+                    'and have the change reviewed (docs/terraform.md, "The lock file"); '
+                    "otherwise the package is not the one the repository trusts",
+                    output=_tail(text),
+                )
+            if "Provider dependency changes detected" in flat:
+                raise TofuError(
+                    f"{self.what}: refused: the providers the configuration requires "
+                    f"differ from what {self.settings.lock_file} records (version or "
+                    "constraints); nothing was planned or applied",
+                    hint="record the provider's version and hashes with `tofu providers "
+                    'lock` (docs/terraform.md, "The lock file")',
+                    output=_tail(text),
+                )
             if "Failed to query available provider packages" in text or (
                 "Failed to install provider" in text
             ):
                 raise TofuError(
-                    f"{self.what}: a provider is not in the filesystem mirror: "
+                    f"{self.what}: a provider could not be installed: "
                     + (_errors(text) or "tofu init failed"),
-                    hint="build the provider into the mirror (hack/tofu build; README "
-                    "'Adding another provider') and check the resource's "
-                    "extensions.provider source and version",
+                    hint="check the resource's extensions.provider source and version, and "
+                    "that the installation konfig.yaml `terraform.installation` names "
+                    "(the registry, a network or filesystem mirror) offers it; a mirror "
+                    "built here: hack/tofu build (hack/tofu.d/README.md, 'Adding another "
+                    "provider')",
                     output=_tail(text),
                 )
             raise self.failure(run, "init")

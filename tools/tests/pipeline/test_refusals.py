@@ -89,7 +89,10 @@ def test_a_provisioner_is_refused_by_preview_and_apply_by_checks_rule(repo: Repo
                 "type": "Terraform",
                 "attributes": {"provisioner": [{"local-exec": {"command": "id"}}]},
                 "extensions": {
-                    "provider": {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
+                    "provider": {
+                        "source": "registry.opentofu.org/cyrilgdn/postgresql",
+                        "version": "1.26.0",
+                    }
                 },
             }
         ]

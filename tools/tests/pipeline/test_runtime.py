@@ -35,7 +35,7 @@ from konfig.tofu.hybrid_runtime import HybridRuntime
 from konfig.tofu.policy import policy_from_data
 from konfig.tofu.runner import TofuSettings
 
-PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
+PROVIDER = {"source": "registry.opentofu.org/cyrilgdn/postgresql", "version": "1.26.0"}
 TERRAFORM = {
     "terraform": {
         "providers": {"postgresql": {"environment": {"host": "PGH", "password": "PGP"}}},

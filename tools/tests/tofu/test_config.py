@@ -24,7 +24,7 @@ from konfig.tofu.model import (
 )
 from konfig.tofu.policy import checked_against_policy, policy_from_data
 
-PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
+PROVIDER = {"source": "registry.opentofu.org/cyrilgdn/postgresql", "version": "1.26.0"}
 ROLE = "cyrilgdn/postgresql:postgresql_role:shop"
 DB = "cyrilgdn/postgresql:postgresql_database:shop"
 SECRET = "v1:Secret:shop:shop-db"
@@ -202,7 +202,7 @@ def _plan(actions: list[str], before: Any, after: Any, **change: Any) -> dict[st
                 "mode": "managed",
                 "type": "postgresql_role",
                 "name": "shop",
-                "provider_name": "konfig.local/cyrilgdn/postgresql",
+                "provider_name": "registry.opentofu.org/cyrilgdn/postgresql",
                 "change": {"actions": actions, "before": before, "after": after, **change},
             }
         ]
@@ -332,13 +332,13 @@ def test_check_validates_terraform_resources_against_the_provider_schema(tmp_pat
         f"terraform/schema: {ROLE}: login: expected bool, got 'yes'",
         f"terraform/schema: {ROLE}: password_wo: a write-only argument takes a secret",
         "terraform/schema: cyrilgdn/postgresql:postgresql_table:t: provider "
-        "konfig.local/cyrilgdn/postgresql 1.26.0 has no resource type 'postgresql_table'",
+        "registry.opentofu.org/cyrilgdn/postgresql 1.26.0 has no resource type 'postgresql_table'",
         f"terraform/reference: {DB}: owner refers to {ROLE}.colour: {ROLE} has no attribute "
         "'colour'",
         "terraform/invalid-resource: cyrilgdn/postgresql:postgresql_schema:s uses provider "
         "configuration 'replica', which stack.yaml does not define",
         "terraform/unknown-provider: cyrilgdn/postgresql:postgresql_schema:s: Konfig has no "
-        "schema of provider konfig.local/cyrilgdn/postgresql 9.9.9",
+        "schema of provider registry.opentofu.org/cyrilgdn/postgresql 9.9.9",
     ]
     for text in expected:
         assert any(f.startswith(text) for f in found), (text, found)

@@ -18,7 +18,7 @@ from konfig.tofu.config import Backend, configuration
 from konfig.tofu.model import TerraformSpecError, stack_terraform, terraform_resources
 from konfig.tofu.policy import checked_against_policy, policy_from_data
 
-PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
+PROVIDER = {"source": "registry.opentofu.org/cyrilgdn/postgresql", "version": "1.26.0"}
 
 
 def _resource(rid: str, attributes: dict[str, Any], provider: dict[str, str] = PROVIDER) -> Any:
@@ -89,25 +89,25 @@ EXEC = {"local-exec": {"command": "id > /tmp/pwned"}}
         (
             "hashicorp/null:null_resource:x",
             {},
-            {**PROVIDER, "source": "konfig.local/hashicorp/null"},
+            {**PROVIDER, "source": "registry.opentofu.org/hashicorp/null"},
             "resource type null_resource",
         ),
         (
             "hashicorp/external:external_thing:x",
             {},
-            {**PROVIDER, "source": "konfig.local/hashicorp/external"},
+            {**PROVIDER, "source": "registry.opentofu.org/hashicorp/external"},
             "resource type external_thing",
         ),
         (
             "hashicorp/http:http_x:x",
             {},
-            {**PROVIDER, "source": "konfig.local/hashicorp/http"},
+            {**PROVIDER, "source": "registry.opentofu.org/hashicorp/http"},
             "resource type http_x",
         ),
         (
             "hashicorp/local:local_file:x",
             {"filename": "/x"},
-            {**PROVIDER, "source": "konfig.local/hashicorp/local"},
+            {**PROVIDER, "source": "registry.opentofu.org/hashicorp/local"},
             "resource type local_file",
         ),
         # a type of another provider than the resource's own

@@ -30,7 +30,7 @@ from konfig.tofu.state import state_configs, state_ids
 from konfig.tofu.values import scram_verifier
 
 DB = "cyrilgdn/postgresql:postgresql_database:shop"
-PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
+PROVIDER = {"source": "registry.opentofu.org/cyrilgdn/postgresql", "version": "1.26.0"}
 STACK = {
     "terraform": {
         "providers": {
@@ -218,7 +218,7 @@ STATE = {
             "mode": "managed",
             "type": "postgresql_role",
             "name": "old",
-            "provider": 'provider["konfig.local/cyrilgdn/postgresql"]',
+            "provider": 'provider["registry.opentofu.org/cyrilgdn/postgresql"]',
             "instances": [{"attributes": {"name": "old"}}],
         },
         {"mode": "data", "type": "x", "name": "y", "provider": 'provider["a/b/c"]'},
@@ -286,7 +286,7 @@ ADMIN_STATE = {
             "mode": "managed",
             "type": "postgresql_role",
             "name": "reader",
-            "provider": 'provider["konfig.local/cyrilgdn/postgresql"].admin',
+            "provider": 'provider["registry.opentofu.org/cyrilgdn/postgresql"].admin',
             "instances": [{"attributes": {"name": "reader"}}],
         },
         *STATE["resources"],

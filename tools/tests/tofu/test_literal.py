@@ -20,7 +20,7 @@ from konfig.tofu.config import Backend, configuration, literal, provider_variabl
 from konfig.tofu.model import stack_terraform, terraform_resources
 from konfig.tofu.policy import checked_against_policy, policy_from_data
 
-PROVIDER = {"source": "konfig.local/cyrilgdn/postgresql", "version": "1.26.0"}
+PROVIDER = {"source": "registry.opentofu.org/cyrilgdn/postgresql", "version": "1.26.0"}
 ROLE = "cyrilgdn/postgresql:postgresql_role:shop"
 
 

@@ -15,7 +15,7 @@ IDS = {
     "postgresql_database.shop": DB,
     "postgresql_extension.shop_pgcrypto": EXT,
 }
-PROVIDER = "konfig.local/cyrilgdn/postgresql"
+PROVIDER = "registry.opentofu.org/cyrilgdn/postgresql"
 
 
 def _entry(address: str, actions: list[str], before: object, after: object) -> dict[str, object]:
