@@ -129,6 +129,7 @@ def start(work: Path, env: dict[str, str]) -> tuple[str, dict[str, Any]]:
     env.update(
         KONFIG_TOFU=facts["tofu"],
         TF_CLI_CONFIG_FILE=facts["cli_config"],
+        KONFIG_TOFU_LOCK_FILE=facts["lock_file"],
         BENCH_PGHOST=facts["pg_host"],
         BENCH_PGPORT=str(facts["pg_port"]),
         BENCH_PGUSER=facts["pg_superuser"],

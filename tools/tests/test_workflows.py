@@ -452,3 +452,42 @@ def test_a_shard_job_reads_its_own_shard_never_the_whole_matrix(tmp_path: Path) 
         text=True,
     )
     assert done.returncode != 0 and "no shard 9" in done.stderr, done.stderr
+
+
+def test_opentofu_comes_from_its_own_setup_action_unless_a_runner_builds_it() -> None:
+    """Every job that may need OpenTofu (actions/setup `tofu: auto`) takes the way to
+    install it from the repository variable, `setup-opentofu` by default, and runs
+    actions/setup-opentofu (OpenTofu's own action, pinned) right after when told to; a
+    step of its own, never inside actions/setup, which act_runner could then not run
+    without reaching GitHub."""
+    found = 0
+    for path in WORKFLOWS:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        for job in data["jobs"].values():
+            steps = job.get("steps") or []
+            for index, step in enumerate(steps):
+                if not str(step.get("uses", "")).endswith("actions/setup"):
+                    continue
+                if (step.get("with") or {}).get("tofu") != "auto":
+                    continue
+                found += 1
+                assert step["with"]["tofu-install"] == (
+                    "${{ vars.KONFIG_TOFU_INSTALL || 'setup-opentofu' }}"
+                ), path
+                after = steps[index + 1]
+                assert str(after["uses"]).endswith("actions/setup-opentofu"), (path, after)
+                assert after["if"] == f"steps.{step['id']}.outputs.tofu-install == 'setup-opentofu'"
+                assert after["with"] == {
+                    "tofu-version": f"${{{{ steps.{step['id']}.outputs.tofu-version }}}}"
+                }
+    assert found == 4  # preview-cluster's two preview jobs, apply, drift
+    setup = yaml.safe_load((ROOT / "actions/setup/action.yml").read_text(encoding="utf-8"))
+    assert setup["inputs"]["tofu-install"]["default"] == "setup-opentofu"
+    assert not any("opentofu/" in str(s.get("uses", "")) for s in setup["runs"]["steps"]), (
+        "actions/setup names no remote action act_runner would have to fetch"
+    )
+    (official,) = yaml.safe_load(
+        (ROOT / "actions/setup-opentofu/action.yml").read_text(encoding="utf-8")
+    )["runs"]["steps"]
+    assert official["uses"].startswith("opentofu/setup-opentofu@")
+    assert official["with"]["tofu_wrapper"] == "false"  # konfig reads tofu's own output
