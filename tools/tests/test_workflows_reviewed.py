@@ -79,3 +79,26 @@ def test_a_release_dispatch_applies_one_stack_at_a_digest(tmp_path: Path) -> Non
 def _step_uses(steps: list[dict[str, object]], uses: str) -> dict[str, dict[str, str]]:
     (step,) = [s for s in steps if s.get("uses") == uses]
     return step  # type: ignore[return-value]
+
+
+def test_the_merge_queue_commit_gets_the_pull_requests_status(tmp_path: Path) -> None:
+    assert _triggers("merge-queue.yml") == {"merge_group": None}
+    (job,) = _jobs("merge-queue.yml").values()
+    first = job["steps"][0]
+    out = tmp_path / "out"
+
+    def run(ref: str) -> tuple[int, str]:
+        out.write_text("")
+        env = {"PATH": os.environ["PATH"], "HEAD_REF": ref, "GITHUB_OUTPUT": str(out)}
+        done = subprocess.run(
+            ["bash", "-e", "-c", first["run"]], env=env, capture_output=True, text=True
+        )
+        return done.returncode, out.read_text() + done.stdout
+
+    assert run("refs/heads/gh-readonly-queue/main/pr-12-" + "a" * 40) == (0, "number=12\n")
+    for bad in ("refs/heads/main", "gh-readonly-queue/main/pr-12-x; rm -rf /", ""):
+        code, text = run(bad)
+        assert code == 1 and "not a merge queue branch" in text
+    last = job["steps"][-1]["run"]
+    assert '--main "$BASE_SHA" --post --status-sha "$QUEUE_SHA"' in last
+    assert "secrets." not in json.dumps(job)

@@ -12,6 +12,7 @@ the one it is now, with no preview since showing another
 from __future__ import annotations
 
 import os
+import re
 
 import click
 
@@ -40,6 +41,13 @@ from konfig.pipeline.reviewed import REVIEWED_CONTEXT, review_state, stale_stack
 @click.option("--marker", default=None, help="Konfig comment's marker (default konfig:preview).")
 @click.option("--author", default=None, help="Login Konfig's comments are written as.")
 @click.option("--post", is_flag=True, help=f"Set the commit status {REVIEWED_CONTEXT}.")
+@click.option(
+    "--status-sha",
+    default=None,
+    metavar="SHA",
+    help="With --post: set the status on this commit instead of the head (a merge "
+    "queue's merge commit, `merge_group`: docs/review.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 @forge_options(token_help="Environment variable holding the token (reads, sets a status).")
 @click.pass_context
@@ -52,6 +60,7 @@ def command(
     marker: str | None,
     author: str | None,
     post: bool,
+    status_sha: str | None,
     as_json: bool,
     api_url: str,
     token_env: str,
@@ -69,6 +78,8 @@ def command(
     from konfig.forge.client import DEFAULT_MARKER, GitHub, current_approvals, parse_repo
 
     repo_name = parse_repo(repo_name)
+    if status_sha is not None and not re.fullmatch(r"[0-9a-f]{40,64}", status_sha):
+        raise UsageError(f"--status-sha {status_sha!r} is not a commit id (40 hex digits)")
     root = repository_root(ctx)
     if main is None:
         default = gitrepo.default_base(root)
@@ -106,7 +117,7 @@ def command(
         if post:
             client.set_status(
                 repo_name,
-                change,
+                status_sha or change,
                 context=REVIEWED_CONTEXT,
                 state=result.state,
                 description=result.description,
