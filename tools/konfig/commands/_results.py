@@ -37,10 +37,13 @@ def confirm(what: str, *, yes: bool) -> None:
         raise KonfigError(f"{what}: cancelled, nothing was changed")
 
 
-def result_json(result: StackResult, context: str | None = None) -> dict[str, Any]:
+def result_json(
+    result: StackResult, context: str | None = None, identity: str | None = None
+) -> dict[str, Any]:
     return {
         "path": result.path,
         "context": context,
+        "identity": identity,
         "ok": result.ok,
         "error": result.error,
         "counts": result.counts(),
@@ -57,6 +60,9 @@ def result_json(result: StackResult, context: str | None = None) -> dict[str, An
             "commit": result.inventory.commit,
             "specDigest": result.inventory.spec_digest,
             "members": len(result.inventory.members),
+            "appliedBy": result.inventory.applied_by or None,
+            "approvedBy": list(result.inventory.approved_by),
+            "approvedChange": result.inventory.approved_change or None,
         },
     }
 
@@ -68,15 +74,17 @@ def finish(
     as_json: bool,
     contexts: dict[str, str] | None = None,
     reviews: Mapping[str, dict[str, Any]] | None = None,
+    identities: dict[str, str | None] | None = None,
 ) -> int:
     """Print the outcome of an apply or destroy (per cluster when there are several) and
     return its exit code; ``reviews``: each stack's comparison with the reviewed change
-    (its ``review`` in the JSON)."""
+    (its ``review`` in the JSON); ``identities``: the user each stack's requests
+    impersonate (konfig.yaml ``identities``; None: the kubeconfig's own)."""
     ok = all(r.ok for r in results)
     if as_json:
         stacks = []
         for r in results:
-            item = result_json(r, (contexts or {}).get(r.path))
+            item = result_json(r, (contexts or {}).get(r.path), (identities or {}).get(r.path))
             if reviews and r.path in reviews:
                 item["review"] = reviews[r.path]
             stacks.append(item)

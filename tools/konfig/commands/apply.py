@@ -313,6 +313,7 @@ def command(
         as_json=as_json,
         contexts=contexts,
         reviews={v.path: v.to_json() for v in verdicts},
+        identities=conns.identities(selected),
     )
     return stopped(stop, code)
 

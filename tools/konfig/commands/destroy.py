@@ -105,6 +105,7 @@ def command(
         confirm("destroy these stacks", yes=yes)
 
         contexts = conns.contexts([t.stack for t in targets])
+        identities = conns.identities([t.stack for t in targets])
         with StackProgress("destroy", quiet=as_json, contexts=contexts) as progress:
 
             def one(t: DestroyTarget, stop: Stop) -> StackResult:
@@ -125,5 +126,5 @@ def command(
 
             with graceful("the destroy") as stop:
                 results = run_concurrently(targets, lambda t: one(t, stop), stack_concurrency)
-    code = finish("Destroy", results, as_json=as_json, contexts=contexts)
+    code = finish("Destroy", results, as_json=as_json, contexts=contexts, identities=identities)
     return stopped(stop, code)

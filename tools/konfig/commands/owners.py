@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from konfig.commands._common import cache_state, repository_root
-from konfig.commands._console import echo_json, info
+from konfig.commands._console import echo_json, info, warn
 from konfig.commands._options import forge_options
 from konfig.detect import gitrepo
 from konfig.detect.changeset import affected_stacks
@@ -17,6 +18,7 @@ from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.approvals import (
     STATUS_CONTEXT,
     Approval,
+    Requirement,
     owners_at,
     requirements,
     verdict,
@@ -45,6 +47,16 @@ if TYPE_CHECKING:
     "for its head, which must be --head's commit).",
 )
 @click.option(
+    "--merged",
+    "merged",
+    default=None,
+    metavar="SHA",
+    help="The merge commit of a pull request (the apply job's pushed commit): the forge "
+    "says which pull request was merged as SHA; the change is SHA against its first "
+    "parent, the approvals those of the pull request's head (for `konfig apply "
+    "--approvals`, the audit). A direct push: no approval.",
+)
+@click.option(
     "--post",
     is_flag=True,
     help=f"With --pr: set the commit status {STATUS_CONTEXT} of the head and write the sticky "
@@ -59,6 +71,7 @@ def command(
     head: str,
     repo_name: str | None,
     number: int | None,
+    merged: str | None,
     post: bool,
     api_url: str,
     token_env: str,
@@ -77,6 +90,7 @@ def command(
     Examples:
       konfig owners --base origin/main
       konfig owners --base origin/main --repo acme/config --pr 12 --post
+      konfig owners --merged "$GITHUB_SHA" --repo acme/config --json
     """
     from konfig.forge.client import GitHub, current_approvals, parse_repo, upsert_comment
     from konfig.report.owners import OWNERS_MARKER, render_owners
@@ -86,6 +100,15 @@ def command(
     if number is not None and repo_name is None:
         raise UsageError("--pr needs --repo OWNER/NAME")
     root = repository_root(ctx)
+    if merged is not None:
+        if number is not None or post or base is not None:
+            raise UsageError(
+                "--merged reads the pull request the forge names for SHA: "
+                "it takes no --pr, --post or --base"
+            )
+        return _merged(
+            root, merged, repo_name, api_url=api_url, token_env=token_env, as_json=as_json
+        )
     if base is None:
         default = gitrepo.default_base(root)
         base = default.ref
@@ -157,3 +180,53 @@ def _holding(
         info(f"approvals of earlier commits do not count: {why or 'no preview of the head yet'}")
         return {}
     return approvals_holding(record, [(a.login, a.change) for a in approvals])
+
+
+def _merged(
+    root: Path, merged: str, repo_name: str | None, *, api_url: str, token_env: str, as_json: bool
+) -> int:
+    """``--merged SHA``: the owners' approvals of the pull request merged as SHA, for the
+    audit of its apply (``konfig apply --approvals``). The change is SHA against its first
+    parent (a merge, a squash or a rebase all leave that parent as the branch was); the
+    owners are read there; the approvals are the pull request's, of its head."""
+    from konfig.forge.client import GitHub, current_approvals, parse_repo
+
+    if repo_name is None:
+        raise UsageError("--merged needs --repo OWNER/NAME")
+    repo_name = parse_repo(repo_name)
+    commit = gitrepo.rev_parse(root, merged)
+    token = os.environ.get(token_env, "")
+    if not token:
+        raise UsageError(f"no forge token in ${token_env}", hint="pass --token-env NAME")
+    try:
+        parent = gitrepo.rev_parse(root, f"{commit}^1")
+    except UsageError:  # the repository's first commit: nothing was merged
+        parent = None
+    needed: tuple[Requirement, ...] = ()
+    if parent is not None:
+        changes = affected_stacks(root, parent, commit, cache=cache_state(root, git_required=True))
+        owners = owners_at(root, changes.merge_base)
+        needed = requirements(root, changes, owners) if owners.enabled else ()
+    approvals: list[Approval] = []
+    holding: dict[str, tuple[str, ...]] = {}
+    change = commit
+    with GitHub(token, api_url=api_url) as client:
+        found = client.merged_pull(repo_name, commit)
+        if found is None:
+            warn(f"{commit[:12]} is not a merged pull request (a direct push): no approval")
+        else:
+            change = client.pull_head(repo_name, found)
+            approvals = current_approvals(client.list_reviews(repo_name, found))
+            info(f"{commit[:12]} merged pull request #{found} (head {change[:12]})")
+            # as konfig/owners counted them: an earlier commit's approval too, for a stack
+            # whose change digest it left as it is
+            holding = _holding(client, repo_name, found, change, approvals)
+    result = verdict(needed, approvals, change, holding)
+    if as_json:
+        echo_json({**result.to_json(), "pr": found})
+    else:
+        for s in result.stacks:
+            who = ", ".join(s.approved_by) or "no owner"
+            click.echo(f"{s.requirement.stack}: approved by {who}")
+        info(result.summary())
+    return EXIT_OK if result.ok else EXIT_FINDINGS

@@ -76,6 +76,11 @@ class Connections:
             out.setdefault(self.target(stack), []).append(stack)
         return out
 
+    def identities(self, stacks: Sequence[Stack]) -> dict[str, str | None]:
+        """The user each stack's requests impersonate (konfig.yaml ``identities``), None
+        where the kubeconfig's own user makes them."""
+        return {s.path: self.target(s).impersonate for s in stacks}
+
     def contexts(self, stacks: Sequence[Stack]) -> dict[str, str]:
         """Each stack's context name as reports show it (the current context's name when
         the stack names none and the kubeconfig can be read)."""

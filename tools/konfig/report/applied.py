@@ -30,6 +30,21 @@ class AppliedStack:
     seconds: float
     problems: tuple[AppliedObject, ...]  # failed and skipped objects
     commit: str | None
+    identity: str | None = None  # the user its requests impersonated (None: the kubeconfig's)
+    approved_by: tuple[str, ...] = ()  # the audit: owners who approved approved_change
+    approved_change: str | None = None
+
+    @property
+    def audit(self) -> str:
+        """As which identity, approved by whom (empty: neither an identity of its own nor
+        a recorded approval)."""
+        parts = []
+        if self.identity:
+            parts.append(f"as {self.identity}")
+        if self.approved_by:
+            of = f" of {self.approved_change[:12]}" if self.approved_change else ""
+            parts.append(f"approved by {', '.join(self.approved_by)}{of}")
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,9 @@ def build_apply(
                             if o["outcome"] in ("failed", "skipped")
                         ),
                         commit=inventory.get("commit") or None,
+                        identity=item.get("identity") or None,
+                        approved_by=tuple(inventory.get("approvedBy") or ()),
+                        approved_change=inventory.get("approvedChange") or None,
                     )
                 )
     stacks.sort(key=lambda s: (s.path, s.verb))

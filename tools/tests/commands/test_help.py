@@ -134,6 +134,7 @@ NOT_RUN = {
     "approved": "reads reviews, sets a status; tests/forge/test_reviewed_gitea.py does",
     "stale": "reads pull requests, posts; tests/forge/test_reviewed_gitea.py does",
     "owners --pr": "reads reviews, posts a status; tests/forge/test_owners_gitea.py asks Gitea",
+    "owners --merged": "asks the forge for a merged pull request; test_owners_gitea.py asks Gitea",
     "report": "reads the results of a CI run; tests/commands/test_report.py has them",
     "release": "hands objects over to a pull controller; tests/engine/test_handoff.py does",
     "secrets edit": "opens $EDITOR",
@@ -147,6 +148,8 @@ def _needs(argv: list[str]) -> str:
     name = " ".join(argv[:2]) if argv[0] in ("secrets", "gen") else argv[0]
     if argv[0] == "owners" and "--pr" in argv:
         name = "owners --pr"
+    if argv[0] == "owners" and "--merged" in argv:
+        name = "owners --merged"
     if name in NOT_RUN or argv[0] in NOT_RUN:
         return "nothing"
     return "cluster" if argv[0] in NEEDS_CLUSTER else "clone"

@@ -105,9 +105,18 @@ def test_a_stack_applies_as_its_project_identity_and_cannot_write_another_projec
     )
     ok = konfig(
         "--root", str(root), "apply", "--yes", "--no-wait", "--approvals", str(approvals),
-        f"{a}/dev", *kubecfg,
+        "--json", f"{a}/dev", *kubecfg,
     )  # fmt: skip
     assert ok.code == 0, ok.err
+    user = f"system:serviceaccount:konfig-identities:{a}"
+    # the apply's JSON (the merge's job summary) names the identity and the audit
+    (applied,) = json.loads(ok.out)["stacks"]
+    assert applied["identity"] == user
+    assert (applied["inventory"]["appliedBy"], applied["inventory"]["approvedBy"]) == (
+        user,
+        ["ann"],
+    )
+    assert applied["inventory"]["approvedChange"] == head
     assert kube.get("v1", "ConfigMap", "own", f"{a}-dev") is not None
     user = f"system:serviceaccount:konfig-identities:{a}"
     status = konfig("--root", str(root), "status", "--json", f"{a}/dev", *kubecfg)
@@ -134,12 +143,17 @@ def test_a_stack_applies_as_its_project_identity_and_cannot_write_another_projec
         stack_yaml="name: dev\nkubernetes:\n  context: admin\n",
     )
     git_commit(root, "write into b")
-    refused = konfig("--root", str(root), "apply", "--yes", "--no-wait", f"{a}/dev", *kubecfg)
+    refused = konfig(
+        "--root", str(root), "apply", "--yes", "--no-wait", "--json", f"{a}/dev", *kubecfg
+    )
     assert refused.code == 1
+    (failed,) = json.loads(refused.out)["stacks"]
+    assert failed["identity"] == user
     # the identity and what it lacked, as the API server said it
-    assert f"user '{user}' of context 'admin' may not get ConfigMap intruder" in refused.err
-    assert f"system:serviceaccount:konfig-identities:{a}" in refused.err
-    assert f"{b}-dev" in refused.err
+    said = failed["error"] or ""
+    assert f"user '{user}' of context 'admin' may not get ConfigMap intruder" in said
+    assert f"system:serviceaccount:konfig-identities:{a}" in said
+    assert f"{b}-dev" in said
     # nothing of it written: not the intruder, not the change to its own object, and
     # the inventory still records the first apply
     assert kube.get("v1", "ConfigMap", "intruder", f"{b}-dev") is None

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fixtures.forge import Forge
@@ -173,3 +174,72 @@ def test_a_base_model_pr_needs_an_owner_of_each_affected_production_stack_on_git
     code, verdict = owners()
     assert code == 1 and verdict["change"] == newer
     assert _status(forge, repo, newer)["status"] == "failure"
+
+
+def test_the_approvals_of_a_merged_pull_request_for_the_audit_on_gitea(
+    forge: Forge,
+    konfig: KonfigRunner,
+    repo_builder: RepoBuilder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`konfig owners --merged SHA` (what apply.yml passes to `konfig apply --approvals`):
+    the forge names the pull request merged as SHA; the change is SHA against its first
+    parent; the approvals are the pull request's reviews of its head. A direct push has
+    none."""
+    shop, data = unique("ann"), unique("dan")
+    tokens = {name: forge.create_user(name) for name in (shop, data)}
+    root = repo_builder.root
+    _repository(repo_builder, forge.admin, shop, data)
+    git_init(root)
+    assert konfig("gen", "codeowners", cwd=root).code == 0
+    git_commit(root, "main")
+    repo = forge.import_repo(unique("merged"), root, lambda *a, cwd: _git(cwd, *a))
+    for user in (shop, data):
+        forge.request("PUT", f"/repos/{repo}/collaborators/{user}", {"permission": "write"})
+    monkeypatch.setenv("GITHUB_TOKEN", forge.token)
+
+    # a change to shop's prod stack only, approved by shop's owner (and by data's, who
+    # owns nothing it affects), merged through the forge
+    _git(root, "checkout", "-q", "-b", "shop-change")
+    repo_builder.stack("shop", "prod", main=MAIN.format(p="shop", s="prod") + "# v2\n")
+    head = git_commit(root, "shop prod v2")
+    _git(root, "push", "-q", "origin", "shop-change")
+    pr = forge.request(
+        "POST", f"/repos/{repo}/pulls", {"head": "shop-change", "base": "main", "title": "v2"}
+    )
+    number = int(pr["number"])
+    _review(forge, repo, number, tokens[shop], head)
+    _review(forge, repo, number, tokens[data], head)
+    forge.request("POST", f"/repos/{repo}/pulls/{number}/merge", {"Do": "merge"})
+    merge = str(forge.get(f"/repos/{repo}/pulls/{number}")["merge_commit_sha"])
+    _git(root, "checkout", "-q", "main")
+    _git(root, "pull", "-q", "--ff-only", "origin", "main")
+    assert _git(root, "rev-parse", "HEAD").strip() == merge
+
+    def merged(sha: str) -> tuple[int, dict[str, Any]]:
+        result = konfig(
+            "owners", "--merged", sha, "--repo", repo, "--api-url", forge.api_url, "--json",
+            cwd=root,
+        )  # fmt: skip
+        assert result.code in (0, 1), result.err
+        return result.code, json.loads(result.out)
+
+    code, verdict = merged(merge)
+    assert code == 0, verdict
+    assert (verdict["pr"], verdict["change"], verdict["ok"]) == (number, head, True)
+    assert [(s["path"], s["approved_by"]) for s in verdict["stacks"]] == [
+        ("appops/shop/prod", [shop])
+    ]
+
+    # a direct push changing data's prod stack: no pull request, nobody approved it
+    repo_builder.stack("data", "prod", main=MAIN.format(p="data", s="prod") + "# v2\n")
+    pushed = git_commit(root, "data prod v2, pushed")
+    _git(root, "push", "-q", "origin", "main")
+    code, verdict = merged(pushed)
+    assert code == 1
+    assert (verdict["pr"], verdict["change"], verdict["ok"]) == (None, pushed, False)
+    assert [(s["path"], s["approved_by"]) for s in verdict["stacks"]] == [("appops/data/prod", [])]
+
+    # --merged takes no --pr (the forge names the pull request)
+    bad = konfig("owners", "--merged", merge, "--repo", repo, "--pr", "1", cwd=root)
+    assert bad.code == 2 and "--merged" in bad.err
