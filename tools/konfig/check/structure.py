@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -337,7 +337,13 @@ class Exemption:
 
 def disabled_rules(stack: Stack) -> dict[str, list[Exemption]]:
     """The policies a stack switches off, by rule id (entries without a reason skipped)."""
-    policies = stack.raw.get("policies")
+    return exemptions(stack.raw)
+
+
+def exemptions(raw: Mapping[str, Any] | None) -> dict[str, list[Exemption]]:
+    """The policies a stack.yaml's data (``raw``) switches off, by rule id (entries
+    without a reason skipped)."""
+    policies = raw.get("policies") if isinstance(raw, Mapping) else None
     entries = policies.get("disable") if isinstance(policies, dict) else None
     out: dict[str, list[Exemption]] = {}
     for entry in entries if isinstance(entries, list) else []:

@@ -18,11 +18,19 @@ from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.pipeline.approvals import (
     STATUS_CONTEXT,
     Approval,
+    Override,
     Requirement,
+    confirm_classes,
+    danger_overrides,
+    overrides,
     owners_at,
     requirements,
     verdict,
 )
+from konfig.repo.owners import Owners
+
+if TYPE_CHECKING:
+    from konfig.detect.changeset import ChangeSet
 
 if TYPE_CHECKING:
     from konfig.forge.client import GitHub
@@ -117,8 +125,8 @@ def command(
     owners = owners_at(root, changes.merge_base)
     if not owners.enabled:
         info(f"konfig.yaml at {changes.merge_base[:12]} has no `owners`: no approval is needed")
-    needed = requirements(root, changes, owners) if owners.enabled else ()
     change = gitrepo.rev_parse(root, head)
+    needed, overridden = _needed(root, base, change, changes, owners)
     approvals: list[Approval] = []
     holding: dict[str, tuple[str, ...]] = {}
     if number is not None and repo_name is not None:
@@ -136,7 +144,7 @@ def command(
                 )
             approvals = current_approvals(client.list_reviews(repo_name, number))
             holding = _holding(client, repo_name, number, change, approvals)
-            result = verdict(needed, approvals, change, holding)
+            result = verdict(needed, approvals, change, holding, overridden=overridden)
             if post:  # the comment first: it says who is asked, whatever the status does
                 upsert_comment(
                     client,
@@ -153,7 +161,7 @@ def command(
                     state="success" if result.ok else "failure",
                     description=result.summary(),
                 )
-    result = verdict(needed, approvals, change, holding)
+    result = verdict(needed, approvals, change, holding, overridden=overridden)
     if as_json:
         echo_json(result.to_json())
     else:
@@ -161,6 +169,13 @@ def command(
             who = ", ".join(s.requirement.owners) or "nobody"
             state = f"approved by {', '.join(s.approved_by)}" if s.satisfied else "waiting"
             click.echo(f"{s.requirement.stack}: needs one of {who}: {state}")
+        for o in result.overrides:
+            who = ", ".join(o.override.owners) or "nobody"
+            state = f"approved by {', '.join(o.approved_by)}" if o.satisfied else "waiting"
+            click.echo(
+                f"{o.override.stack}: overrides {o.override.rule} ({o.override.reason}): "
+                f"needs one of {who}: {state}"
+            )
         info(result.summary())
     return EXIT_OK if result.ok else EXIT_FINDINGS
 
@@ -203,10 +218,11 @@ def _merged(
     except UsageError:  # the repository's first commit: nothing was merged
         parent = None
     needed: tuple[Requirement, ...] = ()
+    overridden: tuple[Override, ...] = ()
     if parent is not None:
         changes = affected_stacks(root, parent, commit, cache=cache_state(root, git_required=True))
         owners = owners_at(root, changes.merge_base)
-        needed = requirements(root, changes, owners) if owners.enabled else ()
+        needed, overridden = _needed(root, parent, commit, changes, owners)
     approvals: list[Approval] = []
     holding: dict[str, tuple[str, ...]] = {}
     change = commit
@@ -221,7 +237,7 @@ def _merged(
             # as konfig/owners counted them: an earlier commit's approval too, for a stack
             # whose change digest it left as it is
             holding = _holding(client, repo_name, found, change, approvals)
-    result = verdict(needed, approvals, change, holding)
+    result = verdict(needed, approvals, change, holding, overridden=overridden)
     if as_json:
         echo_json({**result.to_json(), "pr": found})
     else:
@@ -230,3 +246,32 @@ def _merged(
             click.echo(f"{s.requirement.stack}: approved by {who}")
         info(result.summary())
     return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
+def _needed(
+    root: Path, base: str, head: str, changes: ChangeSet, owners: Owners
+) -> tuple[tuple[Requirement, ...], tuple[Override, ...]]:
+    """The production stacks' requirements and the policy overrides of the change (base
+    and head: commits or refs). The danger classes konfig.yaml ``dangers.confirm`` lists
+    at the merge base come from the offline preview of the change (no cluster: every
+    class but a cascade's count); it is compiled only when that list is not empty."""
+    if not owners.enabled:
+        return (), ()
+    needed = requirements(root, changes, owners)
+    found = overrides(root, changes, head, owners)
+    confirm = confirm_classes(root, changes.merge_base)
+    if confirm and (changes.stacks or changes.deleted_stacks):
+        from konfig.commands._common import compile_settings
+        from konfig.pipeline.offline import offline_preview
+
+        info(f"konfig.yaml `dangers.confirm` lists {', '.join(confirm)}: the offline preview")
+        done = offline_preview(
+            root,
+            base,
+            head,
+            state=cache_state(root, git_required=True),
+            settings=compile_settings(),
+        )
+        plans = [s.plan for s in done.preview.stacks if s.plan is not None]
+        found += danger_overrides(plans, confirm, owners)
+    return needed, found

@@ -14,6 +14,14 @@
    head commit (:attr:`Approval.change`), or an earlier commit at which the stack's
    change digest (docs/review.md) was the one the head's preview has, with no preview
    between showing another (``holding``, from the reviewed record in Konfig's comment).
+5. A policy override needs an approval from the owners named for that policy
+   (konfig.yaml ``owners.policies`` at the merge base, else the platform team), on any
+   affected stack, production or not (:class:`Override`): a rule a stack's stack.yaml
+   ``policies.disable`` switches off that the merge base did not (the same rule, reason
+   and resources already there were approved when they came), with its reason; and each
+   danger class of a change that konfig.yaml ``dangers.confirm`` (at the merge base)
+   lists, as ``danger/<class>``, with the danger's reason (:func:`danger_overrides`, from
+   the preview's plans).
 
 Plain data in, plain data out; the forge's reviews are read by the command.
 """
@@ -26,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from konfig.check.structure import exemptions
 from konfig.detect import gitrepo
 from konfig.errors import ConfigError
 from konfig.repo.layout import APPOPS, PROJECT_FILE, STACK_FILE
@@ -35,8 +44,10 @@ from konfig.repo.yamlio import load_yaml_text
 
 if TYPE_CHECKING:  # git: apply loads this module, and only `konfig owners` needs a change set
     from konfig.detect.changeset import ChangeSet
+    from konfig.engine.plan import StackPlan
 
 STATUS_CONTEXT = "konfig/owners"
+DANGER_PREFIX = "danger/"  # the rule of a danger class's override: danger/<class>
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,28 @@ class Approval:
 
 
 @dataclass(frozen=True)
+class Override:
+    """A policy override the change brings to ``stack``: ``rule`` is a policy rule it
+    disables, or ``danger/<class>``; ``reason`` says why (the stack.yaml's reason, or the
+    danger's); ``owners`` may approve it."""
+
+    stack: str
+    rule: str
+    reason: str
+    owners: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OverrideVerdict:
+    override: Override
+    approved_by: tuple[str, ...]  # owners of the policy who approved the current change
+
+    @property
+    def satisfied(self) -> bool:
+        return bool(self.approved_by)
+
+
+@dataclass(frozen=True)
 class StackVerdict:
     requirement: Requirement
     approved_by: tuple[str, ...]  # owners who approved the current change
@@ -73,21 +106,38 @@ class OwnersVerdict:
 
     change: str
     stacks: tuple[StackVerdict, ...]
+    overrides: tuple[OverrideVerdict, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return all(s.satisfied for s in self.stacks)
+        return all(s.satisfied for s in self.stacks) and all(o.satisfied for o in self.overrides)
 
     @property
     def missing(self) -> tuple[StackVerdict, ...]:
         return tuple(s for s in self.stacks if not s.satisfied)
 
+    @property
+    def missing_overrides(self) -> tuple[OverrideVerdict, ...]:
+        return tuple(o for o in self.overrides if not o.satisfied)
+
     def summary(self) -> str:
         """One line for the commit status (the forge keeps 140 characters)."""
+        if self.missing_overrides:
+            rules = sorted({o.override.rule for o in self.missing_overrides})
+            text = (
+                f"{len(self.missing_overrides)} policy override(s) await the policy's owners: "
+                + ", ".join(rules)
+            )
+            if self.missing:
+                text = f"{len(self.missing)} of {len(self.stacks)} production stacks and " + text
+            return text[:140]
+        extra = f" and {len(self.overrides)} policy override(s)" if self.overrides else ""
         if not self.stacks:
+            if self.overrides:
+                return f"owners approved all {len(self.overrides)} policy override(s)"
             return "no production stack affected: no owner approval needed"
         if self.ok:
-            return f"owners approved all {len(self.stacks)} affected production stacks"
+            return f"owners approved all {len(self.stacks)} affected production stacks{extra}"
         waiting = sorted({s.requirement.project.split("/")[-1] for s in self.missing})
         text = f"{len(self.missing)} of {len(self.stacks)} production stacks await an owner: "
         return (text + ", ".join(waiting))[:140]
@@ -106,6 +156,16 @@ class OwnersVerdict:
                     "reasons": list(s.requirement.reasons),
                 }
                 for s in self.stacks
+            ],
+            "overrides": [
+                {
+                    "stack": o.override.stack,
+                    "rule": o.override.rule,
+                    "reason": o.override.reason,
+                    "owners": list(o.override.owners),
+                    "approved_by": list(o.approved_by),
+                }
+                for o in self.overrides
             ],
         }
 
@@ -164,16 +224,97 @@ def _production_at(root: Path, ref: str, stack: str, patterns: tuple[str, ...]) 
     return is_production(stack, declared, patterns)
 
 
+def policy_overrides(
+    stack: str,
+    base: Mapping[str, Any] | None,
+    head: Mapping[str, Any] | None,
+    owners: Owners,
+) -> tuple[Override, ...]:
+    """The rules ``stack``'s stack.yaml at the change's head (``head``, its data)
+    switches off that it did not at the merge base (``base``): a new rule, or a changed
+    reason or scope (what was approved before was that exemption, not this one). Each
+    needs the policy's owners."""
+    before = {(rule, e.reason, e.resources) for rule, es in exemptions(base).items() for e in es}
+    out = []
+    for rule, entries in exemptions(head).items():
+        for e in entries:
+            if (rule, e.reason, e.resources) not in before:
+                out.append(Override(stack, rule, e.reason, owners.of_policy(rule)))
+    return tuple(out)
+
+
+def danger_overrides(
+    plans: Iterable[StackPlan], confirm: Iterable[str], owners: Owners
+) -> tuple[Override, ...]:
+    """Each danger class of the plans' changes that ``confirm`` (konfig.yaml
+    ``dangers.confirm`` at the merge base) lists, once per stack and class, as the rule
+    ``danger/<class>`` with the reasons of its changes (the first three)."""
+    wanted = set(confirm)
+    out = []
+    for plan in plans:
+        reasons: dict[str, list[str]] = {}
+        for change in plan.changes:
+            for d in change.dangers:
+                if d.name in wanted:
+                    reasons.setdefault(d.name, []).append(d.reason)
+        for name in sorted(reasons):
+            rule = f"{DANGER_PREFIX}{name}"
+            said = reasons[name]
+            reason = "; ".join(said[:3]) + (f" (and {len(said) - 3} more)" if len(said) > 3 else "")
+            out.append(Override(plan.path, rule, reason, owners.of_policy(rule)))
+    return tuple(out)
+
+
+def overrides(root: Path, changes: ChangeSet, head: str, owners: Owners) -> tuple[Override, ...]:
+    """The policies the affected stacks of ``changes`` disable at ``head`` (a commit)
+    that they did not at the merge base (:func:`policy_overrides`)."""
+    out: list[Override] = []
+    for stack in changes.stacks:
+        path = f"{stack.path}/{STACK_FILE}"
+        out += policy_overrides(
+            stack.path,
+            _stack_data(gitrepo.file_at(root, changes.merge_base, path), path),
+            _stack_data(gitrepo.file_at(root, head, path), path),
+            owners,
+        )
+    return tuple(out)
+
+
+def confirm_classes(root: Path, ref: str) -> tuple[str, ...]:
+    """konfig.yaml ``dangers.confirm`` at ``ref``: the danger classes whose changes need
+    the policy's owners (and a confirmation at apply)."""
+    raw = gitrepo.file_at(root, ref, CONFIG_FILE)
+    text = raw.decode("utf-8", "replace") if raw else ""
+    data = load_yaml_text(text, file=f"{CONFIG_FILE} at {ref[:12]}") if text else None
+    dangers = data.get("dangers") if isinstance(data, dict) else None
+    confirm = dangers.get("confirm") if isinstance(dangers, dict) else None
+    return tuple(str(c) for c in confirm) if isinstance(confirm, list) else ()
+
+
+def _stack_data(raw: bytes | None, path: str) -> Mapping[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        data = load_yaml_text(raw.decode("utf-8", "replace"), file=path)
+    except ConfigError:  # a broken stack.yaml: check reports it; it disables nothing
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def verdict(
     needed: Sequence[Requirement],
     approvals: Iterable[Approval],
     change: str,
     holding: Mapping[str, Iterable[str]] | None = None,
+    *,
+    overridden: Sequence[Override] = (),
 ) -> OwnersVerdict:
     """Which requirements an owner's approval satisfies: an approval of ``change``, or
     (``holding``: stack -> logins, :func:`konfig.pipeline.reviewed.approvals_holding`)
     an approval of an earlier commit at which the stack's change digest was already
-    the one it is now."""
+    the one it is now; and which ``overridden`` policies an approval of ``change`` by
+    one of the policy's owners does (of ``change`` only: an exemption in stack.yaml
+    changes no object, so the digest cannot tell an approval given before it came)."""
     approvers = {a.login.lower() for a in approvals if a.change == change}
     held = {stack: {login.lower() for login in logins} for stack, logins in (holding or {}).items()}
     return OwnersVerdict(
@@ -188,6 +329,10 @@ def verdict(
                 ),
             )
             for r in needed
+        ),
+        tuple(
+            OverrideVerdict(o, tuple(x for x in o.owners if x.lower() in approvers))
+            for o in overridden
         ),
     )
 

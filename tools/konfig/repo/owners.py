@@ -69,6 +69,14 @@ class Owners:
     platform: tuple[str, ...] = ()
     projects: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     declared: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # as written
+    # konfig.yaml `owners.policies`: who approves an override of a rule (a policy a
+    # stack disables, `danger/<class>`), by rule id
+    policies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def of_policy(self, rule: str) -> tuple[str, ...]:
+        """The logins who may approve an override of ``rule``: the owners konfig.yaml
+        `owners.policies` names for it, else the platform team's."""
+        return self.policies.get(rule) or self.platform
 
     def of_project(self, project_path: str) -> tuple[str, ...]:
         """The logins owning a project: its own, else the platform team's."""
@@ -137,7 +145,11 @@ def resolve_owners(
         declared[project.path] = tuple(str(n) for n in names)
         if resolved:
             by_project[project.path] = resolved
-    return Owners(True, platform, by_project, declared), problems
+    policies: dict[str, tuple[str, ...]] = {}
+    for rule, names in (settings.get("policies") or {}).items():
+        key = ("owners", "policies", str(rule))
+        policies[str(rule)] = logins(names or (), config_file, config_lines, key)
+    return Owners(True, platform, by_project, declared, policies), problems
 
 
 def codeowners_text(owners: Owners, forge: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from konfig.pipeline.approvals import STATUS_CONTEXT, OwnersVerdict
-from konfig.report.markdown import code
+from konfig.report.markdown import cell, code
 
 OWNERS_MARKER = "konfig:owners"
 # logins come from the base commit's konfig.yaml (its contract allows these only): they
@@ -40,4 +40,21 @@ def render_owners(verdict: OwnersVerdict) -> str:
             who = ", ".join(_mention(o) for o in s.requirement.owners) or "nobody is named"
             done = ", ".join(f"✅ {_mention(o)}" for o in s.approved_by) or "⏳ waiting"
             lines.append(f"| {code(s.requirement.stack)} | {who} | {done} |")
+    if verdict.overrides:
+        lines += [
+            "",
+            f"Each policy override below needs an approval of commit {code(verdict.change[:12])} "
+            "from the owners konfig.yaml `owners.policies` names for the rule (else the "
+            "platform team), as the base branch declares them.",
+            "",
+            "| Stack | Overrides | Reason | Needs an approval from one of | Approved by |",
+            "|---|---|---|---|---|",
+        ]
+        for o in verdict.overrides:
+            who = ", ".join(_mention(x) for x in o.override.owners) or "nobody is named"
+            done = ", ".join(f"✅ {_mention(x)}" for x in o.approved_by) or "⏳ waiting"
+            lines.append(
+                f"| {code(o.override.stack)} | {code(o.override.rule)} | "
+                f"{cell(o.override.reason, 300)} | {who} | {done} |"
+            )
     return "\n".join(lines) + "\n"
