@@ -63,6 +63,7 @@ def result_json(
             "appliedBy": result.inventory.applied_by or None,
             "approvedBy": list(result.inventory.approved_by),
             "approvedChange": result.inventory.approved_change or None,
+            "approvedOverrides": [o.to_json() for o in result.inventory.approved_overrides],
         },
     }
 

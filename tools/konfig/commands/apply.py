@@ -124,7 +124,8 @@ from konfig.secrets.refs import sealed_files
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     default=None,
     help="A `konfig owners --json` of the merged pull request: each stack's inventory "
-    "records who approved which commit (shown by `konfig status`).",
+    "records who approved which commit, and its policy overrides with their reasons and "
+    "approvers (shown by `konfig status`).",
 )
 @lock_options(lock_timeout="Seconds to wait for another apply of the same stack to finish.")
 @kube_options
@@ -225,8 +226,13 @@ def command(
         )
         if stack.path not in approvals:
             return options
-        approved_by, change = approvals[stack.path]
-        return replace(options, approved_by=approved_by, approved_change=change)
+        given = approvals[stack.path]
+        return replace(
+            options,
+            approved_by=given.approved_by,
+            approved_change=given.change,
+            approved_overrides=given.overrides,
+        )
 
     kept: dict[str, SavedPlan] = {}  # OpenTofu plans shown, applied as they are
     with conns, contextlib.ExitStack() as cleanup:

@@ -461,6 +461,7 @@ def _audit(kube: Any, options: ApplyOptions) -> inventory.Audit:
         applied_by=str(getattr(kube, "user", "") or ""),
         approved_by=options.approved_by,
         approved_change=options.approved_change,
+        overrides=options.approved_overrides,
     )
 
 
@@ -468,4 +469,4 @@ def _prior_audit(prior: Inventory | None) -> inventory.Audit:
     """An apply that did not complete keeps the last complete one's audit."""
     if prior is None:
         return inventory.Audit()
-    return inventory.Audit(prior.applied_by, prior.approved_by, prior.approved_change)
+    return prior.audit

@@ -99,6 +99,8 @@ DATA_REVIEW = "review"
 DATA_APPLIED_BY = "appliedBy"
 DATA_APPROVED_BY = "approvedBy"
 DATA_APPROVED_CHANGE = "approvedChange"
+# the policy overrides approved with it (JSON list of rule, reason, approvedBy)
+DATA_APPROVED_OVERRIDES = "approvedOverrides"
 BINARY_APPLIED_FIELDS = "appliedFields"
 # Compressed bytes; a ConfigMap holds at most 1 MiB in all, and the members list too.
 MAX_APPLIED_FIELDS = 512 * 1024
@@ -168,12 +170,26 @@ class Member:
 
 
 @dataclass(frozen=True)
+class ApprovedOverride:
+    """A policy override of the applied change (a rule its stack.yaml disables, a
+    ``danger/<class>``), its reason, and the policy's owners who approved it."""
+
+    rule: str
+    reason: str
+    approved_by: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "reason": self.reason, "approvedBy": list(self.approved_by)}
+
+
+@dataclass(frozen=True)
 class Audit:
     """Who applied a stack and who approved it (recorded with a complete apply)."""
 
     applied_by: str = ""
     approved_by: tuple[str, ...] = ()
     approved_change: str = ""
+    overrides: tuple[ApprovedOverride, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -192,6 +208,7 @@ class Inventory:
     applied_by: str = ""  # the user the API server saw (an impersonated ServiceAccount)
     approved_by: tuple[str, ...] = ()  # owners who approved approved_change
     approved_change: str = ""  # the commit (or change digest) they approved
+    approved_overrides: tuple[ApprovedOverride, ...] = ()  # and the overrides, with reasons
     # member id -> Konfig's fields right after its last write (None: not recorded)
     applied_fields: FieldSets | None = field(default=None, compare=False, repr=False)
     # The same stack's inventory under the name konfig gave it before names were
@@ -205,6 +222,13 @@ class Inventory:
     def accepted_ids(self) -> frozenset[str]:
         """The ApplySet ids whose part-of label proves this stack's ownership."""
         return self.former_ids | {self.applyset_id}
+
+    @property
+    def audit(self) -> Audit:
+        """The last complete apply's audit, as recorded."""
+        return Audit(
+            self.applied_by, self.approved_by, self.approved_change, self.approved_overrides
+        )
 
     def ids(self) -> frozenset[str]:
         return frozenset(m.id for m in self.members)
@@ -379,6 +403,9 @@ def inventory_manifest(
             DATA_APPLIED_BY: audit.applied_by,
             DATA_APPROVED_BY: ",".join(audit.approved_by),
             DATA_APPROVED_CHANGE: audit.approved_change,
+            DATA_APPROVED_OVERRIDES: json.dumps([o.to_json() for o in audit.overrides])
+            if audit.overrides
+            else "",
         },
         **_binary(applied_fields, [m.id for m in ordered]),
     }
@@ -533,8 +560,29 @@ def parse_inventory(obj: Mapping[str, Any], *, stack: str | None = None) -> Inve
         applied_by=str(data.get(DATA_APPLIED_BY) or ""),
         approved_by=tuple(a for a in str(data.get(DATA_APPROVED_BY) or "").split(",") if a),
         approved_change=str(data.get(DATA_APPROVED_CHANGE) or ""),
+        approved_overrides=_overrides(data.get(DATA_APPROVED_OVERRIDES)),
         applied_fields=decode_fields((obj.get("binaryData") or {}).get(BINARY_APPLIED_FIELDS)),
     )
+
+
+def _overrides(text: Any) -> tuple[ApprovedOverride, ...]:
+    """The recorded policy overrides (anything else in the field: none)."""
+    try:
+        items = json.loads(str(text)) if text else []
+    except ValueError:
+        return ()
+    out = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("rule"), str):
+            by = item.get("approvedBy")
+            out.append(
+                ApprovedOverride(
+                    item["rule"],
+                    str(item.get("reason") or ""),
+                    tuple(str(a) for a in by) if isinstance(by, list) else (),
+                )
+            )
+    return tuple(out)
 
 
 class KubeLister(Protocol):
@@ -685,7 +733,7 @@ def write_union(
         dirty=prior.dirty if prior else False,
         applied_fields=prior.applied_fields if prior else None,
         review=prior.review if prior else None,
-        audit=Audit(prior.applied_by, prior.approved_by, prior.approved_change) if prior else None,
+        audit=prior.audit if prior else None,
     )
     if prior is None or not prior.former_name:
         return written

@@ -52,6 +52,7 @@ class ApplyOptions:
     # who approved the change applied (`konfig apply --approvals`), for the audit record
     approved_by: tuple[str, ...] = ()
     approved_change: str = ""
+    approved_overrides: tuple[inventory.ApprovedOverride, ...] = ()  # with their reasons
     poll: float = 1.0
     attempts: int = 4
     backoff: float = 0.5

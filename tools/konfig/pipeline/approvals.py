@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from konfig.check.structure import exemptions
 from konfig.detect import gitrepo
+from konfig.engine.inventory import ApprovedOverride
 from konfig.errors import ConfigError
 from konfig.repo.layout import APPOPS, PROJECT_FILE, STACK_FILE
 from konfig.repo.owners import Owners, ProjectFile, resolve_owners
@@ -337,9 +338,19 @@ def verdict(
     )
 
 
-def load_approvals(path: Path) -> dict[str, tuple[tuple[str, ...], str]]:
-    """A ``konfig owners --json`` file: each stack's approvers and the change they
-    approved (``konfig apply --approvals``, for the inventory's audit)."""
+@dataclass(frozen=True)
+class Approved:
+    """What ``konfig apply --approvals`` records of one stack: who approved ``change``,
+    and each policy override of it with its reason and the policy's owners who approved."""
+
+    approved_by: tuple[str, ...]
+    change: str
+    overrides: tuple[ApprovedOverride, ...] = ()
+
+
+def load_approvals(path: Path) -> dict[str, Approved]:
+    """A ``konfig owners --json`` file: each stack's approvers, the change they approved
+    and its overrides (``konfig apply --approvals``, for the inventory's audit)."""
     from konfig import contracts
     from konfig.errors import UsageError
 
@@ -353,6 +364,15 @@ def load_approvals(path: Path) -> dict[str, tuple[tuple[str, ...], str]]:
     except contracts.ContractError as exc:
         raise UsageError(f"--approvals {path}: not `konfig owners --json`: {exc}") from None
     change = str(data["change"])
-    return {
-        str(s["path"]): (tuple(str(a) for a in s["approved_by"]), change) for s in data["stacks"]
+    out = {
+        str(s["path"]): Approved(tuple(str(a) for a in s["approved_by"]), change)
+        for s in data["stacks"]
     }
+    for o in data.get("overrides") or ():
+        path_ = str(o["stack"])
+        entry = ApprovedOverride(
+            str(o["rule"]), str(o["reason"]), tuple(str(a) for a in o["approved_by"])
+        )
+        prior = out.get(path_, Approved((), change))
+        out[path_] = replace(prior, overrides=(*prior.overrides, entry))
+    return out

@@ -127,6 +127,7 @@ class StackStatus:
             "appliedBy": (inv.applied_by or None) if inv else None,
             "approvedBy": list(inv.approved_by) if inv else [],
             "approvedChange": (inv.approved_change or None) if inv else None,
+            "approvedOverrides": [o.to_json() for o in inv.approved_overrides] if inv else [],
             "commitsBehind": self.commits_behind,
             "upToDate": None if self.state != "applied" else not self.pending,
             "pendingReasons": list(self.pending),

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from konfig.pipeline.status import StackStatus, StatusReport
+from konfig.repo.names import display
 from konfig.words import plural
 
 _HEALTH_STYLE = {
@@ -117,6 +118,9 @@ def _audit(s: StackStatus) -> str:
         parts.append(f"approved by {', '.join(inv.approved_by)}{change}")
     else:
         parts.append("no approval recorded")
+    for o in inv.approved_overrides:
+        who = ", ".join(o.approved_by) or "nobody"
+        parts.append(f"override {display(o.rule)} ({display(o.reason)}) approved by {who}")
     return "; ".join(parts)
 
 

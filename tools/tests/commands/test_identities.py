@@ -7,13 +7,11 @@ identity and nothing of the stack is written. The namespaces are the platform's
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixtures.cluster import CLUSTER_SCRIPT, Cluster
+from fixtures.cluster import Cluster
 from fixtures.monorepo import git_commit, git_init
 from fixtures.rawstacks import raw_stack, resource
 from fixtures.repos import KonfigRunner, RepoBuilder
@@ -41,19 +39,6 @@ def kube(cluster: Cluster) -> Iterator[Kube]:
     k.close()
 
 
-def identity(cluster: Cluster, project: str, *namespaces: str) -> str:
-    env = dict(os.environ, KONFIG_CLUSTER_DIR=str(cluster.dir), KONFIG_CLUSTER_NAME=cluster.name)
-    done = subprocess.run(
-        [str(CLUSTER_SCRIPT), "identity", project, *namespaces],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
 def _repo(builder: RepoBuilder, a: str, b: str, sa_a: str, sa_b: str) -> Path:
     config = builder.root / "konfig.yaml"
     config.write_text(config.read_text() + f"\nidentities:\n  {a}: {sa_a}\n  {b}: {sa_b}\n")
@@ -75,8 +60,8 @@ def test_a_stack_applies_as_its_project_identity_and_cannot_write_another_projec
     konfig: KonfigRunner, repo_builder: RepoBuilder, cluster: Cluster, kube: Kube
 ) -> None:
     a, b = unique("ida"), unique("idb")
-    sa_a = identity(cluster, a, f"{a}-dev")
-    sa_b = identity(cluster, b, f"{b}-dev")
+    sa_a = cluster.identity(a, f"{a}-dev")
+    sa_b = cluster.identity(b, f"{b}-dev")
     assert sa_a == f"konfig-identities/{a}"
     root = _repo(repo_builder, a, b, sa_a, sa_b)
     kubecfg = ("--kubeconfig", str(cluster.kubeconfig))
@@ -100,6 +85,15 @@ def test_a_stack_applies_as_its_project_identity_and_cannot_write_another_projec
                         "reasons": ["main.k changed"],
                     }
                 ],
+                "overrides": [
+                    {
+                        "stack": f"appops/{a}/dev",
+                        "rule": "prod-replicas",
+                        "reason": "a canary of one pod",
+                        "owners": ["sam"],
+                        "approved_by": ["sam"],
+                    }
+                ],
             }
         )
     )
@@ -117,6 +111,8 @@ def test_a_stack_applies_as_its_project_identity_and_cannot_write_another_projec
         ["ann"],
     )
     assert applied["inventory"]["approvedChange"] == head
+    override = {"rule": "prod-replicas", "reason": "a canary of one pod", "approvedBy": ["sam"]}
+    assert applied["inventory"]["approvedOverrides"] == [override]
     assert kube.get("v1", "ConfigMap", "own", f"{a}-dev") is not None
     user = f"system:serviceaccount:konfig-identities:{a}"
     status = konfig("--root", str(root), "status", "--json", f"{a}/dev", *kubecfg)
@@ -127,8 +123,12 @@ def test_a_stack_applies_as_its_project_identity_and_cannot_write_another_projec
         ["ann"],
         head,
     )
+    assert entry["approvedOverrides"] == [override]
     text = konfig("--root", str(root), "status", f"{a}/dev", *kubecfg)
-    assert f"{a}/dev: applied as {user}; approved by ann of {head[:12]}" in text.out
+    assert (
+        f"{a}/dev: applied as {user}; approved by ann of {head[:12]}; override prod-replicas "
+        "(a canary of one pod) approved by sam" in text.out
+    )
 
     # the Spec now also writes into b's namespace: the API server refuses the identity
     stack = f"appops/{a}/dev"
