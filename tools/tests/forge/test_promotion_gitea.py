@@ -135,8 +135,9 @@ def test_prod_waits_for_dev_in_a_later_run_and_an_identity_cannot_write_another_
     dev, prod = f"appops/{p}/dev", f"appops/{p}/prod"
     shop, other = f"appops/{s}/prod", f"appops/{q}/dev"
     promotion = f"promotion:\n  after: [{dev}]\n  soak: {SOAK}s\n"
-    # S/prod's change reaches the merge without a preview comment (preview.yml is off
-    # here): the stack applies a change the reviewed record does not hold (docs/review.md)
+    # The prod stacks' changes reach the merge without a preview comment (preview.yml is
+    # off here): they apply a change the reviewed record does not hold (docs/review.md),
+    # at the merge and in a later run alike
     unreviewed = "apply:\n  onReviewedChanged: apply\n"
 
     def p_files(version: str, order: str = promotion) -> dict[str, str | None]:
@@ -145,7 +146,7 @@ def test_prod_waits_for_dev_in_a_later_run_and_an_identity_cannot_write_another_
             **stack_files(
                 prod,
                 [configmap(f"{p}-prod", "app", version)],
-                f"name: prod\n{admin_yaml}{order}",
+                f"name: prod\n{admin_yaml}{order}{unreviewed}",
             ),
             **stack_files(
                 shop,
