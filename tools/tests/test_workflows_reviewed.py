@@ -20,11 +20,7 @@ def _step(workflow: str, job: str, name: str) -> dict[str, object]:
 
 
 def test_owners_sets_konfig_reviewed_after_previews_and_reviews() -> None:
-    assert _triggers("owners.yml")["workflow_run"]["workflows"] == [
-        "preview",
-        "preview (cluster)",
-        "review",
-    ]
+    assert _triggers("owners.yml")["workflow_run"]["workflows"] == ["preview", "review"]
     step = _step(
         "owners.yml", "owners", "Is the head approved as previewed now? Set konfig/reviewed"
     )
