@@ -30,6 +30,7 @@ COMMANDS = {
     "check": "konfig.commands.check",
     "comment": "konfig.commands.comment",
     "compile": "konfig.commands.compile",
+    "dangers": "konfig.commands.dangers",
     "destroy": "konfig.commands.destroy",
     "drift": "konfig.commands.drift",
     "fmt": "konfig.commands.fmt",

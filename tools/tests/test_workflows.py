@@ -491,3 +491,37 @@ def test_opentofu_comes_from_its_own_setup_action_unless_a_runner_builds_it() ->
     )["runs"]["steps"]
     assert official["uses"].startswith("opentofu/setup-opentofu@")
     assert official["with"]["tofu_wrapper"] == "false"  # konfig reads tofu's own output
+
+
+def test_danger_labels_status_and_confirmations_use_the_default_branch_tools_only() -> None:
+    """Issue 28: preview-cluster.yml's `dangers` job (after the report) and confirm.yml
+    (a `/konfig confirm` comment) run `konfig dangers --post` with the default branch's
+    tools and no checkout of the pull request, no secret, only the tokens that set labels
+    and statuses; apply.yml reads the merged pull request's confirmations and the apply
+    action passes each as `--confirm` to apply and destroy."""
+    writes = {"contents": "write", "pull-requests": "write", "statuses": "write"}
+    job = _jobs("preview-cluster.yml")["dangers"]
+    assert set(job["needs"]) == {"pull-request", "report", "preview-and-report"}
+    assert "!cancelled()" in job["if"] and "environment" not in job
+    confirm = _jobs("confirm.yml")["dangers"]
+    assert _triggers("confirm.yml") == {"issue_comment": {"types": ["created", "edited"]}}
+    assert "github.event.issue.pull_request" in confirm["if"]
+    for each in (job, confirm):
+        assert each["permissions"] == writes
+        assert "secrets." not in json.dumps(each)
+        checkouts = [st for st in each["steps"] if "actions/checkout@" in st.get("uses", "")]
+        assert [st["with"] for st in checkouts] == [
+            {"path": ".konfig-tools", "persist-credentials": False}
+        ]
+        [run_step] = [st for st in each["steps"] if "run" in st]
+        assert "konfig --root .konfig-tools dangers " in run_step["run"]
+        assert "--post" in run_step["run"] and '|| [ "$?" -eq 1 ]' in run_step["run"]
+        # the comment's text never reaches the shell: only the pull request's number
+        assert "comment" not in json.dumps(run_step.get("env", {}))
+    apply_steps = _jobs("apply.yml")["apply"]["steps"]
+    [read] = [st for st in apply_steps if st.get("id") == "confirmed"]
+    assert "konfig dangers " in read["run"] and '--merged "$COMMIT"' in read["run"]
+    [apply] = [st for st in apply_steps if st.get("uses") == "./actions/apply"]
+    assert apply["with"]["confirmations"] == "${{ steps.confirmed.outputs.file }}"
+    action = (ROOT / "actions/apply/action.yml").read_text(encoding="utf-8")
+    assert action.count('"${confirm[@]}"') == 2  # konfig apply and konfig destroy

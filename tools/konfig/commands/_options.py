@@ -209,3 +209,14 @@ def confirmations(given: tuple[str, ...], option: str = "--confirm") -> dict[str
             path = f"appops/{path}"
         out[path] = digest.strip()
     return out
+
+
+def confirmation_sets(given: tuple[str, ...]) -> dict[str, frozenset[str]]:
+    """``--confirm STACK=DIGEST`` values, repeatable per stack: stack path -> the digests
+    given for it (one of them must be the change's: a pull request's confirmations of
+    each of its pushes are passed together, ``konfig dangers --merged``)."""
+    out: dict[str, frozenset[str]] = {}
+    for item in given:
+        path, digest = next(iter(confirmations((item,)).items()))
+        out[path] = out.get(path, frozenset()) | {digest}
+    return out

@@ -29,7 +29,13 @@ from konfig.commands._common import (
 )
 from konfig.commands._console import echo_json, info
 from konfig.commands._keys import take_keyring_from_env
-from konfig.commands._options import confirmations, kube_options, lock_options, pace_options
+from konfig.commands._options import (
+    confirmation_sets,
+    confirmations,
+    kube_options,
+    lock_options,
+    pace_options,
+)
 from konfig.commands._progress import StackProgress
 from konfig.commands._results import confirm, finish, show_plans
 from konfig.commands._reviewed import blocked, blocked_result, read_reviewed_file, show_verdicts
@@ -172,7 +178,7 @@ def command(
       konfig apply --all --yes --reviewed reviewed.json      # merge: what was reviewed
     """
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
-    confirmed = confirmations(confirms)
+    confirmed = confirmation_sets(confirms)
     approvals = load_approvals(approvals_file) if approvals_file else {}
     reviewed = read_reviewed_file(reviewed_file) if reviewed_file is not None else None
     released = confirmations(releases, option="--release")

@@ -12,7 +12,7 @@ import click
 
 from konfig.commands._common import connections, load_repository, runtime_contexts
 from konfig.commands._console import info
-from konfig.commands._options import confirmations, kube_options, lock_options, pace_options
+from konfig.commands._options import confirmation_sets, kube_options, lock_options, pace_options
 from konfig.commands._progress import StackProgress
 from konfig.commands._results import confirm, finish, show_plans
 from konfig.commands._signals import Stop, graceful, stopped
@@ -98,7 +98,7 @@ def command(
             targets,
             lambda opentofu: runtime_contexts(repo.root, opentofu=opentofu),
             note=None if as_json else info,
-            confirmed=confirmations(confirms),
+            confirmed=confirmation_sets(confirms),
         )
         if not as_json:
             show_plans([StackPreview(p.path, deleted=True, plan=p) for p in plans])

@@ -377,11 +377,12 @@ class DangerPolicy:
 
 @dataclass(frozen=True)
 class DangerGuard:
-    """``danger/confirm``: the policy, and the confirmations given (stack path ->
-    confirmation digest, ``konfig apply --confirm PATH=DIGEST``)."""
+    """``danger/confirm``: the policy, and the confirmations given (stack path -> the
+    confirmation digests given for it, ``konfig apply --confirm PATH=DIGEST``, repeatable:
+    one of them must be the change's)."""
 
     policy: DangerPolicy
-    confirmed: Mapping[str, str] = field(default_factory=dict)
+    confirmed: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -441,7 +442,7 @@ def unconfirmed(plan: StackPlan, guard: DangerGuard | None) -> Unconfirmed | Non
     if not why:
         return None
     digest = confirmation_digest(plan)
-    if guard.confirmed.get(plan.path) == digest:
+    if digest in guard.confirmed.get(plan.path, frozenset()):
         return None
     parts = sorted({n for _, _, n in items if n != "count"})
     summary = ", ".join(parts) + ("; " if parts and over else "") + "; ".join(over)

@@ -43,6 +43,10 @@ _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _MARKER_RE = re.compile(r"^[A-Za-z0-9_.:/-]+$")
 
 
+# The danger labels konfig creates (konfig dangers): red, as GitHub's "bug".
+LABEL_COLOR = "b60205"
+LABEL_DESCRIPTION = "Konfig: a danger class of this change (docs/danger.md)"
+
 StatusState = Literal["pending", "success", "failure", "error"]
 STATUS_STATES = ("pending", "success", "failure", "error")
 # review states that decide (GitHub's, then Gitea's names); COMMENTED/COMMENT do not
@@ -86,6 +90,7 @@ class PullRequest:
     base_ref: str
     base_sha: str
     labels: tuple[str, ...] = ()  # the label names (set by people with triage rights)
+    author: str = ""  # who opened it
 
     @property
     def fork(self) -> bool:
@@ -467,6 +472,81 @@ class GitHub:
 
         self._call(f"POST {path}", f"set the commit status {context}", call)
 
+    # --- labels and permissions (konfig dangers) -------------------------------------
+
+    def pull(self, repo: str, number: int) -> PullRequest:
+        """Pull request ``number`` as the forge says now (open or not)."""
+        path = f"/repos/{repo}/pulls/{number}"
+
+        def call() -> PullRequest:
+            _, data = self._gh.requester.requestJsonAndCheck("GET", path)
+            if not isinstance(data, dict):
+                raise GitHubError(f"GET {path} answered {type(data).__name__}, not an object")
+            return _pull(data)
+
+        return self._call(f"GET {path}", "read the pull request", call)
+
+    def permission(self, repo: str, login: str) -> str | None:
+        """``login``'s permission on the repository (admin, maintain, write, read, none;
+        Gitea: owner too), or None when the token may not ask (Gitea's job token is not
+        a repository admin: HTTP 403)."""
+        path = f"/repos/{repo}/collaborators/{login}/permission"
+        try:
+            _, data = self._gh.requester.requestJsonAndCheck("GET", path)
+        except GithubException as exc:
+            if exc.status == 403:
+                return None
+            if exc.status == 404:
+                return "none"
+            raise self._error(exc, f"GET {path}", "read a user's permission") from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise self._unreachable(exc) from exc
+        return str((data or {}).get("permission") or "none") if isinstance(data, dict) else "none"
+
+    def set_labels(
+        self, repo: str, number: int, names: Sequence[str], *, create: Sequence[str] = ()
+    ) -> None:
+        """Replace issue/PR ``number``'s labels with ``names`` (PUT, by name: GitHub and
+        Gitea >= 1.21), first creating those of ``create`` the repository lacks (Gitea
+        drops an unknown name; GitHub would create it plain)."""
+        if create:
+            existing = {x.lower() for x in self._label_names(repo)}
+            for name in create:
+                if name.lower() not in existing:
+                    path = f"/repos/{repo}/labels"
+                    body = {"name": name, "color": LABEL_COLOR, "description": LABEL_DESCRIPTION}
+
+                    def make(path: str = path, body: dict[str, str] = body) -> None:
+                        self._gh.requester.requestJsonAndCheck("POST", path, input=body)
+
+                    self._call(f"POST {path}", f"create the label {name}", make)
+        path = f"/repos/{repo}/issues/{number}/labels"
+
+        def put() -> None:
+            self._gh.requester.requestJsonAndCheck("PUT", path, input={"labels": list(names)})
+
+        self._call(f"PUT {path}", "set the pull request's labels", put)
+
+    def _label_names(self, repo: str) -> list[str]:
+        path = f"/repos/{repo}/labels"
+
+        def call() -> list[str]:
+            found: list[str] = []
+            page = 1
+            while True:
+                headers, data = self._gh.requester.requestJsonAndCheck(
+                    "GET", path, parameters={"per_page": 100, "limit": 50, "page": page}
+                )
+                if not isinstance(data, list):
+                    raise GitHubError(f"GET {path} answered {type(data).__name__}, not a list")
+                found += [str(x.get("name") or "") for x in data if isinstance(x, dict)]
+                link = next((str(v) for k, v in headers.items() if k.lower() == "link"), "")
+                if not data or 'rel="next"' not in link:
+                    return found
+                page += 1
+
+        return self._call(f"GET {path}", "list the repository's labels", call)
+
     def _unreachable(self, exc: Exception) -> GitHubError:
         return GitHubError(
             f"cannot reach the GitHub API at {self.api_url}: {exc}",
@@ -520,6 +600,7 @@ def _pull(item: Any) -> PullRequest:
             for label in item.get("labels") or ()
             if isinstance(label, dict)
         ),
+        author=str((item.get("user") or {}).get("login") or ""),
     )
 
 

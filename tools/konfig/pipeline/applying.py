@@ -148,7 +148,7 @@ def apply_options(
     concurrency: int,
     wait: bool,
     config: RepoConfig | None = None,
-    confirmed: Mapping[str, str] | None = None,
+    confirmed: Mapping[str, frozenset[str]] | None = None,
     preconditions: bool = False,
     review: Mapping[str, Any] | None = None,
 ) -> ApplyOptions:

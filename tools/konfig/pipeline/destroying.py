@@ -98,7 +98,7 @@ def plan_destroy_all(
     set_up: Callable[[bool], Contexts],
     *,
     note: Callable[[str], None] | None = None,
-    confirmed: Mapping[str, str] | None = None,
+    confirmed: Mapping[str, frozenset[str]] | None = None,
 ) -> tuple[Contexts, list[StackPlan]]:
     """Connected, before any write: the runtimes the targets use set up (``set_up(True)``:
     OpenTofu takes part), every existing target's cluster in the kubeconfig, what the
@@ -113,11 +113,11 @@ def plan_destroy_all(
 
 
 def check_dangers(
-    conns: Connections, plans: Sequence[StackPlan], confirmed: Mapping[str, str]
+    conns: Connections, plans: Sequence[StackPlan], confirmed: Mapping[str, frozenset[str]]
 ) -> None:
     """``danger/confirm`` (konfig.yaml ``dangers``), as apply checks it: a destroy is
     every object of the stack deleted; refused before any write until ``confirmed``
-    (stack path -> digest, ``--confirm``) names each stack that needs it."""
+    (stack path -> digests, ``--confirm``) names each stack that needs it."""
     policy = DangerPolicy.of(conns.repo.config.dangers)
     if not policy.active:
         return

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from konfig.pipeline import confirmations
 from konfig.pipeline.reusing import run_line
 from konfig.pipeline.reviewed import hidden
 from konfig.report import grouped
@@ -87,13 +88,19 @@ def render(
 
 
 def _record(report: Report) -> str:
-    """The hidden reviewed record (:mod:`konfig.pipeline.reviewed`) that ends the comment
-    and the summary (nothing when no stack was previewed with a digest), and the hidden
-    line naming the run of a live preview (:func:`konfig.pipeline.reusing.run_line`)."""
+    """The hidden lines that end the comment and the summary: the reviewed record
+    (:mod:`konfig.pipeline.reviewed`, when a stack was previewed with a digest), the
+    danger record (:mod:`konfig.pipeline.confirmations`, when a stack is reported) and
+    the line naming the run of a live preview (:func:`konfig.pipeline.reusing.run_line`)."""
     run = run_line(report.run_id) + "\n" if report.run_id else ""
-    if not report.reviewed.stacks:
-        return "\n" + run if run else ""
-    return "\n" + hidden(report.reviewed) + "\n" + run
+    lines = []
+    if report.reviewed.stacks:
+        lines.append(hidden(report.reviewed))
+    record = report.danger_record
+    if record is not None and report.stacks:
+        lines.append(confirmations.hidden(record))
+    text = "".join(f"\n{line}\n" for line in lines)
+    return (text or "\n") + run if run else text
 
 
 def render_full(

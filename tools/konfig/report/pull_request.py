@@ -26,6 +26,7 @@ from typing import Any, Literal
 from konfig.engine.plan import ACTIONS, CHANGING, DANGER_CLASSES
 from konfig.errors import UsageError
 from konfig.masking import mask_field, mask_secret_diff
+from konfig.pipeline.confirmations import LABEL_PREFIX, DangerRecord, Needed
 from konfig.pipeline.reviewed import Reviewed, reviewed_of_previews
 from konfig.repo.settings import DEFAULT_PRODUCTION_STACKS, is_production
 from konfig.report.grouping import (
@@ -66,7 +67,6 @@ STATUS_LABEL: dict[str, str] = {
 }
 _FAILED = {"conflict", "compile-error", "preview-error", "test-failed", "check-failed"}
 OWNERSHIP_RULES = "ownership/"
-LABEL_PREFIX = "konfig/danger:"
 # what the preview's danger/confirm refusal says (engine.guards.mark_unconfirmed)
 _CONFIRM = re.compile(
     r"danger/confirm: (.+?) \(`konfig apply --confirm \S+=([0-9a-f]{16})`\)"
@@ -379,6 +379,22 @@ class Report:
                 if m is not None and s.path not in found:
                     found[s.path] = (s.path, m.group(2), m.group(1))
         return tuple(found.values())
+
+    @property
+    def danger_record(self) -> DangerRecord | None:
+        """What ``konfig dangers`` reads back from the comment (labels, the confirmations
+        the policy asks for): None without a commit to bind it to. ``live`` only when
+        every expected result came and the preview ran against the clusters: an offline
+        preview cannot count a cascade."""
+        if not self.sha or self.sha == "unknown":
+            return None
+        live = not self.missing and (self.mode is None or self.mode.name == "live")
+        return DangerRecord(
+            self.sha,
+            live,
+            self.labels,
+            tuple(Needed(stack, digest, what) for stack, digest, what in self.confirmations),
+        )
 
     @property
     def danger_conclusion(self) -> str:

@@ -133,6 +133,7 @@ NOT_RUN = {
     "reviewed": "asks a forge's API; tests/forge/test_gitea.py asks Gitea",
     "approved": "reads reviews, sets a status; tests/forge/test_reviewed_gitea.py does",
     "stale": "reads pull requests, posts; tests/forge/test_reviewed_gitea.py does",
+    "dangers": "asks a forge's API; tests/forge/test_dangers_gitea.py asks Gitea",
     "owners --pr": "reads reviews, posts a status; tests/forge/test_owners_gitea.py asks Gitea",
     "owners --merged": "asks the forge for a merged pull request; test_owners_gitea.py asks Gitea",
     "report": "reads the results of a CI run; tests/commands/test_report.py has them",

@@ -350,7 +350,8 @@ def test_counts_and_json() -> None:
 
 
 def guard(confirmed: dict[str, str] | None = None, **policy: Any) -> DangerGuard:
-    return DangerGuard(DangerPolicy.of(policy), confirmed or {})
+    given = {path: frozenset({digest}) for path, digest in (confirmed or {}).items()}
+    return DangerGuard(DangerPolicy.of(policy), given)
 
 
 def test_confirm_classes_marks_the_changes_and_binds_to_a_digest() -> None:
@@ -371,6 +372,12 @@ def test_confirm_classes_marks_the_changes_and_binds_to_a_digest() -> None:
     assert unconfirmed(plan, guard({"appops/shop/prod": found.digest}, confirm=["cascade"])) is None
     assert unconfirmed(plan, guard({"appops/shop/prod": "0" * 16}, confirm=["cascade"]))
     assert unconfirmed(plan, guard({"appops/shop/dev": found.digest}, confirm=["cascade"]))
+    # several digests for the stack (a pull request confirmed at each push): one is this one
+    several = DangerGuard(
+        DangerPolicy.of({"confirm": ["cascade"]}),
+        {"appops/shop/prod": frozenset({"0" * 16, found.digest})},
+    )
+    assert unconfirmed(plan, several) is None
     # what is dangerous changes (a second Namespace deleted): the confirmation drops
     more = dg.assess(
         plan_of(
