@@ -366,17 +366,21 @@ def _fields_prefix(segments: Sequence[Segment]) -> list[str]:
     return keys
 
 
-def without_ignored(drift: ObjectDrift, ref: ObjectRef, rules: Sequence[IgnoreRule]) -> ObjectDrift:
+def without_ignored(
+    drift: ObjectDrift,
+    ref: ObjectRef,
+    rules: Sequence[IgnoreRule],
+    labels: Mapping[str, str] | None = None,
+) -> ObjectDrift:
     """``drift`` without the fields a rule ignores (drift reads the same rules as
-    preview and apply). Rules are matched on the object's group, kind, namespace and
-    name (its labels are not known here: a rule with a label selector does not match)."""
+    preview and apply). Rules are matched on the object's group, kind, namespace, name
+    and ``labels`` (the live object's, as the survey read them)."""
     if not drift.fields or not rules:
         return drift
-    shell = {
-        "apiVersion": ref.api_version,
-        "kind": ref.kind,
-        "metadata": {"name": ref.name, **({"namespace": ref.namespace} if ref.namespace else {})},
-    }
+    meta: dict[str, Any] = {"name": ref.name, "labels": dict(labels or {})}
+    if ref.namespace:
+        meta["namespace"] = ref.namespace
+    shell = {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": meta}
     prefixes = [
         _fields_prefix(parse_pointer(p)) for r in rules if r.selects(shell) for p in r.paths
     ]

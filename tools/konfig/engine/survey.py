@@ -37,6 +37,8 @@ class ObjectStatus:
     id: str
     health: health.Health
     drift: ObjectDrift
+    # the live object's labels (ignore rules that select by labels: engine.ignore)
+    labels: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
     def runtime(self) -> str:
@@ -122,10 +124,16 @@ def survey(kube: Kube, *, only: Iterable[str] | None = None) -> ClusterSurvey:
                         obj,
                         finished=bool(m.finished),
                     ),
+                    _labels(obj),
                 )
             )
         stacks[inv.stack_path] = InventoryStatus(inv, tuple(objects))
     return ClusterSurvey(kube.context, kube.server, stacks, tuple(problems))
+
+
+def _labels(obj: dict[str, Any] | None) -> tuple[tuple[str, str], ...]:
+    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    return tuple(sorted((str(k), str(v)) for k, v in labels.items()))
 
 
 def _live_objects(kube: Kube, members: Sequence[Member]) -> dict[str, dict[str, Any] | None]:

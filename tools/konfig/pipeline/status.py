@@ -412,7 +412,7 @@ def _ignoring(st: InventoryStatus, stack: Stack) -> InventoryStatus:
     if not rules:
         return st
     objects = tuple(
-        replace(o, drift=without_ignored(o.drift, parse_id(o.id), rules))
+        replace(o, drift=without_ignored(o.drift, parse_id(o.id), rules, dict(o.labels)))
         if o.runtime == "Kubernetes"
         else o
         for o in st.objects

@@ -70,3 +70,42 @@ def test_drift_preview_and_apply_follow_the_same_rule(
     live = json.loads(cluster.kubectl("get", "deployment", p, "-n", ns, "-o", "json").stdout)
     assert live["spec"]["replicas"] == 4
     assert konfig("--root", root, "destroy", "--yes", f"{p}/dev", kc).code == 0
+
+
+def test_drift_honours_a_rule_that_selects_by_labels(
+    konfig: KonfigRunner, repo_builder: RepoBuilder, cluster: Cluster
+) -> None:
+    """A rule whose selector names labels ignores the drift of the objects carrying them
+    (drift reads the live object's labels), and not of the others."""
+    p = unique("iglb")
+    ns = f"{p}-dev"
+    repo_builder.write(".gitignore", "/.cache/\n")
+    repo_builder.stack(p, "dev", stack_yaml=STACK_YAML)
+    git_init(repo_builder.root)
+    git_commit(repo_builder.root, "one stack")
+    root = str(repo_builder.root)
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    assert konfig("--root", root, "apply", "--yes", f"{p}/dev", kc).code == 0
+    cluster.kubectl("scale", "deployment", p, "-n", ns, "--replicas=4")
+    deployment = f"apps/v1:Deployment:{ns}:{p}"
+
+    def rule(labels: str) -> str:
+        return STACK_YAML + (
+            "ignore:\n"
+            f"  - selector: {{kind: Deployment, labels: {labels}}}\n"
+            "    paths: [/spec/replicas]\n"
+            "    reason: scaled by the on-call team\n"
+        )
+
+    # labels the Deployment does not carry: still drift
+    repo_builder.write(f"appops/{p}/dev/stack.yaml", rule("{app.kubernetes.io/name: other}"))
+    git_commit(repo_builder.root, "ignore another app's replicas")
+    found = drift_of(konfig, root, cluster, f"{p}/dev")
+    deploy = {o["id"]: o for o in found["stacks"][0]["objects"]}[deployment]
+    assert [f["path"] for f in deploy["fields"]] == ["spec.replicas"]
+    # its own labels: ignored
+    repo_builder.write(f"appops/{p}/dev/stack.yaml", rule(f"{{app.kubernetes.io/name: {p}}}"))
+    git_commit(repo_builder.root, "ignore this app's replicas")
+    found = drift_of(konfig, root, cluster, f"{p}/dev")
+    assert found["hasDrift"] is False, found
+    assert konfig("--root", root, "destroy", "--yes", f"{p}/dev", kc).code == 0
