@@ -253,6 +253,19 @@ def test_the_privileged_half_runs_nothing_of_the_pull_request() -> None:
     assert "konfig pr " in ask["run"] and '--live-label "$LIVE_LABEL"' in ask["run"]
 
 
+def test_the_owners_job_compiles_nothing_of_the_pull_request() -> None:
+    """owners.yml holds a write token (statuses, the comment): its `konfig owners` takes
+    --no-dangers, so no KCL of the pull request is compiled there (the danger classes are
+    konfig/dangers', from the privileged preview's validated Specs)."""
+    runs = [
+        step["run"]
+        for job in _jobs("owners.yml").values()
+        for step in job.get("steps", [])
+        if " owners " in step.get("run", "")
+    ]
+    assert runs and all("--no-dangers" in run for run in runs), runs
+
+
 def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() -> None:
     """Issue 29: the unprivileged `changed` job computes the offline preview (the PR's
     KCL, a scrubbed environment) and uploads it as data; the privileged `pull-request`

@@ -70,6 +70,16 @@ if TYPE_CHECKING:
     help=f"With --pr: set the commit status {STATUS_CONTEXT} of the head and write the sticky "
     "comment konfig:owners listing whose approval each stack needs.",
 )
+@click.option(
+    "--dangers/--no-dangers",
+    "with_dangers",
+    default=True,
+    show_default=True,
+    help="List the danger classes konfig.yaml `dangers.confirm` names as overrides: this "
+    "compiles the change's KCL (offline). The owners workflow passes --no-dangers: it holds "
+    "a write token, and a pull request's KCL never runs where a token is; there the "
+    "dangers wait in konfig/dangers for `/konfig confirm` (docs/danger.md).",
+)
 @forge_options(token_help="Environment variable holding the token (reads reviews, posts).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 @click.pass_context
@@ -81,6 +91,7 @@ def command(
     number: int | None,
     merged: str | None,
     post: bool,
+    with_dangers: bool,
     api_url: str,
     token_env: str,
     as_json: bool,
@@ -126,7 +137,7 @@ def command(
     if not owners.enabled:
         info(f"konfig.yaml at {changes.merge_base[:12]} has no `owners`: no approval is needed")
     change = gitrepo.rev_parse(root, head)
-    needed, overridden = _needed(root, base, change, changes, owners)
+    needed, overridden = _needed(root, base, change, changes, owners, dangers=with_dangers)
     approvals: list[Approval] = []
     holding: dict[str, tuple[str, ...]] = {}
     if number is not None and repo_name is not None:
@@ -222,7 +233,7 @@ def _merged(
     if parent is not None:
         changes = affected_stacks(root, parent, commit, cache=cache_state(root, git_required=True))
         owners = owners_at(root, changes.merge_base)
-        needed, overridden = _needed(root, parent, commit, changes, owners)
+        needed, overridden = _needed(root, parent, commit, changes, owners, dangers=True)
     approvals: list[Approval] = []
     holding: dict[str, tuple[str, ...]] = {}
     change = commit
@@ -249,7 +260,7 @@ def _merged(
 
 
 def _needed(
-    root: Path, base: str, head: str, changes: ChangeSet, owners: Owners
+    root: Path, base: str, head: str, changes: ChangeSet, owners: Owners, *, dangers: bool
 ) -> tuple[tuple[Requirement, ...], tuple[Override, ...]]:
     """The production stacks' requirements and the policy overrides of the change (base
     and head: commits or refs). The danger classes konfig.yaml ``dangers.confirm`` lists
@@ -259,7 +270,7 @@ def _needed(
         return (), ()
     needed = requirements(root, changes, owners)
     found = overrides(root, changes, head, owners)
-    confirm = confirm_classes(root, changes.merge_base)
+    confirm = confirm_classes(root, changes.merge_base) if dangers else ()
     if confirm and (changes.stacks or changes.deleted_stacks):
         from konfig.commands._common import compile_settings
         from konfig.pipeline.offline import offline_preview

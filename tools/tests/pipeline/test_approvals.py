@@ -333,6 +333,10 @@ def test_konfig_owners_lists_a_disabled_policy_and_a_confirmed_danger_and_stays_
     }
     assert by_rule["danger/rollout"]["owners"] == ["lead", "sam"]
     assert "Deployment" in by_rule["danger/rollout"]["reason"]
+    # the owners workflow's --no-dangers compiles nothing: the stack.yaml exemption only
+    quiet = konfig("owners", "--base", base, "--no-dangers", "--json", cwd=root)
+    assert quiet.code == 1 and "the offline preview" not in quiet.err, quiet.err
+    assert [o["rule"] for o in json.loads(quiet.out)["overrides"]] == ["prod-replicas"]
     text = konfig("owners", "--base", base, cwd=root)
     assert text.code == 1
     assert "appops/shop/dev: overrides prod-replicas (a canary of one pod): needs one of sam" in (
