@@ -12,12 +12,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # Modules of this repository that tests and scripts import by name: the package,
-# the test helpers beside the tests (pytest puts tools/tests on sys.path) and hack/.
+# the test helpers beside the tests (pytest puts tools/tests on sys.path), the test
+# folders (a test may import another's helpers: ``from commands.test_preview import``)
+# and hack/.
 LOCAL = {
     "konfig",
     "fixtures",
     "__future__",
     *(p.stem for p in (ROOT / "tools/tests").glob("*.py")),
+    *(p.parent.name for p in (ROOT / "tools/tests").glob("*/test_*.py")),
     *(p.stem for p in (ROOT / "hack").glob("*.py")),
 }
 RUNTIME = PYPROJECT["project"]["dependencies"]
