@@ -136,6 +136,8 @@ NOT_RUN = {
     "dangers": "asks a forge's API; tests/forge/test_dangers_gitea.py asks Gitea",
     "owners --pr": "reads reviews, posts a status; tests/forge/test_owners_gitea.py asks Gitea",
     "owners --merged": "asks the forge for a merged pull request; test_owners_gitea.py asks Gitea",
+    "preview --specs": "reads a CI run's compiled Specs and its previous preview; "
+    "tests/commands/test_preview_reuse.py previews them",
     "report": "reads the results of a CI run; tests/commands/test_report.py has them",
     "release": "hands objects over to a pull controller; tests/engine/test_handoff.py does",
     "secrets edit": "opens $EDITOR",
@@ -151,6 +153,8 @@ def _needs(argv: list[str]) -> str:
         name = "owners --pr"
     if argv[0] == "owners" and "--merged" in argv:
         name = "owners --merged"
+    if argv[0] == "preview" and "--specs" in argv:
+        name = "preview --specs"
     if name in NOT_RUN or argv[0] in NOT_RUN:
         return "nothing"
     return "cluster" if argv[0] in NEEDS_CLUSTER else "clone"
