@@ -19,9 +19,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from konfig.engine.diff import compare
 from konfig.engine.kube import Kube, KubeApiError, UnknownKindError
-from konfig.engine.plan import Action, Change, PlanError, StackPlan
+from konfig.engine.plan import Action, Change, PlanError, StackPlan, make_change
 from konfig.ids import ObjectRef, resource_id
 from konfig.masking import scrub, secret_values
 from konfig.words import plural
@@ -69,21 +68,10 @@ def _change(
     after: Mapping[str, Any] | None,
 ) -> Change:
     rid = resource_id(desired or live or {})
-    comparison = compare(before, after, name=rid)
-    return Change(
-        id=rid,
-        api_version=ref.api_version,
-        kind=ref.kind,
-        namespace=ref.namespace,
-        name=ref.name,
-        action=action,
-        reason=reason,
-        validated=validated,
-        desired=desired,
-        live=live,
-        fields=comparison.fields,
-        diff=comparison.diff,
-    )
+    return make_change(
+        rid, ref, action, reason, validated=validated, desired=desired, live=live,
+        before=before, after=after,
+    )  # fmt: skip
 
 
 def plan_controlled(

@@ -13,10 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from konfig.engine.diff import FieldChange
+from konfig.engine.diff import Comparison, FieldChange, compare
 from konfig.engine.drift import ObjectDrift
 from konfig.engine.ignore import IgnoredField
 from konfig.errors import KonfigError
+from konfig.ids import ObjectRef
 from konfig.masking import secret_values
 from konfig.secrets.refs import NOT_COMPARED, KeyStatus
 
@@ -253,3 +254,37 @@ def plan_differences(saved_stack: Mapping[str, Any], plan: StackPlan) -> list[st
         elif saved[rid][2] != now[rid][2]:
             problems.append(f"{rid}: {now[rid][1]} with different field changes than previewed")
     return problems
+
+
+def make_change(
+    rid: str,
+    ref: ObjectRef,
+    action: Action,
+    reason: str,
+    *,
+    validated: bool,
+    desired: dict[str, Any] | None,
+    live: dict[str, Any] | None,
+    before: Mapping[str, Any] | None = None,
+    after: Mapping[str, Any] | None = None,
+    comparison: Comparison | None = None,
+    owner: str | None = None,
+) -> Change:
+    """One change; its fields and diff compare ``before`` with ``after`` (masked)."""
+    if comparison is None:
+        comparison = compare(before, after, name=rid)
+    return Change(
+        id=rid,
+        api_version=ref.api_version,
+        kind=ref.kind,
+        namespace=ref.namespace,
+        name=ref.name,
+        action=action,
+        reason=reason,
+        validated=validated,
+        desired=desired,
+        live=live,
+        fields=comparison.fields,
+        diff=comparison.diff,
+        owner=owner,
+    )

@@ -39,7 +39,7 @@ from konfig.engine.guards import ADOPT_ANNOTATION, adopt_allowed, foreign_owner,
 from konfig.engine.ignore import IgnoredField, ignore_fields, stack_rules
 from konfig.engine.inventory import LABEL_PART_OF
 from konfig.engine.kube import Kube, KubeApiError, UnknownKindError
-from konfig.engine.plan import Action, Change, PlanError, StackPlan
+from konfig.engine.plan import Action, Change, PlanError, StackPlan, make_change
 from konfig.ids import ObjectRef, parse_id
 from konfig.masking import scrub, secret_values
 from konfig.repo.layout import Stack
@@ -336,40 +336,6 @@ def plan_stack(
     )
 
 
-def _change(
-    rid: str,
-    ref: ObjectRef,
-    action: Action,
-    reason: str,
-    *,
-    validated: bool,
-    desired: dict[str, Any] | None,
-    live: dict[str, Any] | None,
-    before: Mapping[str, Any] | None = None,
-    after: Mapping[str, Any] | None = None,
-    comparison: Comparison | None = None,
-    owner: str | None = None,
-) -> Change:
-    """One change; its fields and diff compare ``before`` with ``after`` (masked)."""
-    if comparison is None:
-        comparison = compare(before, after, name=rid)
-    return Change(
-        id=rid,
-        api_version=ref.api_version,
-        kind=ref.kind,
-        namespace=ref.namespace,
-        name=ref.name,
-        action=action,
-        reason=reason,
-        validated=validated,
-        desired=desired,
-        live=live,
-        fields=comparison.fields,
-        diff=comparison.diff,
-        owner=owner,
-    )
-
-
 _APPLYSET = "applyset-"  # an owner not yet named by its stack
 
 
@@ -401,7 +367,7 @@ def _conflict(item: _Planned, owner: str, reason: str) -> Change:
     """An object someone else owns: who (``owner``), never its live content (nor the
     dry-run's, which holds the other owners' fields): a pull request's preview must not
     read another team's objects through the preview's identity."""
-    return _change(
+    return make_change(
         item.id,
         item.ref,
         "conflict",
@@ -424,7 +390,7 @@ def _adopted(item: _Planned, managers: str) -> Change:
         if item.immutable
         else "apply adopts it"
     )
-    return _change(
+    return make_change(
         item.id,
         item.ref,
         action,
@@ -444,7 +410,7 @@ def _planned_change(
     completion and removed (:attr:`inventory.Member.finished`)."""
     rid, ref = item.id, item.ref
     if item.deferred:
-        return _change(
+        return make_change(
             rid,
             ref,
             "create",
@@ -457,7 +423,7 @@ def _planned_change(
         )
     live = item.live
     if live is None and finished and finished == inventory.manifest_digest(item.desired):
-        return _change(
+        return make_change(
             rid,
             ref,
             "unchanged",
@@ -473,7 +439,7 @@ def _planned_change(
             if in_prior
             else "not in the cluster"
         )
-        return _change(
+        return make_change(
             rid,
             ref,
             "create",
@@ -502,7 +468,7 @@ def _planned_change(
         return _adopted(item, managers)
     if item.immutable:
         fields = ", ".join(item.immutable)
-        return _change(
+        return make_change(
             rid,
             ref,
             "replace",
@@ -522,7 +488,7 @@ def _planned_change(
     else:
         reason = f"matches the cluster{adopts}"
         action = "unchanged"
-    return _change(
+    return make_change(
         rid,
         ref,
         action,
@@ -581,7 +547,7 @@ def _with_drift(change: Change, prior: inventory.Inventory) -> Change:
 
 
 def _gone(rid: str, ref: ObjectRef, why: str) -> Change:
-    return _change(
+    return make_change(
         rid,
         ref,
         "unchanged",
@@ -609,7 +575,7 @@ def _pruned_change(
         # kind is gone
         return _gone(rid, parse_id(rid), "not in the cluster")
     if prior is None or not prior.owns(rid, live):
-        return _change(
+        return make_change(
             rid,
             ref,
             "unchanged",
@@ -622,7 +588,7 @@ def _pruned_change(
             after=None,
         )
     reason = "the stack was deleted" if deleted else "removed from the stack"
-    return _change(
+    return make_change(
         rid,
         ref,
         "delete",
