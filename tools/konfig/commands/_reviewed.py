@@ -59,7 +59,7 @@ def pull_comment(
 ) -> tuple[Comment | None, str]:
     """Konfig's own comment on pull request ``number`` (found by marker and author, as
     ``konfig comment`` writes it), or None; and the login looked for."""
-    from konfig.forge.client import find_own_comment, own_login
+    from konfig.forge.sticky import find_own_comment, own_login
 
     login, _ = own_login(client, author)
     found, _ = find_own_comment(client.list_comments(repo, number), marker=marker, author=login)

@@ -11,13 +11,8 @@ import click
 from konfig.commands._console import info, warn
 from konfig.commands._options import forge_options
 from konfig.errors import EXIT_OK, UsageError
-from konfig.forge.client import (
-    DEFAULT_MARKER,
-    GITHUB_ACTIONS_LOGIN,
-    GitHub,
-    parse_repo,
-    upsert_comment,
-)
+from konfig.forge.client import DEFAULT_MARKER, GITHUB_ACTIONS_LOGIN, GitHub, parse_repo
+from konfig.forge.sticky import upsert_comment
 from konfig.report.reviewed import carried_body
 
 

@@ -23,14 +23,8 @@ from konfig.commands._common import repository_root
 from konfig.commands._console import echo_json, info, warn
 from konfig.commands._options import forge_options
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
-from konfig.forge.client import (
-    DEFAULT_MARKER,
-    Comment,
-    GitHub,
-    find_own_comment,
-    own_login,
-    parse_repo,
-)
+from konfig.forge.client import DEFAULT_MARKER, Comment, GitHub, parse_repo
+from konfig.forge.sticky import find_own_comment, own_login
 from konfig.pipeline.confirmations import (
     LABEL_PREFIX,
     STATUS_CONTEXT,

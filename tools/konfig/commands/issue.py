@@ -10,8 +10,9 @@ import click
 from konfig.commands._console import info
 from konfig.commands._options import forge_options
 from konfig.errors import EXIT_OK, UsageError
-from konfig.forge.client import GitHub, own_login, parse_repo
+from konfig.forge.client import GitHub, parse_repo
 from konfig.forge.issues import DRIFT_MARKER, sync_issue
+from konfig.forge.sticky import own_login
 
 
 @click.command("issue")

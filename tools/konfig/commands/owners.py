@@ -111,7 +111,8 @@ def command(
       konfig owners --base origin/main --repo acme/config --pr 12 --post
       konfig owners --merged "$GITHUB_SHA" --repo acme/config --json
     """
-    from konfig.forge.client import GitHub, current_approvals, parse_repo, upsert_comment
+    from konfig.forge.client import GitHub, current_approvals, parse_repo
+    from konfig.forge.sticky import upsert_comment
     from konfig.report.owners import OWNERS_MARKER, render_owners
 
     if post and number is None:

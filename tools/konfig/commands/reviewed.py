@@ -20,7 +20,8 @@ from konfig.commands._console import info, warn
 from konfig.commands._options import forge_options
 from konfig.commands._outputs import append_github_output, github_output_file
 from konfig.errors import EXIT_OK, UsageError
-from konfig.forge.client import DEFAULT_MARKER, GitHub, find_own_comment, own_login, parse_repo
+from konfig.forge.client import DEFAULT_MARKER, GitHub, parse_repo
+from konfig.forge.sticky import find_own_comment, own_login
 from konfig.pipeline.reviewed import Reviewed, read_reviewed
 from konfig.repo.files import WriteScope, atomic_write_text
 

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from konfig.forge.client import Issue, marker_comment, with_marker
+from konfig.forge.client import Issue
+from konfig.forge.sticky import marker_comment, with_marker
 
 DRIFT_MARKER = "konfig:drift"
 

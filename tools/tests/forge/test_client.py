@@ -7,14 +7,8 @@ import requests
 from fixtures.github_server import FakeGitHub
 
 from konfig.errors import KonfigError
-from konfig.forge.client import (
-    Comment,
-    GitHub,
-    GitHubError,
-    find_own_comment,
-    upsert_comment,
-    with_marker,
-)
+from konfig.forge.client import Comment, GitHub, GitHubError
+from konfig.forge.sticky import find_own_comment, upsert_comment, with_marker
 from konfig.report.budget import COMMENT_LIMIT
 
 REPO = "acme/config"
