@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
-from fixtures.tofu import PG_ENVIRONMENT, Tofu, grant_credentials
+from fixtures.tofu import PG_ENVIRONMENT, PG_STACK_YAML, Tofu, grant_credentials
 
 from konfig.engine.kube import Kube
 from konfig.tofu.config import STATE_NAMESPACE, Backend
@@ -36,23 +36,7 @@ app: frontend.Server {{
 }}
 """
 
-STACK_YAML = """\
-name: {name}
-kubernetes:
-  context: admin
-terraform:
-  providers:
-    postgresql:
-      settings:
-        sslmode: disable
-        superuser: true
-        connect_timeout: 10
-      environment:
-        host: T_PGHOST
-        port: T_PGPORT
-        username: T_PGUSER
-        password: T_PGPASSWORD
-"""
+STACK_YAML = PG_STACK_YAML
 
 
 def _stack(repo: RepoBuilder, project: str, stack: str, app: str) -> str:

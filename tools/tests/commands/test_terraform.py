@@ -18,7 +18,7 @@ from typing import IO
 import pytest
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
-from fixtures.tofu import PG_ENVIRONMENT, TOFU_SCRIPT, Tofu, grant_credentials
+from fixtures.tofu import PG_ENVIRONMENT, PG_STACK_YAML, TOFU_SCRIPT, Tofu, grant_credentials
 from kubeutil import unique
 
 from konfig.engine.kube import Kube, KubeTarget
@@ -42,23 +42,7 @@ app: frontend.Server {{
 """
 DATABASE = '    database = {extensions = ["pgcrypto"]}\n'
 
-STACK_YAML = """\
-name: dev
-kubernetes:
-  context: admin
-terraform:
-  providers:
-    postgresql:
-      settings:
-        sslmode: disable
-        superuser: true
-        connect_timeout: 10
-      environment:
-        host: T_PGHOST
-        port: T_PGPORT
-        username: T_PGUSER
-        password: T_PGPASSWORD
-{extra}"""
+STACK_YAML = PG_STACK_YAML.format(name="dev") + "{extra}"
 
 
 # konfig.yaml grants these tests' stacks the variables their stack.yaml names

@@ -32,7 +32,7 @@ import pytest
 import yaml
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
-from fixtures.tofu import PG_ENVIRONMENT, Tofu, grant_credentials
+from fixtures.tofu import PG_ENVIRONMENT, PG_STACK_YAML, Tofu, grant_credentials
 from kubeutil import unique
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tofu]
@@ -49,23 +49,7 @@ app: frontend.Server {{
 }}
 """
 
-STACK_YAML = """\
-name: dev
-kubernetes:
-  context: admin
-terraform:
-  providers:
-    postgresql:
-      settings:
-        sslmode: disable
-        superuser: true
-        connect_timeout: 10
-      environment:
-        host: T_PGHOST
-        port: T_PGPORT
-        username: T_PGUSER
-        password: T_PGPASSWORD
-"""
+STACK_YAML = PG_STACK_YAML.format(name="dev")
 
 
 def _certificate(directory: Path) -> tuple[Path, Path]:
