@@ -290,8 +290,10 @@ def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() 
     }
     assert "secrets." not in json.dumps(first) and "environment" not in first
     [download] = [
-        st for st in first["steps"] if st.get("with", {}).get("pattern") == "konfig-offline"
+        st for st in first["steps"] if st.get("with", {}).get("pattern") == "konfig-offline*"
     ]
+    # every part in its own folder (each is offline-preview.json): never merged into one
+    assert "merge-multiple" not in download["with"]
     assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
     [render] = [st for st in first["steps"] if "--offline-preview" in st.get("run", "")]
     assert '--base-sha "$BASE_SHA"' in render["run"]
@@ -310,6 +312,30 @@ def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() 
     # no offline preview is ever taken from anywhere but --offline-preview
     runs = [st.get("run", "") for job in privileged.values() for st in job.get("steps", [])]
     assert sum(r.count("offline-preview.json") for r in runs) == 1
+
+
+def test_each_verify_shard_computes_its_part_of_the_offline_preview() -> None:
+    """Issues 29/33: with several shards of work the offline preview is computed per
+    shard, in the unprivileged shard jobs (the PR's KCL, a scrubbed environment), over
+    exactly the stacks `konfig matrix` gave the shard (--shard I/N with the changed
+    job's N), uploaded as konfig-offline-I; the report takes every part. Shard 0 also
+    works for deleted stacks alone (their offline preview is its part)."""
+    jobs = _jobs("preview.yml")
+    [count] = [s for s in jobs["changed"]["steps"] if s.get("id") == "changed"]
+    steps = jobs["verify"]["steps"]
+    [pick] = [s for s in steps if s.get("id") == "shard"]
+    assert "$deleted != []" in pick["run"] and "DELETED" in pick["env"]
+    [offline] = [s for s in steps if "konfig preview --offline" in s.get("run", "")]
+    assert offline["env"]["SHARDS"] == count["with"]["shards"]
+    assert offline["env"]["SHARD"] == "${{ matrix.shard }}"
+    assert '--shard "$SHARD/$SHARDS"' in offline["run"]
+    assert 'env -i "PATH=$PATH"' in offline["run"]
+    assert "github.event.pull_request.base.sha" in offline["env"]["BASE_SHA"]
+    uploads = [s["with"] for s in steps if "upload-artifact" in s.get("uses", "")]
+    assert {"name": "konfig-offline-${{ matrix.shard }}"}.items() <= uploads[-1].items()
+    # the offline preview compiles the base and the merge: the whole history
+    [checkout] = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkout["with"]["fetch-depth"] == 0
 
 
 def test_one_shard_of_work_runs_in_one_job_per_half() -> None:
