@@ -81,3 +81,50 @@ def test_a_job_split_by_kind_and_the_critical_path() -> None:
     assert out["waiting for the job (run, needs, a free runner)"] == 4.0
     assert out["konfig"] == 2.0 + 4.0  # the comment step cut at 18
     assert timeline.parse_time("2026-11-27T21:00:05.2500000Z") - t0 == 5.25
+
+
+def test_the_job_that_wrote_the_comment_ends_the_path_even_started_first() -> None:
+    """The requested privileged run's job starts beside the unprivileged one and waits
+    for its artifacts inside; the completed run's job starts later but wrote nothing:
+    the path is the writer alone, its wait a kind of its own."""
+    unprivileged = timeline.job_of(
+        "preview.yml",
+        _job("changed stacks", 0, 1, 15, [("Run ./.konfig-tools/actions/changed-stacks", 3, 14)]),
+        "",
+    )
+    small = timeline.job_of(
+        "preview-cluster.yml",
+        _job(
+            "preview and report",
+            0,
+            1,
+            19,
+            [
+                ("actions/checkout@abc", 2, 4),
+                ("Wait for the unprivileged run's offline preview", 4, 8),
+                ("Run ./.konfig-tools/actions/comment", 8, 9),
+                ("Wait for the unprivileged run's compiled Specs and results", 9, 15),
+                ("Run ./.konfig-tools/actions/preview", 15, 17),
+                ("Run ./.konfig-tools/actions/comment", 17, 18),
+            ],
+        ),
+        "",
+    )
+    completed = timeline.job_of(
+        "preview-cluster.yml",
+        _job(
+            "pull request and changed stacks",
+            15,
+            16,
+            22,
+            [("Run ./.konfig-tools/actions/changed-stacks", 17, 20)],
+        ),
+        "",
+    )
+    t0 = timeline.parse_time("2026-11-27T21:00:00Z")
+    jobs = [unprivileged, small, completed]
+    assert [j.name for j in timeline.critical_path(jobs, t0 + 18.5)] == ["preview and report"]
+    out = timeline.breakdown(jobs, t0, t0 + 18.5)
+    assert out["jobs in series"] == 1.0
+    assert out["waiting on the unprivileged run"] == 4.0 + 6.0
+    assert out["konfig"] == 1.0 + 2.0 + 1.0 and out["tools"] == 2.0

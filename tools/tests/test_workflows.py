@@ -174,7 +174,7 @@ def test_shard_matrices_match_the_shard_count(
 PR_TRIGGERS = {"pull_request", "pull_request_target", "pull_request_review", "issue_comment"}
 # workflow -> the jobs that may read a secret, each in its environment
 SECRET_JOBS = {
-    "preview-cluster.yml": {"preview": "preview", "preview-and-report": "preview"},
+    "preview-cluster.yml": {"preview": "preview", "small": "preview"},
     "apply.yml": {"apply": "production"},
     "drift.yml": {"drift": "drift"},
 }
@@ -217,7 +217,7 @@ def test_the_privileged_half_runs_nothing_of_the_pull_request() -> None:
     the PR head is checked out only elsewhere, and the preview reads the artifact's
     Specs (`specs`), so no KCL of the pull request is compiled with the credentials."""
     assert _triggers("preview-cluster.yml") == {
-        "workflow_run": {"workflows": ["preview"], "types": ["completed"]}
+        "workflow_run": {"workflows": ["preview"], "types": ["requested", "completed"]}
     }
     for name, job in _jobs("preview-cluster.yml").items():
         steps = job.get("steps", [])
@@ -243,14 +243,26 @@ def test_the_privileged_half_runs_nothing_of_the_pull_request() -> None:
             if "run" in step:
                 # no script of the checkout: konfig (the tools' venv), jq, the shell
                 assert "./" not in step["run"] and "config/" not in step["run"], (name, step)
-    for name in ("preview", "preview-and-report"):
-        job = _jobs("preview-cluster.yml")[name]
-        # a fork's pull request only with a maintainer's label, which the forge says
-        assert "needs.pull-request.outputs.live == 'true'" in job["if"], name
+    # a fork's pull request only with a maintainer's label, which the forge says: the
+    # preview shards by their job's condition, `small` (which also writes the first
+    # comment of every pull request) by each step that reads a secret or previews
+    job = _jobs("preview-cluster.yml")["preview"]
+    assert "needs.pull-request.outputs.live == 'true'" in job["if"]
+    small = _jobs("preview-cluster.yml")["small"]
+    gated = [
+        st
+        for st in small["steps"]
+        if "secrets." in json.dumps(st) or st.get("uses", "").endswith("/actions/preview")
+    ]
+    assert len(gated) == 2, gated  # the kubeconfig, the preview (its age key, tofu env)
+    for st in gated:
+        assert "steps.pr.outputs.live == 'true'" in st["if"], st
+    for name in ("pull-request", "small"):
+        steps = _jobs("preview-cluster.yml")[name]["steps"]
+        [ask] = [st for st in steps if st.get("id") == "pr"]
+        assert "konfig pr " in ask["run"] and '--live-label "$LIVE_LABEL"' in ask["run"]
     pull_request = _jobs("preview-cluster.yml")["pull-request"]
     assert pull_request["outputs"]["live"] == "${{ steps.pr.outputs.live }}"
-    [ask] = [st for st in pull_request["steps"] if st.get("id") == "pr"]
-    assert "konfig pr " in ask["run"] and '--live-label "$LIVE_LABEL"' in ask["run"]
 
 
 def test_the_owners_job_compiles_nothing_of_the_pull_request() -> None:
@@ -268,50 +280,98 @@ def test_the_owners_job_compiles_nothing_of_the_pull_request() -> None:
 
 def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() -> None:
     """Issue 29: the unprivileged `changed` job computes the offline preview (the PR's
-    KCL, a scrubbed environment) and uploads it as data; the privileged `pull-request`
-    job, which every other job needs, downloads it, has `konfig report
-    --offline-preview` check it (contract, mode, head, the forge's base) and render the
-    first comment, then the live report updates that comment; a fork without the
-    label keeps it (the report job skips)."""
+    KCL, a scrubbed environment) and uploads it as data; the privileged `small` job,
+    started when that run is requested, waits for it (`konfig pr --wait-run`, the forge
+    says when it is there), has `konfig report --offline-preview` check it (contract,
+    mode, head, the forge's base) and render the first comment, then waits for the
+    Specs and updates that comment with the live report. With several shards, or for
+    a fork without the label, the `completed` run's `pull-request` job renders the
+    offline comment from every shard's part, with compile, test and check."""
     steps = _jobs("preview.yml")["changed"]["steps"]
     [run] = [st for st in steps if "konfig preview --offline" in st.get("run", "")]
     assert run["run"].lstrip().startswith("mkdir") and 'env -i "PATH=$PATH"' in run["run"]
     assert "github.event.pull_request.base.sha" in run["env"]["BASE_SHA"]
-    uploads = {st["with"]["name"] for st in steps if "upload-artifact" in st.get("uses", "")}
-    assert "konfig-offline" in uploads
+    uploads = [st["with"]["name"] for st in steps if "upload-artifact" in st.get("uses", "")]
+    # the offline preview first (the first comment waits for it), the results last
+    # (the live preview waits for them, the Specs uploaded before)
+    assert uploads == ["konfig-offline", "konfig-specs-0", "konfig-verify-0"]
     assert "labeled" in _triggers("preview.yml")["pull_request"]["types"]
 
     privileged = _jobs("preview-cluster.yml")
-    first = privileged["pull-request"]
-    assert first["permissions"] == {
+    small = privileged["small"]
+    assert small["if"] == "github.event.action == 'requested'"
+    assert small["permissions"] == {
         "contents": "read",
         "actions": "read",
         "pull-requests": "write",
     }
-    assert "secrets." not in json.dumps(first) and "environment" not in first
-    [download] = [
-        st for st in first["steps"] if st.get("with", {}).get("pattern") == "konfig-offline*"
+    waits = [st for st in small["steps"] if "--wait-run" in st.get("run", "")]
+    assert [w["id"] for w in waits] == ["offline", "live"]
+    for wait in waits:
+        assert wait["env"]["RUN_ID"] == "${{ github.event.workflow_run.id }}"
+        assert wait["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
+    assert "--wait-artifact konfig-offline " in waits[0]["run"]
+    assert "--wait-artifact konfig-verify-0 " in waits[1]["run"]
+    # one shard of work only (more: the shards' parts come with the completed run)
+    assert "steps.changed.outputs.used-shards == '1'" in waits[0]["if"]
+    order = [st.get("id") or st.get("name") or st.get("uses", "") for st in small["steps"]]
+    posts = [
+        (i, st["with"]["body-file"])
+        for i, st in enumerate(small["steps"])
+        if st.get("uses", "").endswith("/actions/comment")
     ]
-    # every part in its own folder (each is offline-preview.json): never merged into one
-    assert "merge-multiple" not in download["with"]
-    assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
-    [render] = [st for st in first["steps"] if "--offline-preview" in st.get("run", "")]
-    assert '--base-sha "$BASE_SHA"' in render["run"]
-    assert render["env"]["BASE_SHA"] == "${{ steps.pr.outputs.base-sha }}"  # the forge's
-    assert '--out "$RUNNER_TEMP/first.md"' in render["run"]
-    # refused (another base: the base branch moved since the run): rendered without it,
-    # the comment saying the preview is missing, never a failed job and no comment
-    assert render["run"].count('"${report[@]}"') == 2 and '! "${report[@]}"' in render["run"]
+    assert [body for _, body in posts] == [
+        "${{ runner.temp }}/first.md",
+        "${{ runner.temp }}/report.md",
+    ]
+    # the first comment before the wait for the Specs, the live one after the preview
+    assert order.index("offline") < posts[0][0] < order.index("live") < posts[1][0]
+    for name, job in (("small", small), ("pull-request", privileged["pull-request"])):
+        [download] = [
+            st for st in job["steps"] if st.get("with", {}).get("pattern") == "konfig-offline*"
+        ]
+        assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}", name
+        # every part in its own folder (each is offline-preview.json): never merged
+        assert "merge-multiple" not in download["with"], name
+        [render] = [st for st in job["steps"] if "--offline-preview" in st.get("run", "")]
+        assert '--base-sha "$BASE_SHA"' in render["run"], name
+        assert render["env"]["BASE_SHA"] == "${{ steps.pr.outputs.base-sha }}"  # the forge's
+        assert '--out "$RUNNER_TEMP/first.md"' in render["run"], name
+        # refused (another base: the base branch moved since the run): rendered without
+        # it, the comment saying the preview is missing, never a failed job and no comment
+        assert render["run"].count('"${report[@]}"') == 2, name
+        assert '! "${report[@]}"' in render["run"], name
+    first = privileged["pull-request"]
+    assert first["if"] == "github.event.action == 'completed'"
+    assert "secrets." not in json.dumps(first) and "environment" not in first
     posts = [st for st in first["steps"] if st.get("uses", "").endswith("/actions/comment")]
     assert [st["with"]["body-file"] for st in posts] == ["${{ runner.temp }}/first.md"]
-    # every job that writes the live comment comes after it
-    for name in ("report", "preview-and-report"):
-        needs = privileged[name]["needs"]
-        assert "pull-request" in (needs if isinstance(needs, list) else [needs]), name
+    # there only when `small` did not write the head's comment
+    [download] = [st for st in first["steps"] if st.get("id") == "offline"]
+    assert "steps.changed.outputs.used-shards != '1'" in download["if"]
+    assert "steps.pr.outputs.live != 'true'" in download["if"]
     assert "needs.pull-request.outputs.live == 'true'" in privileged["report"]["if"]
+    assert "pull-request" in privileged["report"]["needs"]
     # no offline preview is ever taken from anywhere but --offline-preview
     runs = [st.get("run", "") for job in privileged.values() for st in job.get("steps", [])]
-    assert sum(r.count("offline-preview.json") for r in runs) == 1
+    assert all("--offline-preview" in r for r in runs if "offline-preview.json" in r)
+    assert sum(r.count("offline-preview.json") for r in runs) == 2
+
+
+def test_the_first_comment_starts_with_the_unprivileged_run() -> None:
+    """Issue 33: `small` is the one job of the requested run (it runs beside the
+    unprivileged run, waiting for its artifacts), every other job the completed run's;
+    the two runs of one head never cancel each other."""
+    workflow = yaml.safe_load((ROOT / ".github/workflows/preview-cluster.yml").read_text())
+    group = workflow["concurrency"]["group"]
+    assert "github.event.workflow_run.head_sha" in group and "github.event.action" in group
+    jobs = _jobs("preview-cluster.yml")
+    assert jobs["small"]["if"] == "github.event.action == 'requested'"
+    assert "needs" not in jobs["small"]
+    assert jobs["pull-request"]["if"] == "github.event.action == 'completed'"
+    for name in ("preview", "report"):
+        needs = jobs[name]["needs"]
+        assert "pull-request" in (needs if isinstance(needs, list) else [needs]), name
 
 
 def test_each_verify_shard_computes_its_part_of_the_offline_preview() -> None:
@@ -340,9 +400,10 @@ def test_each_verify_shard_computes_its_part_of_the_offline_preview() -> None:
 
 def test_one_shard_of_work_runs_in_one_job_per_half() -> None:
     """A pull request whose stacks fit one shard: preview.yml's `changed` job verifies
-    them itself and the shard jobs skip; preview-cluster.yml's `preview and report`
-    previews and reports them and the `preview` shards and `report` skip. Both halves
-    decide on the same output (`inline`), so exactly one of the two paths runs."""
+    them itself and the shard jobs skip; preview-cluster.yml's `small` (the requested
+    run) previews and reports them and the `preview` shards and `report` (the completed
+    run) skip. Both halves decide on the same output (`used-shards`), so exactly one of
+    the two paths runs."""
     unprivileged = _jobs("preview.yml")
     steps = unprivileged["changed"]["steps"]
     [decide] = [st for st in steps if st.get("id") == "inline"]
@@ -361,22 +422,25 @@ def test_one_shard_of_work_runs_in_one_job_per_half() -> None:
     )
     assert "inline != 'true'" in privileged["preview"]["if"]
     assert "inline != 'true'" in privileged["report"]["if"]
-    both = privileged["preview-and-report"]
-    assert "inline == 'true'" in both["if"] and both["needs"] == "pull-request"
-    # what `preview` and `report` hold, nothing more
-    assert both["permissions"] == {
-        "contents": "read",
-        "actions": "read",
-        "pull-requests": "write",
-    }
-    used = [st.get("uses", "").split("@")[0] for st in both["steps"]]
+    small = privileged["small"]
+    [offline] = [st for st in small["steps"] if st.get("id") == "offline"]
+    assert "steps.changed.outputs.used-shards == '1'" in offline["if"]
+    [live] = [st for st in small["steps"] if st.get("id") == "live"]
+    assert "steps.offline.outputs.found == 'true'" in live["if"]
+    used = [st.get("uses", "").split("@")[0] for st in small["steps"]]
     assert "./.konfig-tools/actions/preview" in used and "./.konfig-tools/actions/comment" in used
+    # the live steps follow the wait for the Specs (OpenTofu's after the set-up that
+    # follows it)
+    for st in small["steps"][small["steps"].index(live) + 1 :]:
+        assert "steps.live.outputs.found == 'true'" in st["if"] or st["if"] == (
+            "steps.setup.outputs.tofu-install == 'setup-opentofu'"
+        ), st
 
 
 def test_the_preview_holds_the_non_production_age_key_and_apply_the_production_one() -> None:
     """Issue 26 item 4 (docs/secrets.md): the preview never holds the key that decrypts
     production's files."""
-    for name in ("preview", "preview-and-report"):
+    for name in ("preview", "small"):
         text = json.dumps(_jobs("preview-cluster.yml")[name])
         assert "secrets.KONFIG_PREVIEW_SOPS_AGE_KEY" in text, name
         assert "secrets.SOPS_AGE_KEY" not in text, name
@@ -540,7 +604,7 @@ def test_danger_labels_status_and_confirmations_use_the_default_branch_tools_onl
     action passes each as `--confirm` to apply and destroy."""
     writes = {"contents": "write", "pull-requests": "write", "statuses": "write"}
     job = _jobs("preview-cluster.yml")["dangers"]
-    assert set(job["needs"]) == {"pull-request", "report", "preview-and-report"}
+    assert set(job["needs"]) == {"small", "pull-request", "report"}
     assert "!cancelled()" in job["if"] and "environment" not in job
     confirm = _jobs("confirm.yml")["dangers"]
     assert _triggers("confirm.yml") == {"issue_comment": {"types": ["created", "edited"]}}

@@ -9,6 +9,7 @@ API: never from the artifact or the branch, which the pull request controls.
 from __future__ import annotations
 
 import os
+import time
 
 import click
 
@@ -17,6 +18,7 @@ from konfig.commands._options import forge_options
 from konfig.commands._outputs import append_github_output, github_output_file
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.forge.client import DEFAULT_MARKER, GitHub, parse_repo
+from konfig.forge.runs import wait_for_artifacts
 from konfig.forge.sticky import find_own_comment, own_login
 from konfig.pipeline.reusing import previous_run as previous_of
 
@@ -58,10 +60,36 @@ from konfig.pipeline.reusing import previous_run as previous_of
     "`konfig comment` finds it).",
 )
 @click.option(
+    "--wait-run",
+    "wait_run",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="RUN_ID",
+    help="Once the pull request is found, wait until workflow run RUN_ID has uploaded "
+    "every --wait-artifact, or has ended without them, or --wait-timeout passed: "
+    "`waited` is `ready`, `ended` or `timeout` (the privileged half waits so for the "
+    "unprivileged run it started with).",
+)
+@click.option(
+    "--wait-artifact",
+    "wait_artifacts",
+    multiple=True,
+    metavar="NAME",
+    help="--wait-run: an artifact to wait for (repeatable).",
+)
+@click.option(
+    "--wait-timeout",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="--wait-run: stop waiting after this long.",
+)
+@click.option(
     "--github-output",
     is_flag=True,
     help="Also write `found`, `number`, `fork`, `live`, `base-sha`, `base-ref`, "
-    "`head-sha` (and `previous-run`) to $GITHUB_OUTPUT.",
+    "`head-sha` (and `previous-run`, `waited`) to $GITHUB_OUTPUT.",
 )
 @forge_options(token_help="Environment variable holding the token (pull requests: read).")
 def command(
@@ -71,6 +99,9 @@ def command(
     live_label: str | None,
     previous_run: bool,
     author: str | None,
+    wait_run: int | None,
+    wait_artifacts: tuple[str, ...],
+    wait_timeout: float,
     github_output: bool,
     api_url: str,
     token_env: str,
@@ -87,6 +118,11 @@ def command(
         --api-url "$GITHUB_API_URL" --github-output
     """
     repo = parse_repo(repo)
+    if (wait_run is None) != (not wait_artifacts):
+        raise UsageError(
+            "--wait-run and --wait-artifact go together",
+            hint='e.g. --wait-run "$RUN_ID" --wait-artifact konfig-offline',
+        )
     if len(head_sha) not in (40, 64) or any(c not in "0123456789abcdef" for c in head_sha):
         raise UsageError(f"--head-sha {head_sha!r} is not a full commit id (hex, lower case)")
     output = github_output_file() if github_output else None
@@ -101,6 +137,9 @@ def command(
         if base_ref is not None:
             pulls = [p for p in pulls if p.base_ref == base_ref]
         run = _previous_run(client, repo, pulls[0].number, author) if pulls and previous_run else ""
+        waited = ""
+        if pulls and wait_run is not None:
+            waited = _wait(client, repo, wait_run, wait_artifacts, wait_timeout)
     if not pulls:
         into = f" into {base_ref}" if base_ref else ""
         info(f"no open pull request{into} has head {head_sha} (closed, or pushed to since)")
@@ -125,6 +164,7 @@ def command(
             output,
             {
                 **({"previous-run": run} if previous_run else {}),
+                **({"waited": waited} if waited else {}),
                 "found": "true",
                 "number": str(pr.number),
                 "fork": "true" if pr.fork else "false",
@@ -144,3 +184,24 @@ def _previous_run(client: GitHub, repo: str, number: int, author: str | None) ->
         client.list_comments(repo, number), marker=DEFAULT_MARKER, author=login
     )
     return (previous_of(found.body) or "") if found is not None else ""
+
+
+def _wait(client: GitHub, repo: str, run_id: int, names: tuple[str, ...], timeout: float) -> str:
+    """Wait for run ``run_id``'s artifacts ``names`` (:func:`wait_for_artifacts`)."""
+    started = time.monotonic()
+    outcome, progress = wait_for_artifacts(
+        lambda: client.run_progress(repo, run_id),
+        names,
+        timeout=timeout,
+        clock=time.monotonic,
+        sleep=time.sleep,
+    )
+    took = time.monotonic() - started
+    wanted = ", ".join(names)
+    if outcome == "ready":
+        info(f"run {run_id} uploaded {wanted} ({took:.1f} s of waiting)")
+    else:
+        missing = ", ".join(n for n in names if n not in progress.artifacts)
+        why = "ended" if outcome == "ended" else f"is still {progress.status} after {took:.0f} s"
+        info(f"run {run_id} {why} without {missing}")
+    return outcome

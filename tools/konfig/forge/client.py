@@ -26,6 +26,7 @@ from github import Auth, Github, GithubException
 from urllib3.util import Retry
 
 from konfig.errors import KonfigError, UsageError
+from konfig.forge.runs import RunProgress
 from konfig.pipeline.approvals import Approval
 from konfig.report.budget import COMMENT_LIMIT, chars
 
@@ -218,6 +219,30 @@ class GitHub:
                 page += 1
 
         return self._call(f"GET {path}?state=open", "list the open pull requests", call)
+
+    def run_progress(self, repo: str, run_id: int, *, pages: int = 5) -> RunProgress:
+        """Workflow run ``run_id``'s status and the artifacts it has uploaded so far
+        (GitHub and Gitea: ``GET .../actions/runs/{id}`` and ``.../artifacts``)."""
+        path = f"/repos/{repo}/actions/runs/{run_id}"
+
+        def call() -> RunProgress:
+            _, run = self._gh.requester.requestJsonAndCheck("GET", path)
+            if not isinstance(run, dict):
+                raise GitHubError(f"GET {path} answered {type(run).__name__}, not an object")
+            names: set[str] = set()
+            for page in range(1, pages + 1):
+                _, data = self._gh.requester.requestJsonAndCheck(
+                    "GET", f"{path}/artifacts", parameters={"per_page": 100, "page": page}
+                )
+                listed = data.get("artifacts") if isinstance(data, dict) else None
+                if not isinstance(listed, list):
+                    raise GitHubError(f"GET {path}/artifacts answered no `artifacts` list")
+                names |= {str(a["name"]) for a in listed if isinstance(a, dict) and "name" in a}
+                if len(listed) < 100:
+                    break
+            return RunProgress(str(run.get("status") or ""), frozenset(names))
+
+        return self._call(f"GET {path}", "read the workflow run and its artifacts", call)
 
     def merged_pull(self, repo: str, merge_sha: str, *, pages: int = 5) -> int | None:
         """The pull request merged as commit ``merge_sha`` (its merge commit, as the forge

@@ -1,0 +1,131 @@
+"""`konfig pr --wait-run`: the privileged half, started when the unprivileged run is
+requested, waits for that run's artifacts (docs/security.md, "The first comment: who
+may post what")."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from fixtures.github_server import FakeGitHub
+from fixtures.repos import KonfigRunner
+
+REPO = "acme/config"
+HEAD = "a" * 40
+
+
+def args(server: FakeGitHub, *extra: str) -> list[str]:
+    return ["pr", "--repo", REPO, "--head-sha", HEAD, "--api-url", server.url, *extra]
+
+
+@pytest.fixture
+def output(github_server: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    github_server.tokens["tok"] = "gitea-actions"
+    monkeypatch.setenv("GITHUB_TOKEN", "tok")
+    path = tmp_path / "github_output"
+    path.write_text("", encoding="utf-8")
+    monkeypatch.setenv("GITHUB_OUTPUT", str(path))
+    return path
+
+
+def outputs(path: Path) -> dict[str, str]:
+    """The ``name<<DELIM`` blocks konfig appends to $GITHUB_OUTPUT."""
+    found: dict[str, str] = {}
+    lines = iter(path.read_text(encoding="utf-8").splitlines())
+    for line in lines:
+        name, delim = line.split("<<", 1)
+        found[name] = "\n".join(iter(lines.__next__, delim))
+    return found
+
+
+def test_waits_until_the_run_has_uploaded_the_artifact(
+    github_server: FakeGitHub, konfig: KonfigRunner, output: Path
+) -> None:
+    github_server.heads[(REPO, 12)] = HEAD
+    github_server.runs[(REPO, 7)] = ("in_progress", [])
+    done = threading.Event()
+
+    def upload_after_the_first_poll() -> None:
+        # the run uploads only once konfig has seen it without the artifact
+        while not done.is_set():
+            if any(r.path.endswith("/runs/7/artifacts") for r in github_server.requests):
+                github_server.runs[(REPO, 7)] = ("in_progress", ["konfig-offline"])
+                return
+            done.wait(0.05)
+
+    uploader = threading.Thread(target=upload_after_the_first_poll)
+    uploader.start()
+    try:
+        res = konfig(
+            *args(github_server, "--wait-run", "7", "--wait-artifact", "konfig-offline"),
+            "--github-output",
+        )
+    finally:
+        done.set()
+        uploader.join()
+    assert res.code == 0, res.err
+    found = outputs(output)
+    assert found["found"] == "true" and found["number"] == "12"
+    assert found["waited"] == "ready"
+    assert "run 7 uploaded konfig-offline" in res.err
+    polls = [r for r in github_server.requests if r.path.endswith("/actions/runs/7/artifacts")]
+    assert len(polls) >= 2  # it did wait
+
+
+def test_a_run_that_ended_without_the_artifact_ends_the_wait(
+    github_server: FakeGitHub, konfig: KonfigRunner, output: Path
+) -> None:
+    github_server.heads[(REPO, 12)] = HEAD
+    github_server.runs[(REPO, 7)] = ("completed", ["konfig-verify-0"])
+    res = konfig(
+        *args(
+            github_server,
+            "--wait-run",
+            "7",
+            "--wait-artifact",
+            "konfig-specs-0",
+            "--wait-artifact",
+            "konfig-verify-0",
+        ),
+        "--github-output",
+    )
+    assert res.code == 0, res.err
+    assert outputs(output)["waited"] == "ended"
+    assert "run 7 ended without konfig-specs-0" in res.err
+
+
+def test_a_run_that_never_uploads_times_out(
+    github_server: FakeGitHub, konfig: KonfigRunner, output: Path
+) -> None:
+    github_server.heads[(REPO, 12)] = HEAD
+    github_server.runs[(REPO, 7)] = ("waiting", [])  # e.g. a fork's, not approved yet
+    res = konfig(
+        *args(github_server, "--wait-run", "7", "--wait-artifact", "konfig-offline"),
+        "--wait-timeout",
+        "0.6",
+        "--github-output",
+    )
+    assert res.code == 0, res.err
+    assert outputs(output)["waited"] == "timeout"
+    assert "run 7 is still waiting after" in res.err
+
+
+def test_no_pull_request_at_the_head_waits_for_nothing(
+    github_server: FakeGitHub, konfig: KonfigRunner, output: Path
+) -> None:
+    github_server.heads[(REPO, 12)] = "b" * 40  # pushed to since
+    github_server.runs[(REPO, 7)] = ("in_progress", [])
+    res = konfig(
+        *args(github_server, "--wait-run", "7", "--wait-artifact", "konfig-offline"),
+        "--github-output",
+    )
+    assert res.code == 1, res.err
+    assert outputs(output) == {"found": "false"}
+    assert not [r for r in github_server.requests if "/actions/runs/" in r.path]
+
+
+def test_wait_run_needs_an_artifact(github_server: FakeGitHub, konfig: KonfigRunner) -> None:
+    res = konfig(*args(github_server, "--wait-run", "7"))
+    assert res.code == 2
+    assert "--wait-run and --wait-artifact go together" in res.err
