@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO / "tools" / "tests"))
 
 from fleet import Fleet, change, configmap, deployment, set_image  # noqa: E402
 
-from konfig.report import pull_request  # noqa: E402
+from konfig.report import comment, pull_request, records  # noqa: E402
 from konfig.report.budget import SUMMARY_LIMIT_BYTES, chars  # noqa: E402
 
 T = TypeVar("T")
@@ -125,7 +125,7 @@ def main() -> None:
     size = (work / "preview.json").stat().st_size
     sha = "0" * 40
 
-    def load() -> pull_request.Report:
+    def load() -> records.Report:
         inputs = pull_request.Inputs(
             previews=[json.loads((work / "preview.json").read_text())],
             changed=json.loads((work / "changed.json").read_text()),
@@ -145,19 +145,19 @@ def main() -> None:
     wg, cg, grouping = timed(grouped, args.runs)
     rows.append(("  + group the changes", wg - w, cg - c, f"{len(grouping.groups)} groups, "
                  f"{len(grouping.exceptions)} exceptions"))  # fmt: skip
-    w, c, comment = timed(lambda: pull_request.render(report), args.runs)
-    rows.append(("comment, grouped", w, c, f"{chars(comment.text):,} characters, "
-                 f"truncated: {comment.truncated}"))  # fmt: skip
-    w, c, peer = timed(lambda: pull_request.render(report, layout="stacks"), args.runs)
+    w, c, shown = timed(lambda: comment.render(report), args.runs)
+    rows.append(("comment, grouped", w, c, f"{chars(shown.text):,} characters, "
+                 f"truncated: {shown.truncated}"))  # fmt: skip
+    w, c, peer = timed(lambda: comment.render(report, layout="stacks"), args.runs)
     rows.append(("comment, per stack (peer)", w, c, f"{chars(peer.text):,} characters, "
                  f"truncated: {peer.truncated}, {len(peer.omitted)} diffs left out"))  # fmt: skip
     w, c, full = timed(
-        lambda: pull_request.render_full(report, budget=SUMMARY_LIMIT_BYTES - 1024), args.runs
+        lambda: comment.render_full(report, budget=SUMMARY_LIMIT_BYTES - 1024), args.runs
     )
     rows.append(
         ("job summary (overview + every stack)", w, c, f"{len(full.text.encode()):,} bytes")
     )
-    w, c, data = timed(lambda: json.dumps(pull_request.to_json(report)), args.runs)
+    w, c, data = timed(lambda: json.dumps(comment.to_json(report)), args.runs)
     rows.append(("--json", w, c, f"{len(data):,} bytes"))
 
     konfig = str(Path(sys.executable).parent / "konfig")

@@ -23,7 +23,7 @@ from konfig.build import duplicates, kcl
 from konfig.build.limits import Limits
 
 if TYPE_CHECKING:
-    from konfig.build.sourcerules import SourceRules
+    from konfig.build.sourcerules import SourceFinding, SourceRules
     from konfig.build.workers import Died
     from konfig.detect.snapshot import Snapshot
     from konfig.secrets.errors import SecretsError
@@ -309,7 +309,19 @@ def rules_for(root: Path) -> SourceRules:
 def _refused(inputs: CompileInput) -> CompileError | None:
     """The first source rule the stack's program breaks (:mod:`konfig.build.sourcerules`),
     as the stack's compile error; the others follow as details."""
-    found = rules_for(Path(inputs.root)).findings(inputs.files)
+    return _refusal(rules_for(Path(inputs.root)).findings(inputs.files))
+
+
+def _refusals(items: Sequence[CompileInput]) -> list[CompileError | None]:
+    """:func:`_refused` of each stack of one task (one repository): the modules they
+    share are walked once."""
+    if not items:
+        return []
+    rules = rules_for(Path(items[0].root))
+    return [_refusal(found) for found in rules.findings_of(i.files for i in items)]
+
+
+def _refusal(found: Sequence[SourceFinding]) -> CompileError | None:
     if not found:
         return None
     first = found[0]
@@ -419,7 +431,9 @@ def _run_task(items: Sequence[CompileInput]) -> list[CompileResult]:
 
     if len(items) == 1:
         return [_rendered(compile_one(items[0]))]
-    refused = [item for item in items if _refused(item) is not None]
+    refused = [
+        item for item, error in zip(items, _refusals(items), strict=True) if error is not None
+    ]
     if refused:
         # refused stacks get their error from compile_one; the others batch on
         rest = [item for item in items if item not in refused]

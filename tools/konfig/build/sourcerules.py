@@ -207,15 +207,15 @@ class SourceRules:
         self._modules: dict[str, tuple[int, list[str]]] = {}
         self._real_root = os.path.realpath(root)
 
-    def _scan(self, path: Path) -> _Scanned | None:
-        key = str(path)
+    def _scan(self, path: str) -> _Scanned | None:
         try:
-            st = path.stat()
+            st = os.stat(path)  # noqa: PTH116
             stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-            known = self._files.get(key)
+            known = self._files.get(path)
             if known is not None and known.stamp == stamp:
                 return known
-            text = path.read_text(encoding="utf-8")
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
         except (OSError, UnicodeDecodeError):
             return None  # KCL reports an unreadable file itself
         names = scan_imports(text)
@@ -224,14 +224,14 @@ class SourceRules:
             tree = _parse(text)
             aliases = _aliases(tree) if tree is not None else frozenset()
         scanned = _Scanned(stamp, text, tuple(name for name, _ in names), aliases)
-        self._files[key] = scanned
+        self._files[path] = scanned
         return scanned
 
-    def _file_findings(self, path: Path, scanned: _Scanned, shared: Aliases) -> list[SourceFinding]:
+    def _file_findings(self, path: str, scanned: _Scanned, shared: Aliases) -> list[SourceFinding]:
         key = (f"{path}:{scanned.stamp}", shared)
         found = self._found.get(key)
         if found is None:
-            rel = _rel(path, self.root)
+            rel = _rel(Path(path), self.root)
             found = source_findings(
                 scanned.text, rel, shared_aliases=shared, at_root="/" not in rel
             )
@@ -265,30 +265,77 @@ class SourceRules:
     def findings(self, entries: Iterable[str | Path]) -> list[SourceFinding]:
         """Every finding in the ``entries`` (one main package: they share imports) and in
         every module they import from the repository, transitively."""
+        return self.findings_of([entries])[0]
+
+    def findings_of(self, programs: Iterable[Iterable[str | Path]]) -> list[list[SourceFinding]]:
+        """:meth:`findings` of each program (its entry files). The modules they import
+        (the base models, the generated schemas: most of what a stack loads) are walked
+        once for all of them: each file is read, or found unchanged by its stat, once in
+        the call, and a module's findings with those of everything it imports are kept
+        for the call's other programs."""
+        scans: dict[str, _Scanned | None] = {}
+        listed: dict[str, list[str]] = {}
+        closures: dict[str, frozenset[SourceFinding]] = {}
         prefix = f"{self._real_root}/"
-        main = [os.path.realpath(f) for f in entries]
-        scanned_main = [self._scan(Path(p)) for p in main]
-        shared = frozenset(a for s in scanned_main if s is not None for a in s.aliases)
-        found: list[SourceFinding] = []
-        seen: set[str] = set()
-        todo: list[tuple[str, Aliases]] = [(p, shared) for p in main]
-        while todo:
-            path, aliases = todo.pop()
-            if path in seen:
-                continue
-            seen.add(path)
-            scanned = self._scan(Path(path))
-            if scanned is None:
-                continue
-            found.extend(self._file_findings(Path(path), scanned, aliases))
+
+        def scan(path: str) -> _Scanned | None:
+            if path not in scans:
+                scans[path] = self._scan(path)
+            return scans[path]
+
+        def files_of(module: str) -> list[str]:
+            found = listed.get(module)
+            if found is None:
+                found = listed[module] = self._module_files(module)
+            return found
+
+        def imported(path: str, scanned: _Scanned) -> list[str]:
             if not path.startswith(prefix):
-                continue  # outside the repository: its imports are not the repository's
+                return []  # outside the repository: its imports are not the repository's
             rel = path[len(prefix) :]
-            for name in scanned.imports:
-                module = resolve(name, rel)
-                if module is not None:
-                    todo.extend((p, frozenset()) for p in self._module_files(module))
-        return sorted(set(found), key=lambda f: (f.file, f.line, f.column or 0, f.rule))
+            modules = (resolve(name, rel) for name in scanned.imports)
+            return [m for m in modules if m is not None]
+
+        def closure(module: str) -> frozenset[SourceFinding]:
+            """The findings of a module's files and of all they import, transitively."""
+            done = closures.get(module)
+            if done is not None:
+                return done
+            found: set[SourceFinding] = set()
+            seen: set[str] = set()
+            todo = list(files_of(module))
+            while todo:
+                path = todo.pop()
+                if path in seen:
+                    continue
+                seen.add(path)
+                scanned = scan(path)
+                if scanned is None:
+                    continue
+                found.update(self._file_findings(path, scanned, frozenset()))
+                for target in imported(path, scanned):
+                    known = closures.get(target)
+                    if known is not None:
+                        found.update(known)
+                    else:
+                        todo.extend(files_of(target))
+            closures[module] = done = frozenset(found)
+            return done
+
+        out: list[list[SourceFinding]] = []
+        for entries in programs:
+            main = list(dict.fromkeys(os.path.realpath(f) for f in entries))
+            scanned_main = [(p, scan(p)) for p in main]
+            shared = frozenset(a for _, s in scanned_main if s is not None for a in s.aliases)
+            program: set[SourceFinding] = set()
+            for path, scanned in scanned_main:
+                if scanned is None:
+                    continue
+                program.update(self._file_findings(path, scanned, shared))
+                for module in imported(path, scanned):
+                    program.update(closure(module))
+            out.append(sorted(program, key=lambda f: (f.file, f.line, f.column or 0, f.rule)))
+        return out
 
 
 def package_files(directory: Path) -> list[Path]:

@@ -13,7 +13,7 @@ import click
 from konfig.commands._console import info, warn
 from konfig.errors import EXIT_OK, UsageError
 from konfig.repo.files import WriteScope, append_text, atomic_write_text
-from konfig.report import comment, pull_request
+from konfig.report import comment, pull_request, records
 from konfig.report.applied import build_apply, render_apply
 from konfig.report.budget import (
     COMMENT_LIMIT,
@@ -386,9 +386,7 @@ def _emit(text: str, out: Path | None) -> None:
         info(f"wrote {out} ({chars(text)} characters)")
 
 
-def _append_summary(
-    report: pull_request.Report, path: Path, title: str, layout: comment.Layout
-) -> None:
+def _append_summary(report: records.Report, path: Path, title: str, layout: comment.Layout) -> None:
     used = path.stat().st_size if path.exists() else 0
     room = SUMMARY_LIMIT_BYTES - used - 1024
     if room < 2_000:

@@ -1,4 +1,4 @@
-"""The pull-request comment, rendered from a :class:`~konfig.report.pull_request.Report`.
+"""The pull-request comment, rendered from a :class:`~konfig.report.records.Report`.
 
 :func:`render` renders a report with the jinja2 templates in ``konfig/report/templates``
 under a character budget (:mod:`konfig.report.budget`): heading and summary table first,
@@ -22,7 +22,7 @@ from konfig.pipeline.reviewed import hidden
 from konfig.report import grouped
 from konfig.report.budget import DEFAULT_BUDGET, Measure, chars, cut_section, utf8_bytes
 from konfig.report.markdown import environment
-from konfig.report.pull_request import Report, StackReport
+from konfig.report.records import Report, StackReport
 
 Layout = Literal["auto", "stacks", "grouped"]
 # The grouped layout is chosen for more stacks than this with changes or failures.

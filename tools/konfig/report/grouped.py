@@ -32,7 +32,7 @@ from konfig.masking import mask_secret_diff
 from konfig.report.budget import Measure, chars
 from konfig.report.grouping import ACTION_RANK, FailureGroup, Group, Grouping, StackException
 from konfig.report.markdown import environment
-from konfig.report.pull_request import ChangeItem, Report, StackReport
+from konfig.report.records import ChangeItem, Report, StackReport
 
 SCHEMA_VERSION = 1
 KIND = "KonfigReport"

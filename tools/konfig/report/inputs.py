@@ -9,7 +9,7 @@ After :func:`validated`, readers may rely on every required field and type.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,8 @@ class Document:
     data: Any
     file: str | None = None
     text: str | None = None
+    # the contracts ``data`` was found to match (:func:`validated`): checked once
+    matched: set[str] = field(default_factory=set, compare=False, repr=False)
 
 
 def read(path: Path) -> Document | None:
@@ -58,15 +60,19 @@ def read(path: Path) -> Document | None:
 
 def validated(kind: str, item: Document | Any) -> Any:
     """The data of ``item`` (a :class:`Document` or parsed JSON) once it matches the
-    contract of ``kind``; :class:`ReportInputError` naming every violation otherwise."""
+    contract of ``kind``; :class:`ReportInputError` naming every violation otherwise.
+    A document is checked against a contract once (readers never change its data)."""
     doc = item if isinstance(item, Document) else Document(item)
     name = CONTRACTS[kind]
+    if name in doc.matched:  # (a command checks a document before the report reads it)
+        return doc.data
     found = contracts.violations(name, doc.data, file=doc.file, text=doc.text)
     if found:
         lines = [_line(kind, v) for v in found[:10]]
         if len(found) > 10:
             lines.append(f"... and {len(found) - 10} more")
         raise ReportInputError("\n  ".join(lines))
+    doc.matched.add(name)
     return doc.data
 
 

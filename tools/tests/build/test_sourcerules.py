@@ -62,3 +62,50 @@ def test_modules_imported_from_the_repository_are_checked_transitively(tmp_path:
     assert [(f.rule, f.file, f.line) for f in found] == [("kcl/side-effect", "lib/deep/d.k", 3)]
     (tmp_path / "lib" / "deep" / "d.k").write_text("y = 1\n")
     assert rules.findings([tmp_path / "s" / "main.k"]) == []
+
+
+def test_programs_checked_together_get_what_each_gets_alone(tmp_path: Path) -> None:
+    """``findings_of`` walks the modules several programs share once: each program still
+    gets the findings of exactly what it imports, through a cycle of imports too."""
+    (tmp_path / "kcl.mod").write_text('[package]\nname = "x"\n')
+    (tmp_path / "lib" / "deep").mkdir(parents=True)
+    (tmp_path / "lib" / "a.k").write_text("import lib.deep\n\nx = deep.y\n")
+    (tmp_path / "lib" / "deep" / "d.k").write_text(
+        'import file\nimport lib\n\ny = file.mv("a", "b")\n'
+    )
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "o.k").write_text('import crypto\n\nh = crypto.filesha256("/x")\n')
+    programs = {
+        "s1": "import lib\n\nz = lib.x\n",
+        "s2": "import lib.deep\nimport other\n\nz = 1\n",
+        "s3": "z = 1\n",
+        "s4": 'import file as f\n\nz = f.write("a", "b")\n',
+    }
+    for name, text in programs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "main.k").write_text(text)
+    entries = [[tmp_path / name / "main.k"] for name in programs]
+
+    def shown(found: list[object]) -> list[tuple[str, str, int]]:
+        return [(f.rule, f.file, f.line) for f in found]  # type: ignore[attr-defined]
+
+    together = SourceRules(tmp_path).findings_of(entries)
+    alone = [SourceRules(tmp_path).findings(e) for e in entries]
+    assert together == alone
+    mv = ("kcl/side-effect", "lib/deep/d.k", 4)
+    assert [shown(f) for f in together] == [
+        [mv],
+        [mv, ("kcl/file-hash", "other/o.k", 3)],
+        [],
+        [("kcl/side-effect", "s4/main.k", 3)],
+    ]
+    # the same rules, later: a changed module is read again
+    rules = SourceRules(tmp_path)
+    rules.findings_of(entries)
+    (tmp_path / "lib" / "deep" / "d.k").write_text("import lib\n\ny = 1\n")
+    assert [shown(f) for f in rules.findings_of(entries)] == [
+        [],
+        [("kcl/file-hash", "other/o.k", 3)],
+        [],
+        [("kcl/side-effect", "s4/main.k", 3)],
+    ]

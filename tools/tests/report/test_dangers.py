@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fleet import Fleet, change, preview_doc, set_image, stack_doc
 
-from konfig.report import comment, pull_request
+from konfig.report import comment, pull_request, records
 
 GOLDEN = Path(__file__).parent / "golden"
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -48,7 +48,7 @@ def fleet() -> Fleet:
                  special={CASCADE: with_namespace_deleted})  # fmt: skip
 
 
-def report() -> pull_request.Report:
+def report() -> records.Report:
     return pull_request.build(inputs(fleet()), sha=SHA, run_url=RUN)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from fleet import Fleet, change, deployment
 
-from konfig.report import comment, pull_request
+from konfig.report import comment, pull_request, records
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -31,7 +31,7 @@ def drifted(preview: dict[str, Any], paths: set[str]) -> dict[str, Any]:
     return preview
 
 
-def report_of(*previews: dict[str, Any]) -> pull_request.Report:
+def report_of(*previews: dict[str, Any]) -> records.Report:
     return pull_request.build(pull_request.Inputs(previews=list(previews)), sha=SHA)
 
 

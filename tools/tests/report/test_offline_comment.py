@@ -20,6 +20,8 @@ from fixtures.repos import SIMPLE_MAIN, KonfigRunner, RepoBuilder
 
 from konfig.pipeline import confirmations
 from konfig.report import comment, pull_request
+from konfig.report.inputs import ReportInputError
+from konfig.report.modes import Origin
 
 GOLDEN = Path(__file__).parent / "golden"
 RUN = "https://github.example/acme/config/actions/runs/29"
@@ -52,7 +54,7 @@ def render(
     konfig: KonfigRunner,
     root: Path,
     *,
-    origin: pull_request.Origin | None = "fork",
+    origin: Origin | None = "fork",
     live_follows: bool = False,
     budget: int = 65_536,
 ) -> comment.Rendered:
@@ -134,7 +136,7 @@ def test_the_first_line_of_each_mode_and_reason(
         .startswith("fork PR: live preview of its compiled Specs")
     )
     # never two modes in one comment
-    with pytest.raises(pull_request.ReportInputError, match="one report shows one mode"):
+    with pytest.raises(ReportInputError, match="one report shows one mode"):
         pull_request.build(pull_request.Inputs(previews=[doc, live]), sha=doc["mode"]["head"])
 
 
