@@ -17,7 +17,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ import yaml
 from fixtures.cluster import Cluster
 from fixtures.github_server import FakeGitHub
 from fixtures.monorepo import git_commit, git_init
-from fixtures.repos import RepoBuilder
+from fixtures.repos import AUTHOR, RepoBuilder
 from kubeutil import unique
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +42,10 @@ class ActionRun:
     outputs: dict[str, str]
     summary: str
     log: str
+    # bytes each step wrote to $GITHUB_OUTPUT, by step index
+    output_bytes: dict[int, int] = field(default_factory=dict)
+    # the largest value a step's `env:` took from the inputs and outputs (bytes)
+    largest_env: int = 0
 
 
 def _lookup(path: str, context: Mapping[str, Any]) -> Any:
@@ -131,6 +135,8 @@ def run_action(
     context["inputs"] = resolved
     log: list[str] = []
     code = 0
+    output_bytes: dict[int, int] = {}
+    largest_env = 0
     for index, step in enumerate(meta["runs"]["steps"]):
         if "uses" in step:
             continue
@@ -150,6 +156,7 @@ def run_action(
         }
         for key, value in (step.get("env") or {}).items():
             step_env[key] = _interpolate(str(value), context)
+            largest_env = max(largest_env, len(step_env[key].encode()))
         assert "${{" not in step["run"], f"{name}: expression in run:"
         cwd = _interpolate(str(step.get("working-directory", ".")), context)
         proc = subprocess.run(
@@ -161,6 +168,7 @@ def run_action(
             timeout=600,
         )
         log.append(proc.stdout + proc.stderr)
+        output_bytes[index] = output_file.stat().st_size
         if "id" in step:
             context["steps"][step["id"]] = {"outputs": _read_outputs(output_file)}
         if proc.returncode != 0:
@@ -171,7 +179,7 @@ def run_action(
         for key, spec in (meta.get("outputs") or {}).items()
     }
     text = summary.read_text(encoding="utf-8") if summary.exists() else ""
-    return ActionRun(code, outputs, text, "".join(log))
+    return ActionRun(code, outputs, text, "".join(log), output_bytes, largest_env)
 
 
 BROKEN = 'import base.pkg.models.frontend\n\napp: frontend.Server {\n    replicas = "two"\n}\n'
@@ -198,8 +206,10 @@ def test_changed_stacks_outputs_json(config_repo: tuple[RepoBuilder, str], tmp_p
         tmp_path,
     )
     assert result.code == 0, result.log
-    assert json.loads(result.outputs["stacks"]) == ["appops/alpha/dev", "appops/my app/dev"]
-    assert json.loads(result.outputs["deleted-stacks"]) == []
+    stacks = json.loads(Path(result.outputs["stacks-file"]).read_text())
+    assert stacks == ["appops/alpha/dev", "appops/my app/dev"]
+    assert json.loads(Path(result.outputs["deleted-stacks-file"]).read_text()) == []
+    assert result.outputs["stack-count"] == "2" and result.outputs["deleted-count"] == "0"
     assert result.outputs["has-changes"] == "true"
     # Two stacks, the default sharding (ten a shard): one shard of the three has work.
     shards = json.loads(result.outputs["shards"])
@@ -234,6 +244,100 @@ def test_compile_test_check_reports_and_fails(
     assert lenient.code == 0 and lenient.outputs["ok"] == "false"
     empty = run_action("compile-test-check", {**inputs, "stacks": "[]"}, tmp_path / "none")
     assert empty.code == 0 and empty.outputs["ok"] == "true"
+
+
+# What Linux lets one argument or environment variable hold (MAX_ARG_STRLEN).
+ONE_VARIABLE = 128 * 1024
+
+
+@pytest.mark.slow  # 10,000 stacks written and committed: about 1 min of CPU
+def test_ten_thousand_stacks_travel_as_files_never_in_an_output_input_or_argument_list(
+    tmp_path: Path,
+) -> None:
+    """A base-model change affecting 10,000 stacks (a repository of hack/gen_monorepo.py),
+    through the real changed-stacks and apply actions' steps and the real konfig: the
+    change set, the stacks to apply and the deleted stacks travel as files; no output but
+    the shard matrix (each stack once, split over the shards) grows with the stacks, no
+    step gets an environment variable of more than a few hundred bytes, and konfig apply
+    gets the 10,000 stacks through --stacks-file (it selects every one of them, then
+    stops at the kubeconfig, which has none of their clusters). Before: `stacks` (about
+    220 KB here) in $GITHUB_OUTPUT, and the apply step's STACKS variable and konfig's
+    argument list held every path: more than Linux lets one variable hold (the runner
+    could not start the step) and than GitHub keeps of a job's outputs at 50,000."""
+    from fixtures.monorepo import load_generator
+
+    gen = load_generator()
+    made = gen.generate(tmp_path / "repo", projects=3000, stacks_per_project=3.3334, seed=42)
+    root = made.root
+    assert made.stacks == 10_000
+    base = _git(root, "rev-parse", "HEAD")
+    model = root / "base/pkg/models/frontend/container.k"
+    old = 'cpuLimit = "250m", memoryLimit = "256Mi"}'
+    assert old in model.read_text(encoding="utf-8")
+    model.write_text(
+        model.read_text(encoding="utf-8").replace(old, 'cpuLimit = "500m", memoryLimit = "512Mi"}'),
+        encoding="utf-8",
+    )
+    _git(root, "commit", "-qam", "frontend: larger small limits")
+    head = _git(root, "rev-parse", "HEAD")
+
+    changed = run_action(
+        "changed-stacks",
+        {"config-path": str(root), "base": base, "head": head, "shards": "8"},
+        tmp_path / "changed",
+    )
+    assert changed.code == 0, changed.log
+    assert changed.outputs["stack-count"] == "10000", changed.outputs
+    listed = json.loads(Path(changed.outputs["stacks-file"]).read_text(encoding="utf-8"))
+    assert len(listed) == 10_000 and listed[0].startswith("appops/p")
+    the_old_output = len(json.dumps(listed))
+    assert the_old_output > ONE_VARIABLE  # what `stacks` was, in one output
+    [konfig_step, matrix_step] = sorted(changed.output_bytes)
+    assert changed.output_bytes[konfig_step] < 1024, changed.output_bytes  # counts only
+    shards = json.loads(changed.outputs["shards"])
+    assert sum(len(json.loads(s["stacks"])) for s in shards) == 10_000
+    # the shard matrix: each stack once (no second list beside it), under GitHub's 1 MB
+    # of outputs a job (counted in UTF-16: 2 bytes a character here)
+    assert changed.output_bytes[matrix_step] < the_old_output * 1.3
+    assert 2 * changed.output_bytes[matrix_step] < 1_000_000
+    assert changed.largest_env < 1024
+
+    # apply.yml: the pending stacks as files, to the apply action, to konfig apply
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: elsewhere\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: elsewhere, context: {cluster: c, user: u}}]\n",
+        encoding="utf-8",
+    )
+    applied = run_action(
+        "apply",
+        {
+            "config-path": str(root),
+            "stacks-file": changed.outputs["stacks-file"],
+            "deleted-stacks-file": changed.outputs["deleted-stacks-file"],
+            "kubeconfig": str(kubeconfig),
+            "commit": head,
+        },
+        tmp_path / "apply",
+    )
+    assert applied.largest_env < 1024
+    # konfig apply ran with the 10,000 stacks of the file: it refuses them all at the
+    # kubeconfig (no context `admin`), before compiling or writing anything, naming five
+    # of them and how many more (not 10,000 paths in one line)
+    assert applied.code != 0
+    refused = [line for line in applied.log.splitlines() if "has no context 'admin'" in line]
+    assert len(refused) == 1, applied.log[-3000:]
+    assert refused[0].startswith("error: appops/p0000/dev, appops/p0000/prod, ")
+    assert " and 9,995 more: kubeconfig " in refused[0] and len(refused[0]) < 1024, refused
+
+
+def _git(root: Path, *args: str) -> str:
+    env = {**os.environ, **AUTHOR, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    done = subprocess.run(["git", *args], cwd=root, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 LEAKY_MAIN = """\
@@ -330,9 +434,11 @@ def test_preview_apply_and_since_applied_on_the_cluster(
     doc = json.loads(Path(json.loads(preview.outputs["preview-file"])).read_text())
     assert doc["kind"] == "KonfigPreview" and doc["counts"]["create"] == 3
 
+    listed = tmp_path / "stacks.json"  # as apply.yml passes the pending stacks: a file
+    listed.write_text(json.dumps([stack]), encoding="utf-8")
     applied = run_action(
         "apply",
-        {**common, "stacks": json.dumps([stack]), "commit": head, "timeout": "60"},
+        {**common, "stacks-file": str(listed), "commit": head, "timeout": "60"},
         tmp_path / "apply",
     )
     assert applied.code == 0, applied.log
@@ -344,4 +450,4 @@ def test_preview_apply_and_since_applied_on_the_cluster(
         "changed-stacks", {**common, "since-applied": "true", "head": head}, tmp_path / "pending"
     )
     assert pending.code == 0, pending.log
-    assert stack not in json.loads(pending.outputs["stacks"])
+    assert stack not in json.loads(Path(pending.outputs["stacks-file"]).read_text())

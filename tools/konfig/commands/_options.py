@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import click
@@ -220,3 +222,61 @@ def confirmation_sets(given: tuple[str, ...]) -> dict[str, frozenset[str]]:
         path, digest = next(iter(confirmations((item,)).items()))
         out[path] = out.get(path, frozenset()) | {digest}
     return out
+
+
+def stack_list(name: str, text: str) -> list[str]:
+    """A JSON array of stack paths given to option ``name``, or ``@FILE`` holding one:
+    thousands of stack paths are more than one argument may hold (128 KiB on Linux)."""
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{name} {text}: cannot read it: {exc.strerror}") from None
+    try:
+        value = json.loads(text or "[]")
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{name}: not valid JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{name}: expected a JSON array of stack paths, got {text[:80]!r}")
+    return value
+
+
+def stacks_file_option(fn: _F) -> _F:
+    """``--stacks-file FILE`` of apply and destroy: the stacks as a file, not arguments."""
+    return click.option(
+        "--stacks-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="A JSON array of stack paths (the changed-stacks action's `stacks-file`), "
+        "added to the STACKs: for more stacks than an argument list holds.",
+    )(fn)
+
+
+def confirm_file_option(fn: _F) -> _F:
+    """``--confirm-file FILE``: ``--confirm`` values as lines of a file."""
+    return click.option(
+        "--confirm-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="A file of STACK=DIGEST lines (`konfig dangers --confirm-out`), each as a "
+        "--confirm; blank lines are skipped.",
+    )(fn)
+
+
+def stacks_given(stacks: tuple[str, ...], stacks_file: Path | None) -> tuple[str, ...]:
+    """The STACK arguments and the paths of ``--stacks-file``, in that order, once each."""
+    if stacks_file is None:
+        return stacks
+    listed = stack_list("--stacks-file", f"@{stacks_file}")
+    return tuple(dict.fromkeys((*stacks, *listed)))
+
+
+def confirms_given(confirms: tuple[str, ...], confirm_file: Path | None) -> tuple[str, ...]:
+    """The ``--confirm`` values and the lines of ``--confirm-file``."""
+    if confirm_file is None:
+        return confirms
+    try:
+        lines = confirm_file.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"--confirm-file {confirm_file}: cannot read it: {exc.strerror}") from None
+    return (*confirms, *(line.strip() for line in lines if line.strip()))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 from collections.abc import Sequence
@@ -43,14 +42,19 @@ def append_github_output(path: Path, outputs: dict[str, str]) -> None:
 def write_stack_outputs(
     path: Path, stack_paths: Sequence[str], deleted_stacks: Sequence[str], projects: Sequence[str]
 ) -> None:
-    """Append ``stacks``, ``deleted-stacks``, ``projects`` (JSON arrays a workflow can use
-    as a matrix with ``fromJSON``) and ``has-changes``: what changed and pending output."""
+    """Append ``has-changes`` (true/false) and the counts ``stack-count``,
+    ``deleted-count`` and ``project-count``: what changed and pending output.
+
+    Never the lists: GitHub holds at most 1 MB of outputs a job (50 MB a run), and a
+    step's environment variable or argument at most 128 KiB on Linux, so 10,000 stack
+    paths in an output break the job that writes them or the step that reads them. The
+    lists are in the ``--json`` output (a file, an artifact)."""
     append_github_output(
         path,
         {
-            "stacks": json.dumps(list(stack_paths)),
-            "deleted-stacks": json.dumps(list(deleted_stacks)),
-            "projects": json.dumps(list(projects)),
             "has-changes": "true" if stack_paths or deleted_stacks else "false",
+            "stack-count": str(len(stack_paths)),
+            "deleted-count": str(len(deleted_stacks)),
+            "project-count": str(len(projects)),
         },
     )

@@ -30,11 +30,15 @@ from konfig.commands._common import (
 from konfig.commands._console import echo_json, info
 from konfig.commands._keys import take_keyring_from_env
 from konfig.commands._options import (
+    confirm_file_option,
     confirmation_sets,
     confirmations,
+    confirms_given,
     kube_options,
     lock_options,
     pace_options,
+    stacks_file_option,
+    stacks_given,
 )
 from konfig.commands._progress import StackProgress
 from konfig.commands._results import confirm, finish, show_plans
@@ -67,6 +71,7 @@ from konfig.secrets.refs import sealed_files
 
 @click.command("apply")
 @click.argument("stacks", nargs=-1)
+@stacks_file_option
 @click.option("--all", "all_stacks", is_flag=True, help="Apply every stack.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @pace_options(
@@ -124,6 +129,7 @@ from konfig.secrets.refs import sealed_files
     help="Confirm a stack's dangers that konfig.yaml `dangers` says need a confirmation "
     "(danger/confirm): the digest the preview names. Repeatable.",
 )
+@confirm_file_option
 @click.option(
     "--approvals",
     "approvals_file",
@@ -142,6 +148,7 @@ from konfig.secrets.refs import sealed_files
 def command(
     ctx: click.Context,
     stacks: tuple[str, ...],
+    stacks_file: Path | None,
     all_stacks: bool,
     yes: bool,
     timeout: float,
@@ -153,6 +160,7 @@ def command(
     commit: str | None,
     allow_dirty: bool,
     confirms: tuple[str, ...],
+    confirm_file: Path | None,
     releases: tuple[str, ...],
     approvals_file: Path | None,
     lock_timeout: float,
@@ -176,9 +184,17 @@ def command(
       konfig apply guestbook/dev                       # show the plan, ask, apply
       konfig apply --all --yes --plan preview.json --json   # CI: exactly what was previewed
       konfig apply --all --yes --reviewed reviewed.json      # merge: what was reviewed
+      konfig apply --yes --stacks-file pending.json          # CI: thousands of stacks
     """
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
-    confirmed = confirmation_sets(confirms)
+    named = stacks_given(stacks, stacks_file)
+    if stacks_file is not None and not named and not all_stacks:
+        if as_json:  # an empty list: nothing to apply (never "every stack")
+            echo_json({"ok": True, "stacks": []})
+        info(f"--stacks-file {stacks_file} lists no stack: nothing to apply")
+        return EXIT_OK
+    stacks = named
+    confirmed = confirmation_sets(confirms_given(confirms, confirm_file))
     approvals = load_approvals(approvals_file) if approvals_file else {}
     reviewed = read_reviewed_file(reviewed_file) if reviewed_file is not None else None
     released = confirmations(releases, option="--release")

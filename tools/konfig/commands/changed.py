@@ -31,8 +31,8 @@ from konfig.errors import EXIT_OK
 @click.option(
     "--github-output",
     is_flag=True,
-    help="Also append `stacks`, `deleted-stacks`, `projects` (JSON arrays) and "
-    "`has-changes` (true/false) to the file named by $GITHUB_OUTPUT.",
+    help="Also append `has-changes` (true/false), `stack-count`, `deleted-count` and "
+    "`project-count` to the file named by $GITHUB_OUTPUT (the lists: --json).",
 )
 @click.option("--no-cache", is_flag=True, help="Do not read or write .cache/konfig.")
 @click.pass_context

@@ -8,15 +8,27 @@ precondition, and only objects the inventory provably owns are touched.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from konfig.commands._common import connections, load_repository, runtime_contexts
-from konfig.commands._console import info
-from konfig.commands._options import confirmation_sets, kube_options, lock_options, pace_options
+from konfig.commands._console import echo_json, info
+from konfig.commands._options import (
+    confirm_file_option,
+    confirmation_sets,
+    confirms_given,
+    kube_options,
+    lock_options,
+    pace_options,
+    stacks_file_option,
+    stacks_given,
+)
 from konfig.commands._progress import StackProgress
 from konfig.commands._results import confirm, finish, show_plans
 from konfig.commands._signals import Stop, graceful, stopped
 from konfig.engine.stackrun import ApplyOptions, StackResult
+from konfig.errors import EXIT_OK, UsageError
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.destroying import (
     DestroyTarget,
@@ -28,7 +40,8 @@ from konfig.pipeline.previewing import StackPreview
 
 
 @click.command("destroy")
-@click.argument("stacks", nargs=-1, required=True)
+@click.argument("stacks", nargs=-1)
+@stacks_file_option
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option(
     "--deleted",
@@ -56,12 +69,14 @@ from konfig.pipeline.previewing import StackPreview
     help="Confirm a stack's dangers that konfig.yaml `dangers` says need a confirmation "
     "(danger/confirm): the digest the preview names. Repeatable.",
 )
+@confirm_file_option
 @kube_options
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
 def command(
     ctx: click.Context,
     stacks: tuple[str, ...],
+    stacks_file: Path | None,
     yes: bool,
     deleted: bool,
     timeout: float,
@@ -72,6 +87,7 @@ def command(
     lease_duration: int,
     allow_dirty: bool,
     confirms: tuple[str, ...],
+    confirm_file: Path | None,
     kubeconfig: str | None,
     context: str | None,
     as_json: bool,
@@ -88,7 +104,20 @@ def command(
     Examples:
       konfig destroy guestbook/dev
       konfig destroy appops/old/dev --deleted --yes
+      konfig destroy --deleted --yes --stacks-file deleted.json   # CI
     """
+    named = stacks_given(stacks, stacks_file)
+    if not named:
+        if stacks_file is None:
+            raise UsageError(
+                "give the STACKs to destroy (or --stacks-file)",
+                hint="konfig destroy guestbook/dev",
+            )
+        if as_json:
+            echo_json({"ok": True, "stacks": []})
+        info(f"--stacks-file {stacks_file} lists no stack: nothing to destroy")
+        return EXIT_OK
+    stacks = named
     repo = load_repository(ctx)
     targets = check_before_destroy(repo, stacks, deleted=deleted, allow_dirty=allow_dirty)
     options = ApplyOptions(concurrency=concurrency, timeout=timeout, wait=not no_wait)
@@ -98,7 +127,7 @@ def command(
             targets,
             lambda opentofu: runtime_contexts(repo.root, opentofu=opentofu),
             note=None if as_json else info,
-            confirmed=confirmation_sets(confirms),
+            confirmed=confirmation_sets(confirms_given(confirms, confirm_file)),
         )
         if not as_json:
             show_plans([StackPreview(p.path, deleted=True, plan=p) for p in plans])

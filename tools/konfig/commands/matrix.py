@@ -20,13 +20,13 @@ the trip through a matrix or an expression untouched.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import click
 
 from konfig.commands._common import repository_root
 from konfig.commands._console import echo_json
+from konfig.commands._options import stack_list
 from konfig.commands._outputs import append_github_output, github_output_file
 from konfig.errors import EXIT_OK, KonfigError, UsageError
 from konfig.pipeline.sharding import MAX_SHARDS, ShardPolicy, assign, parse_slot, shard_count
@@ -79,22 +79,6 @@ def _policy(ctx: click.Context) -> ShardPolicy:
         return ShardPolicy()
     config = load_repo_config(root)
     return ShardPolicy(config.stacks_per_shard, config.max_shards)
-
-
-def _parse(name: str, text: str) -> list[str]:
-    if text.startswith("@"):
-        # a file: 10,000 stack paths are more than one argument may hold (128 KiB on Linux)
-        try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"{name} {text}: cannot read it: {exc.strerror}") from None
-    try:
-        value = json.loads(text or "[]")
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{name}: not valid JSON: {exc.msg} at column {exc.colno}") from None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise UsageError(f"{name}: expected a JSON array of stack paths, got {text[:80]!r}")
-    return value
 
 
 def _parse_shard(text: str) -> tuple[int, int]:
@@ -167,8 +151,8 @@ def command(
     """
     if sum(x is not None for x in (slots, one_shard, max_jobs)) > 1:
         raise UsageError("give one of --shards, --shard and --max-jobs")
-    stacks = _parse("--stacks", stacks_json)
-    deleted = _parse("--deleted", deleted_json)
+    stacks = stack_list("--stacks", stacks_json)
+    deleted = stack_list("--deleted", deleted_json)
     outputs: dict[str, str]
     result: Any
     if one_shard is not None:

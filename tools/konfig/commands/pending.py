@@ -27,8 +27,8 @@ from konfig.words import plural
 @click.option(
     "--github-output",
     is_flag=True,
-    help="Also append `stacks`, `deleted-stacks`, `projects` (JSON arrays) and "
-    "`has-changes` to $GITHUB_OUTPUT (the outputs of `konfig changed`).",
+    help="Also append `has-changes`, `stack-count`, `deleted-count` and `project-count` "
+    "to $GITHUB_OUTPUT (the outputs of `konfig changed`; the lists: --json).",
 )
 @click.pass_context
 def command(

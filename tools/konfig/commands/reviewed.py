@@ -45,7 +45,9 @@ from konfig.repo.files import WriteScope, atomic_write_text
     help="Login Konfig's comments are written as (default: asked, as `konfig comment` does).",
 )
 @click.option(
-    "--github-output", is_flag=True, help="Also write `pr` and `stacks` to $GITHUB_OUTPUT."
+    "--github-output",
+    is_flag=True,
+    help="Also write `pr` and `stack-count` to $GITHUB_OUTPUT (the stacks: --out).",
 )
 @forge_options(token_help="Environment variable holding the token (pull requests: read).")
 def command(
@@ -99,6 +101,6 @@ def command(
     if github_output:
         append_github_output(
             github_output_file(),
-            {"pr": json.dumps(number), "stacks": json.dumps(sorted(record.stacks))},
+            {"pr": json.dumps(number), "stack-count": str(len(record.stacks))},
         )
     return EXIT_OK

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -112,7 +112,7 @@ class Connections:
                 except KonfigError as exc:
                     listed[target.kubeconfig] = exc
             found = listed[target.kubeconfig]
-            paths = ", ".join(s.path for s in group)
+            paths = _some(s.path for s in group)
             if isinstance(found, KonfigError):
                 problems.append(f"{paths}: {found.message}")
                 continue
@@ -202,3 +202,16 @@ class Connections:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+# Stacks an error names: a base-model change may reach 10,000 of them (one line each
+# would be a 170 KB message); the count says how many more.
+NAMED = 5
+
+
+def _some(paths: Iterable[str]) -> str:
+    """The first :data:`NAMED` paths, then "and N more"."""
+    listed = list(paths)
+    shown = ", ".join(listed[:NAMED])
+    more = len(listed) - NAMED
+    return shown + (f" and {more:,} more" if more > 0 else "")

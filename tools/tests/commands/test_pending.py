@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -158,10 +159,15 @@ def test_pending_follows_the_inventories(
     result = konfig("--root", root, "pending", "--github-output", *kube)
     assert result.code == 0, result.err
     text = out.read_text(encoding="utf-8")
-    assert f'["appops/{a}/dev"]' in text  # deleted-stacks
+    assert re.search(r"^deleted-count<<(\S+)\n1\n\1$", text, re.M), text  # counts, no lists
+    assert re.search(r"^stack-count<<(\S+)\n1\n\1$", text, re.M), text  # b, touched
     assert f"appops/{a}/dev (deleted)" in result.out
+    # the deleted stacks as a file, as the apply action passes them (never as arguments)
+    gone = tmp_path / "deleted.json"
+    gone.write_text(json.dumps([f"appops/{a}/dev"]), encoding="utf-8")
     destroyed = konfig(
-        "--root", root, "destroy", "--yes", "--deleted", "--no-wait", f"appops/{a}/dev", *kube
-    )
+        "--root", root, "destroy", "--yes", "--deleted", "--no-wait", "--stacks-file", str(gone),
+        *kube,
+    )  # fmt: skip
     assert destroyed.code == 0, destroyed.err
     assert f"appops/{a}/dev" not in pending()["deleted_stacks"]  # type: ignore[operator]
