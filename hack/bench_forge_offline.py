@@ -70,6 +70,10 @@ PER_PROJECT = 3.3334
 MODEL = "base/pkg/models/frontend/container.k"
 OLD_LIMITS = 'cpuLimit = "250m", memoryLimit = "256Mi"}'
 NEW_LIMITS = 'cpuLimit = "500m", memoryLimit = "512Mi"}'
+# the base model's own unit test, which the change's author updates with it
+MODEL_TEST = "base/pkg/models/backend/backend_test.k"
+OLD_TEST = '_c.resources.limits.memory == "256Mi"'
+NEW_TEST = '_c.resources.limits.memory == "512Mi"'
 AFFECTED = re.compile(r"(\d[\d,]*) stacks? affected")
 
 
@@ -330,13 +334,17 @@ def main() -> int:
             rounds.append(("one-stack pull request (warm-up)", 1, warm))
             figures["one_stack"] = warm
         model = (work / MODEL).read_text(encoding="utf-8")
-        if OLD_LIMITS not in model:
-            raise SystemExit(f"{MODEL}: {OLD_LIMITS!r} not found: the model changed")
+        model_test = (work / MODEL_TEST).read_text(encoding="utf-8")
+        if OLD_LIMITS not in model or OLD_TEST not in model_test:
+            raise SystemExit(f"{MODEL} or {MODEL_TEST}: not as expected: the model changed")
         say(f"the base-model round: {count} stacks")
         big = one_round(
             state,
             "base-model",
-            {MODEL: model.replace(OLD_LIMITS, NEW_LIMITS)},
+            {
+                MODEL: model.replace(OLD_LIMITS, NEW_LIMITS),
+                MODEL_TEST: model_test.replace(OLD_TEST, NEW_TEST),
+            },
             ["--all"],
             live=live,
             timeout=args.timeout,
