@@ -154,14 +154,14 @@ def cache_state(root: Path, *, enabled: bool = True, git_required: bool = False)
         return None
     # the cache keys are git blob ids: a repository git refuses (another user's checkout)
     # costs the cache, not the command
-    from konfig.detect import gitrepo
+    from konfig.detect import gitcmd, gitrepo
 
     # a command that compares commits asks git itself first thing, and the same error
     # (git refusing the repository) comes from there: no process spent asking twice
     if not git_required and gitrepo.is_repo(root):
         try:
             gitrepo.check_usable(root)
-        except gitrepo.GitError as exc:
+        except gitcmd.GitError as exc:
             if git_required:
                 raise
             warn(f"{exc}\n  running without the cache: it needs git")

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from konfig import __version__
-from konfig.detect import gitrepo
+from konfig.detect import gitcmd, gitrepo
 from konfig.detect.importgraph import (
     KCL_MOD,
     KCL_SUFFIX,
@@ -105,7 +105,7 @@ def index_commit(
     if kept is not None and kept.commit != commit:
         try:
             diff = gitrepo.diff_trees(root, kept.commit, commit)
-        except gitrepo.GitError:
+        except gitcmd.GitError:
             diff = None  # the kept commit is gone (a gc, another clone): build again
         if diff is None or not _patch(kept, commit, diff, imports):
             kept = None

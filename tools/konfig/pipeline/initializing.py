@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from konfig import __version__
-from konfig.detect.gitrepo import init_repository
+from konfig.detect.gitwrite import init_repository
 from konfig.errors import UsageError
 from konfig.gen import compare, generate
 from konfig.gen.openapi import GenError, kubernetes_definitions_path, load_definitions

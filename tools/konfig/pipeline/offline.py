@@ -32,7 +32,7 @@ from typing import Any
 
 from konfig.build.compiler import CompileResult, CompileSettings
 from konfig.build.specfiles import read_listed
-from konfig.detect import gitrepo
+from konfig.detect import gitrepo, gitwrite
 from konfig.detect.changeset import ChangeSet, changes_from
 from konfig.detect.importgraph import KCL_SUFFIX, ImportCache, ImportGraph, scan_files
 from konfig.detect.snapshot import Snapshot, find_layout
@@ -77,7 +77,7 @@ def offline_preview(
     of the default branch wrote): the stacks it holds are read from it, as hostile data
     (:func:`konfig.build.specfiles.read_listed`), not compiled at the base."""
     base_sha, head_sha = gitrepo.rev_parse_all(root, [base, head])
-    merge = gitrepo.merge_tree(root, base_sha, head_sha)
+    merge = gitwrite.merge_tree(root, base_sha, head_sha)
     changed = [_file_change(c) for c in gitrepo.diff_trees(root, base_sha, merge)]
     merge_files = gitrepo.list_tree(root, merge)
     change_set = changes_from(

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from konfig.build.compiler import CompileSettings
 from konfig.build.rendered import KUSTOMIZATION, Refusal, cluster_kustomization, refusals, render
-from konfig.detect import gitrepo
+from konfig.detect import gitrepo, gitwrite
 from konfig.errors import ConfigError
 from konfig.pipeline.compiling import compile_stacks
 from konfig.repo.layout import DEFAULT_RENDERED_BRANCH, Repository, Stack
@@ -173,14 +173,14 @@ def publish(
     ``rendered`` when it exists): one commit per branch that changes, naming ``source``
     and the stacks."""
     branches = sorted({r.branch for r in rendered} | set(extra_branches))
-    if DEFAULT_RENDERED_BRANCH not in branches and gitrepo.branch_files(
+    if DEFAULT_RENDERED_BRANCH not in branches and gitwrite.branch_files(
         repo.root, DEFAULT_RENDERED_BRANCH
     ):
         branches.append(DEFAULT_RENDERED_BRANCH)  # its last pull stack may have left
     done: list[BranchCommit] = []
     for branch in branches:
         mine = [r for r in rendered if r.branch == branch]
-        old = gitrepo.branch_files(repo.root, branch) or {}
+        old = gitwrite.branch_files(repo.root, branch) or {}
         kept = {r.folder for r in mine if not r.ok and _has_folder(old, r.folder)}
         wanted = tree([r for r in mine if r.ok], kept)
         changes: dict[str, bytes | None] = {}
@@ -198,7 +198,7 @@ def publish(
             done.append(BranchCommit(branch, None, (), ()))
             continue
         message = _message(source, changed_folders, removed)
-        commit = gitrepo.commit_files(repo.root, branch, changes, message)
+        commit = gitwrite.commit_files(repo.root, branch, changes, message)
         done.append(BranchCommit(branch, commit, tuple(changed_folders), tuple(removed)))
     return done
 
@@ -319,7 +319,7 @@ def preview_pull(
 
 def _base(repo: Repository, branch: str, remote: str) -> tuple[str, dict[str, str]]:
     for ref in (f"refs/remotes/{remote}/{branch}", f"refs/heads/{branch}"):
-        files = gitrepo.branch_files(repo.root, branch, ref=ref)
+        files = gitwrite.branch_files(repo.root, branch, ref=ref)
         if files is not None:
             return ref, files
     return "", {}
@@ -399,7 +399,7 @@ def verify_published(
             status = "reviewed" if before == now else "changed"
         else:
             if r.branch not in branches:
-                branches[r.branch] = gitrepo.branch_files(repo.root, r.branch) or {}
+                branches[r.branch] = gitwrite.branch_files(repo.root, r.branch) or {}
             old = branches[r.branch]
             prefix = r.folder + "/"
             had = {p[len(prefix) :]: sha for p, sha in old.items() if p.startswith(prefix)}

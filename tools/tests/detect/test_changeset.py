@@ -410,7 +410,7 @@ def test_a_kept_index_patched_push_after_push_equals_one_built_from_scratch(
     """Every scenario is pushed on top of the previous ones; after each push the change
     set from the kept tree index (patched with the diff, or built again for a change it
     does not patch) equals the change set built from scratch, without any cache."""
-    from konfig.detect import gitrepo
+    from konfig.detect import gitcmd
     from konfig.detect.treeindex import INDEX_FILE
 
     base = git.Repo(monorepo).head.commit.hexsha
@@ -457,6 +457,6 @@ def test_a_kept_index_patched_push_after_push_equals_one_built_from_scratch(
     # stacks at the merge base, which the pull request added to and deleted from, are known)
     _edit(monorepo, steady, "# again", "# last")
     git_commit(monorepo, "last push")
-    started = gitrepo.runs()
+    started = gitcmd.runs()
     affected_stacks(monorepo, base, "HEAD", cache=cache)
-    assert gitrepo.runs() - started <= 6
+    assert gitcmd.runs() - started <= 6

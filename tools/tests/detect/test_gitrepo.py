@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 from fixtures.monorepo import git_commit, git_init
 
-from konfig.detect import gitrepo
+from konfig.detect import gitcmd, gitrepo
 from konfig.errors import UsageError
 
 
@@ -81,7 +81,7 @@ def test_not_a_git_repository(tmp_path: Path) -> None:
     plain.mkdir()
     assert not gitrepo.is_repo(plain)
     with pytest.raises(UsageError, match="not inside a git repository"):
-        gitrepo.open_repo(plain)
+        gitcmd.open_repo(plain)
 
 
 # --- git errors name the real cause (issue 19: "git errors that blame the wrong cause") ---
@@ -110,12 +110,12 @@ def test_a_repository_git_refuses_says_so(tmp_path: Path, monkeypatch: pytest.Mo
     git_commit(root, "first")
     # git's own switch for its ownership checks: as if another user owned the checkout
     monkeypatch.setenv("GIT_TEST_ASSUME_DIFFERENT_OWNER", "1")
-    with pytest.raises(gitrepo.GitError) as info:
+    with pytest.raises(gitcmd.GitError) as info:
         gitrepo.rev_parse(root, "HEAD")
     text = str(info.value)
     assert "dubious ownership" in text and "unknown git revision" not in text
     assert f"git config --global --add safe.directory {root}" in text
-    with pytest.raises(gitrepo.GitError, match="dubious ownership"):
+    with pytest.raises(gitcmd.GitError, match="dubious ownership"):
         gitrepo.list_worktree(root)
 
 
@@ -128,7 +128,7 @@ def test_no_common_ancestor_tells_shallow_from_unrelated(tmp_path: Path) -> None
     _git(root, "checkout", "-q", "--orphan", "other")
     (root / "b").write_text("b\n")
     other = git_commit(root, "other")
-    with pytest.raises(gitrepo.GitError) as info:
+    with pytest.raises(gitcmd.GitError) as info:
         gitrepo.merge_base(root, main, other)
     assert "histories are unrelated" in info.value.message and "shallow" not in str(info.value)
 
@@ -140,7 +140,7 @@ def test_no_common_ancestor_tells_shallow_from_unrelated(tmp_path: Path) -> None
         tmp_path, "clone", "-q", "--depth", "1", "--no-single-branch", f"file://{root}", str(clone)
     )
     assert gitrepo.is_shallow(clone)
-    with pytest.raises(gitrepo.GitError) as info:
+    with pytest.raises(gitcmd.GitError) as info:
         gitrepo.merge_base(clone, main, feature)
     assert "shallow clone" in info.value.message and "fetch-depth: 0" in str(info.value)
 
