@@ -45,6 +45,7 @@ from bench_apply import cluster, cluster_up  # noqa: E402
 
 from konfig.build.compiler import compile_input, compile_one  # noqa: E402
 from konfig.engine import inventory as inv  # noqa: E402
+from konfig.engine import inventory_store  # noqa: E402
 from konfig.engine.kube import KubeTarget, connect  # noqa: E402
 from konfig.engine.planner import plan_stack  # noqa: E402
 from konfig.pipeline.previewing import Preview, StackPreview  # noqa: E402
@@ -139,7 +140,7 @@ def engine_once(root: Path, kubeconfig: str, context: str, workers: int) -> floa
     result = compile_one(compile_input(repo, stack))
     assert result.spec is not None, result.error
     with connect(KubeTarget(kubeconfig, context)) as kube:
-        prior = inv.read_inventory(kube, stack)
+        prior = inventory_store.read_inventory(kube, stack)
         plan = plan_stack(kube, stack, result.spec, prior, workers=workers)
     render_json(Preview.of([StackPreview(stack.path, plan=plan)]))
     return time.perf_counter() - start

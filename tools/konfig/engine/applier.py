@@ -37,7 +37,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from konfig.engine import inventory, ordering
+from konfig.engine import inventory, inventory_store, ordering
 from konfig.engine.danger import assess
 from konfig.engine.diff import normalize
 from konfig.engine.guards import (
@@ -175,7 +175,7 @@ def apply_stack(
             current = prior  # the union is the prior inventory: nothing to write yet
         else:
             current = retry(
-                lambda: inventory.write_union(
+                lambda: inventory_store.write_union(
                     kube,
                     plan.path,
                     prior,
@@ -277,7 +277,7 @@ def apply_stack(
     error = summary_error(run, ok)
     try:
         written = retry(
-            lambda: inventory.write_inventory(
+            lambda: inventory_store.write_inventory(
                 kube,
                 plan.path,
                 final,
@@ -300,7 +300,7 @@ def apply_stack(
         )
         if ok and prior is not None and prior.former_name:
             # every object carries the new id now: the old name goes
-            retry(lambda: inventory.retire_former(kube, prior), options)
+            retry(lambda: inventory_store.retire_former(kube, prior), options)
             emit(
                 Event(
                     plan.path,

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from konfig.engine.inventory import KubeLister
+from konfig.engine.inventory_store import KubeLister
 from konfig.engine.kube.errors import KubeError
 
 FLUX_API = "kustomize.toolkit.fluxcd.io/v1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from konfig.engine import inventory
+from konfig.engine import inventory_store
 from konfig.engine.inventory import Inventory, Member
 from konfig.engine.kube import Kube
 from konfig.engine.plan import StackPlan
@@ -58,18 +58,18 @@ def destroy_stack(
     try:
         if not survivors and ok:
             retry(
-                lambda: inventory.delete_inventory(
+                lambda: inventory_store.delete_inventory(
                     kube, plan.path, uid=prior.uid or None, name=prior.name or None
                 ),
                 options,
             )
             emit(Event(plan.path, "inventory", f"inventory {prior.name} deleted"))
             if prior.former_name and prior.former_name != prior.name:
-                retry(lambda: inventory.retire_former(kube, prior), options)
+                retry(lambda: inventory_store.retire_former(kube, prior), options)
                 emit(Event(plan.path, "inventory", f"inventory {prior.former_name} deleted"))
         else:
             written = retry(
-                lambda: inventory.write_inventory(
+                lambda: inventory_store.write_inventory(
                     kube,
                     plan.path,
                     survivors,

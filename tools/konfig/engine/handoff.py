@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from konfig.engine.inventory import KubeApi, delete_inventory, read_inventory
+from konfig.engine.inventory_store import KubeApi, delete_inventory, read_inventory
 
 # The field managers of the controllers konfig hands over to.
 PULL_MANAGERS = ("kustomize-controller", "argocd-controller")

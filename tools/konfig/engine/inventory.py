@@ -39,17 +39,15 @@ inventory's id AND its id is a member (and, when recorded, its UID matches).
 **Names konfig gave before they were injective** (``konfig.<parts joined by .>`` for
 every path: ``appops/p.x/y`` and ``appops/p/x.y`` shared ``konfig.p.x.y``): a stack whose
 name changed reads its inventory from the old name when that one records exactly its
-path (:func:`read_inventory`, the old ApplySet id accepted as proof of ownership);
+path (:func:`konfig.engine.inventory_store.read_inventory`, the old ApplySet id
+accepted as proof of ownership);
 its next apply writes the inventory under the new name, relabels every object it
 applies, and deletes the old ConfigMap once it completed. An old inventory that
 records another stack is never read as this stack's: a stack whose (unchanged) name
 holds one is refused until that stack has been applied (:func:`parse_inventory`).
 
-The protocol that loses nothing on partial failure (cli-utils, kubectl ApplySet):
-write the union of old and new members before applying, apply, prune, then shrink
-the inventory to what exists. ``commit`` and ``specDigest`` change only when an
-apply completed, so "changed since the last applied commit" stays true after a
-failed apply. ``dirty`` changes together with them.
+This module is the record and its ConfigMap form, plain data without I/O; reading and
+writing it in the cluster is :mod:`konfig.engine.inventory_store`.
 """
 
 from __future__ import annotations
@@ -61,10 +59,10 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
-from typing import Any, Protocol
+from typing import Any
 
 from konfig import __version__
 from konfig.errors import KonfigError
@@ -113,42 +111,6 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 
 class InventoryError(KonfigError):
     """The inventory cannot be named, read or written."""
-
-
-class KubeApi(Protocol):
-    """The part of ``konfig.engine.kube.Kube`` the inventory needs (see engine/kube/client.py)."""
-
-    def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None
-    ) -> dict[str, Any] | None: ...
-
-    def apply(
-        self,
-        manifest: dict[str, Any],
-        *,
-        dry_run: bool,
-        force: bool = True,
-        field_manager: str = "konfig",
-    ) -> dict[str, Any]: ...
-
-    def delete(
-        self,
-        api_version: str,
-        kind: str,
-        name: str,
-        namespace: str | None,
-        *,
-        uid: str | None,
-        propagation: str = "Foreground",
-    ) -> None: ...
-
-    def list(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-    ) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, order=True)
@@ -432,7 +394,7 @@ def repair_hint(name: str, obj: Mapping[str, Any] | None = None) -> str:
     )
 
 
-def _old_name_of(stack_path: str) -> str | None:
+def former_name_of(stack_path: str) -> str | None:
     """The legacy name of ``stack_path`` when it differs from its name now."""
     try:
         old = legacy_inventory_name(stack_path)
@@ -530,7 +492,7 @@ def parse_inventory(obj: Mapping[str, Any], *, stack: str | None = None) -> Inve
         members.append(Member(item["id"], uid, finished if isinstance(finished, str) else ""))
     recorded = str(data.get(DATA_STACK) or "")
     if stack is not None and recorded and recorded != stack_path_of(stack):
-        if _old_name_of(recorded) == name:
+        if former_name_of(recorded) == name:
             raise InventoryError(
                 f"{where} is the inventory of {recorded!r}, under the name konfig gave it "
                 f"before names were injective; {stack_path_of(stack)!r} has that name now, "
@@ -583,198 +545,6 @@ def _overrides(text: Any) -> tuple[ApprovedOverride, ...]:
                 )
             )
     return tuple(out)
-
-
-class KubeLister(Protocol):
-    def list(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-    ) -> list[dict[str, Any]]: ...
-
-
-MANAGED_BY = "app.kubernetes.io/managed-by=konfig"
-
-
-def list_inventories(kube: KubeLister) -> list[Inventory]:
-    """Every Konfig inventory in the cluster (malformed ones left out: each is reported
-    when its stack is addressed)."""
-    return scan_inventories(kube)[0]
-
-
-def read_inventory(kube: KubeApi, stack: str | Any) -> Inventory | None:
-    """The stack's inventory in the cluster, or None when it has none.
-
-    A stack whose name changed when names became injective also reads its old name:
-    an inventory there that records exactly this stack path is this stack's (read as
-    it is when the new name has none yet, else its ApplySet id accepted alongside);
-    one that records another stack is not looked at."""
-    path = stack_path_of(stack)
-    obj = kube.get(PARENT_API_VERSION, PARENT_KIND, inventory_name(path), NAMESPACE)
-    current = None if obj is None else parse_inventory(obj, stack=path)
-    old = _old_name_of(path)
-    if old is None:
-        return current
-    old_obj = kube.get(PARENT_API_VERSION, PARENT_KIND, old, NAMESPACE)
-    if old_obj is None or str((old_obj.get("data") or {}).get(DATA_STACK) or "") != path:
-        return current  # none, or another stack's: never this one's
-    legacy = parse_inventory(old_obj, stack=path)
-    base = legacy if current is None else current
-    return replace(
-        base,
-        former_ids=frozenset({legacy.applyset_id}) - {base.applyset_id},
-        former_name=old,
-        former_uid=legacy.uid,
-    )
-
-
-def scan_inventories(kube: KubeLister) -> tuple[list[Inventory], list[str]]:
-    """Every Konfig inventory in the cluster, with one LIST; and the problems of
-    ConfigMaps that carry Konfig's label but are not readable inventories."""
-    listed = kube.list(PARENT_API_VERSION, PARENT_KIND, NAMESPACE, label_selector=MANAGED_BY)
-    found: list[Inventory] = []
-    problems: list[str] = []
-    for obj in listed:
-        try:
-            inv = parse_inventory(obj)
-        except InventoryError as exc:
-            problems.append(str(exc))
-            continue
-        if inv.stack_path:
-            found.append(inv)
-    # A stack whose inventory is moving to its new name has two for a moment: the one
-    # under its name now is its inventory.
-    by_stack: dict[str, Inventory] = {}
-    for inv in found:
-        prior = by_stack.get(inv.stack_path)
-        if prior is None or _current(inv):
-            by_stack[inv.stack_path] = inv
-    return [i for i in found if by_stack[i.stack_path] is i], problems
-
-
-def _current(inv: Inventory) -> bool:
-    try:
-        return inv.name == inventory_name(inv.stack_path)
-    except InventoryError:
-        return False
-
-
-def ensure_namespace(kube: KubeApi) -> None:
-    """Create ``konfig-system`` if it is missing (idempotent; checked once per connection)."""
-    if getattr(kube, "_konfig_namespace_ready", False):
-        return
-    if kube.get("v1", "Namespace", NAMESPACE, None) is not None:
-        _mark_ready(kube)
-        return
-    kube.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "konfig"}},
-        },
-        dry_run=False,
-    )
-    _mark_ready(kube)
-
-
-def _mark_ready(kube: KubeApi) -> None:
-    try:
-        setattr(kube, "_konfig_namespace_ready", True)  # noqa: B010
-    except AttributeError:
-        pass
-
-
-def write_inventory(
-    kube: KubeApi,
-    stack: str | Any,
-    members: Iterable[Member],
-    *,
-    commit: str,
-    spec_digest: str,
-    applied_at: str | None = None,
-    dirty: bool = False,
-    applied_fields: FieldSets | None = None,
-    review: Mapping[str, Any] | None = None,
-    audit: Audit | None = None,
-) -> Inventory:
-    """Record ``members`` (server-side apply of the parent ConfigMap) and return it."""
-    ensure_namespace(kube)
-    manifest = inventory_manifest(
-        stack_path_of(stack),
-        members,
-        commit=commit,
-        spec_digest=spec_digest,
-        applied_at=applied_at or now(),
-        dirty=dirty,
-        applied_fields=applied_fields,
-        review=review,
-        audit=audit,
-    )
-    return parse_inventory(kube.apply(manifest, dry_run=False))
-
-
-def write_union(
-    kube: KubeApi, stack: str | Any, prior: Inventory | None, planned: Iterable[Member]
-) -> Inventory:
-    """Step 1 of the protocol: old ∪ new members, keeping the prior commit and digest
-    (and the ApplySet id of a former name, still proof of ownership until the apply
-    completed)."""
-    old = prior.members if prior else ()
-    written = write_inventory(
-        kube,
-        stack,
-        union_members(old, planned),
-        commit=prior.commit if prior else "",
-        spec_digest=prior.spec_digest if prior else "",
-        applied_at=prior.applied_at if prior else "",
-        dirty=prior.dirty if prior else False,
-        applied_fields=prior.applied_fields if prior else None,
-        review=prior.review if prior else None,
-        audit=prior.audit if prior else None,
-    )
-    if prior is None or not prior.former_name:
-        return written
-    return replace(
-        written,
-        former_ids=prior.accepted_ids - {written.applyset_id},
-        former_name=prior.former_name,
-        former_uid=prior.former_uid,
-    )
-
-
-def delete_inventory(
-    kube: KubeApi, stack: str | Any, *, uid: str | None = None, name: str | None = None
-) -> None:
-    """Delete the stack's inventory (``name``: the one it was read from, when that is
-    its former name)."""
-    kube.delete(
-        PARENT_API_VERSION,
-        PARENT_KIND,
-        name or inventory_name(stack),
-        NAMESPACE,
-        uid=uid,
-        propagation="Background",
-    )
-
-
-def retire_former(kube: KubeApi, prior: Inventory | None) -> str | None:
-    """Delete the inventory under the stack's former name, once an apply or destroy
-    completed under the new one (every object it applied carries the new id); its name,
-    or None when there was none."""
-    if prior is None or not prior.former_name:
-        return None
-    kube.delete(
-        PARENT_API_VERSION,
-        PARENT_KIND,
-        prior.former_name,
-        NAMESPACE,
-        uid=prior.former_uid or None,
-        propagation="Background",
-    )
-    return prior.former_name
 
 
 def label_member(manifest: Mapping[str, Any], set_id: str) -> dict[str, Any]:

@@ -33,13 +33,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from konfig.engine.inventory import (
-    NAMESPACE,
-    KubeApi,
-    ensure_namespace,
-    inventory_name,
-    stack_path_of,
-)
+from konfig.engine.inventory import NAMESPACE, inventory_name, stack_path_of
+from konfig.engine.inventory_store import KubeApi, ensure_namespace
 from konfig.errors import KonfigError
 
 LEASE_API_VERSION = "coordination.k8s.io/v1"

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from konfig.engine import inventory
+from konfig.engine import inventory, inventory_store
 from konfig.engine.diff import Comparison, compare
 from konfig.engine.drift import FINISHED, is_drift_path, object_drift
 from konfig.engine.guards import ADOPT_ANNOTATION, adopt_allowed, foreign_owner, unmanaged_by
@@ -343,7 +343,7 @@ def _name_owners(kube: Kube, changes: list[Change]) -> list[Change]:
     """Conflicts name the stack whose inventory owns the object (one LIST of the
     inventories); an ApplySet no Konfig inventory here has stays named by its id."""
     try:
-        stacks = {i.applyset_id: i.stack_path for i in inventory.list_inventories(kube)}
+        stacks = {i.applyset_id: i.stack_path for i in inventory_store.list_inventories(kube)}
     except KubeApiError:
         stacks = {}  # may not list them: the ApplySet id still names the owner
     named: list[Change] = []

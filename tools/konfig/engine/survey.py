@@ -23,7 +23,8 @@ from typing import Any
 
 from konfig.engine import health
 from konfig.engine.drift import ObjectDrift, object_drift
-from konfig.engine.inventory import LABEL_PART_OF, Inventory, Member, scan_inventories
+from konfig.engine.inventory import LABEL_PART_OF, Inventory, Member
+from konfig.engine.inventory_store import scan_inventories
 from konfig.engine.kube import Kube, KubeApiError, UnknownKindError
 from konfig.ids import ObjectRef, is_terraform_id, parse_id
 

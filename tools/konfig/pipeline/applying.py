@@ -22,7 +22,7 @@ from konfig.detect import gitrepo
 from konfig.detect.dirty import TreeState, tree_state
 from konfig.engine.applier import ApplyError
 from konfig.engine.guards import DangerGuard, DangerPolicy
-from konfig.engine.inventory import read_inventory
+from konfig.engine.inventory_store import read_inventory
 from konfig.engine.lock import StackLock
 from konfig.engine.plan import StackPlan, plan_differences
 from konfig.engine.stackrun import INTERRUPTED, ApplyOptions, EventSink, StackResult

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from konfig.engine.inventory import read_inventory
+from konfig.engine.inventory_store import read_inventory
 from konfig.engine.kube import (
     CLIENT_AUTO,
     Kube,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from konfig.engine.danger import assess
 from konfig.engine.guards import CONFIRM_RULE, DangerGuard, DangerPolicy, confirm_hint, unconfirmed
-from konfig.engine.inventory import read_inventory
+from konfig.engine.inventory_store import read_inventory
 from konfig.engine.lock import StackLock
 from konfig.engine.plan import StackPlan
 from konfig.engine.stackrun import INTERRUPTED, ApplyOptions, EventSink, StackResult

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from konfig.engine.inventory import Inventory, scan_inventories
+from konfig.engine.inventory import Inventory
+from konfig.engine.inventory_store import scan_inventories
 from konfig.engine.kube import KubeTarget
 from konfig.errors import KonfigError
 from konfig.pipeline.concurrency import run_concurrently

@@ -19,7 +19,7 @@ from konfig.detect import gitrepo
 from konfig.engine.danger import assess
 from konfig.engine.digest import ChangeDigest, change_digest
 from konfig.engine.guards import DangerGuard, DangerPolicy, mark_unconfirmed
-from konfig.engine.inventory import read_inventory
+from konfig.engine.inventory_store import read_inventory
 from konfig.engine.kube import Kube
 from konfig.engine.livefingerprint import Lists
 from konfig.engine.plan import ACTIONS, DANGER_CLASSES, Change, Danger, NotPreviewed, StackPlan

@@ -80,7 +80,7 @@ def _secret(kube: Kube, backend: Backend) -> dict[str, Any] | None:
 
 def _applied_stacks(kube: Kube) -> list[str]:
     """The stack paths the cluster's inventories record (stacks applied here)."""
-    from konfig.engine.inventory import list_inventories
+    from konfig.engine.inventory_store import list_inventories
 
     return sorted({i.stack_path for i in list_inventories(kube)})
 

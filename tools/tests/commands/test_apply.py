@@ -13,6 +13,7 @@ from kubeutil import unique
 
 from konfig.build.compiler import compile_input, compile_one
 from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube
 from konfig.engine.lock import StackLock
 from konfig.repo.layout import discover
@@ -58,7 +59,7 @@ def test_apply_update_and_json(
     lines = [line.split() for line in res.out.splitlines()]
     for rid in ids:
         assert ["created", rid] in lines, res.out
-    stored = inv.read_inventory(kube, f"appops/{address}")
+    stored = inventory_store.read_inventory(kube, f"appops/{address}")
     assert stored is not None
     assert stored.ids() == set(ids)
     assert (stored.commit, stored.dirty) == (head, False)
@@ -94,7 +95,7 @@ def test_apply_update_and_json(
 
     res = konfig("destroy", address, "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.err
-    assert inv.read_inventory(kube, f"appops/{address}") is None
+    assert inventory_store.read_inventory(kube, f"appops/{address}") is None
 
 
 def test_refuses_without_tty_unless_yes(
@@ -111,7 +112,7 @@ def test_refuses_without_tty_unless_yes(
     assert res.code == 2
     assert "stdin is not a terminal" in res.err and "--yes" in res.err
     assert "to create" in res.out  # the plan was shown
-    assert inv.read_inventory(kube, f"appops/{address}") is None
+    assert inventory_store.read_inventory(kube, f"appops/{address}") is None
 
 
 def test_plan_file_must_match(
@@ -133,7 +134,7 @@ def test_plan_file_must_match(
     assert res.code == 1
     assert "differs from the previewed one" in res.err
     assert "spec digest" in res.err
-    assert inv.read_inventory(kube, f"appops/{address}") is None
+    assert inventory_store.read_inventory(kube, f"appops/{address}") is None
     assert kube.get("v1", "Namespace", project, None) is None
     # back to what was previewed: applied
     make(repo_builder, project)
@@ -167,7 +168,7 @@ def test_second_apply_fails_naming_the_holder(
     assert res.code == 1
     assert "is locked by another apply" in res.err
     assert "'merge run 42'" in res.err
-    assert inv.read_inventory(kube, f"appops/{address}") is None
+    assert inventory_store.read_inventory(kube, f"appops/{address}") is None
 
 
 def test_several_stacks_and_shared_objects(
@@ -182,7 +183,7 @@ def test_several_stacks_and_shared_objects(
     assert any(h.startswith(f"appops/{a} (context admin): applied in ") for h in heads)
     assert any(h.startswith(f"appops/{b} (context admin): applied in ") for h in heads)
     for address in (a, b):
-        stored = inv.read_inventory(kube, f"appops/{address}")
+        stored = inventory_store.read_inventory(kube, f"appops/{address}")
         assert stored is not None and stored.ids() == set(resource_ids(repo_builder, address))
     # two stacks that declare the same object cannot be applied independently
     clash = unique("p7c")
@@ -194,7 +195,7 @@ def test_several_stacks_and_shared_objects(
     res = konfig("apply", "--allow-dirty", a, f"{clash}/dev", "--yes", kc, cwd=repo_builder.root)
     assert res.code == 2
     assert "stacks share objects" in res.err
-    assert inv.read_inventory(kube, f"appops/{clash}/dev") is None
+    assert inventory_store.read_inventory(kube, f"appops/{clash}/dev") is None
     res = konfig("destroy", "--allow-dirty", a, b, "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.err
 
@@ -449,7 +450,7 @@ def test_api_server_stopped_mid_apply_exit_1_then_rerun_converges(
     assert res.code == 0, res.err
     assert "1 created" in res.out and "1 deleted" in res.out
     assert kube.get("v1", "Service", "edge", project) is None
-    stored = inv.read_inventory(kube, f"appops/{project}/dev")
+    stored = inventory_store.read_inventory(kube, f"appops/{project}/dev")
     assert stored is not None
     assert stored.ids() == {f"v1:Namespace:{project}", f"v1:ConfigMap:{project}:cfg"}
     assert (

@@ -15,7 +15,7 @@ from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
-from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube, KubeTarget, connect
 
 pytestmark = pytest.mark.cluster
@@ -46,7 +46,7 @@ def objects_of(kube: Kube, project: str) -> set[str]:
             f"{kind}/{o['metadata']['namespace']}/{o['metadata']['name']}"
             for o in kube.list(api, kind)
         }
-    found |= {f"inventory/{i.stack_path}" for i in inv.list_inventories(kube)}
+    found |= {f"inventory/{i.stack_path}" for i in inventory_store.list_inventories(kube)}
     return {f for f in found if project in f}
 
 
@@ -125,8 +125,10 @@ def test_two_clusters_in_one_apply(
     )
     assert destroyed.code == 0, destroyed.out + destroyed.err
     assert f"appops/{p}/edge (context edge): destroyed in " in destroyed.out
-    assert inv.read_inventory(edge, f"appops/{p}/edge") is None
-    assert inv.read_inventory(local, f"appops/{p}/dev") is not None  # the other untouched
+    assert inventory_store.read_inventory(edge, f"appops/{p}/edge") is None
+    assert (
+        inventory_store.read_inventory(local, f"appops/{p}/dev") is not None
+    )  # the other untouched
     assert konfig("--root", root, "destroy", f"{p}/dev", "--yes", "--no-wait").code == 0
 
 

@@ -14,7 +14,7 @@ from fixtures.repos import SIMPLE_MAIN, KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig.build.compiler import compile_input, compile_one
-from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube
 from konfig.repo.layout import discover
 
@@ -66,7 +66,7 @@ def test_apply_refuses_uncommitted_changes_and_records_a_dirty_apply(
         return {s["path"]: s["reasons"] for s in data["stacks"]}
 
     assert apply()[0] == 0
-    clean = inv.read_inventory(kube, path)
+    clean = inventory_store.read_inventory(kube, path)
     assert clean is not None
     assert (clean.commit, clean.dirty, clean.spec_digest) == (
         head,
@@ -83,7 +83,7 @@ def test_apply_refuses_uncommitted_changes_and_records_a_dirty_apply(
     assert f"{path}: {path}/main.k changed" in err
     assert "--allow-dirty" in err
     assert image_of(kube, project) == "nginx:1.27.3"
-    assert inv.read_inventory(kube, path) == clean
+    assert inventory_store.read_inventory(kube, path) == clean
     # an untracked file in the stack counts too; a change elsewhere does not
     write_stack(repo_builder, project)
     (root / path / "notes.json").write_text("{}\n")
@@ -98,7 +98,7 @@ def test_apply_refuses_uncommitted_changes_and_records_a_dirty_apply(
     code, err = apply("--allow-dirty")
     assert code == 0, err
     assert image_of(kube, project) == "nginx:1.27.4"
-    dirty = inv.read_inventory(kube, path)
+    dirty = inventory_store.read_inventory(kube, path)
     assert dirty is not None and dirty.dirty and dirty.commit == head
     assert dirty.spec_digest == digest(repo_builder, address) != clean.spec_digest
     # pending and preview agree: it matches no commit
@@ -116,7 +116,7 @@ def test_apply_refuses_uncommitted_changes_and_records_a_dirty_apply(
     second = git_commit(root, "nginx 1.27.4")
     assert pending()[path]  # still: the cluster runs what no commit held
     assert apply()[0] == 0
-    applied = inv.read_inventory(kube, path)
+    applied = inventory_store.read_inventory(kube, path)
     assert applied is not None and (applied.commit, applied.dirty) == (second, False)
     assert path not in pending()
 
@@ -126,11 +126,11 @@ def test_apply_refuses_uncommitted_changes_and_records_a_dirty_apply(
     assert res.code == 1
     assert "refusing to destroy uncommitted changes" in res.err
     assert "its directory is deleted in the work tree, not in a commit" in res.err
-    assert inv.read_inventory(kube, path) is not None
+    assert inventory_store.read_inventory(kube, path) is not None
     git_commit(root, "remove the stack")
     res = konfig("destroy", "--deleted", path, "--yes", "--no-wait", kc, cwd=root)
     assert res.code == 0, res.err
-    assert inv.read_inventory(kube, path) is None
+    assert inventory_store.read_inventory(kube, path) is None
     res = konfig("destroy", f"{other}/dev", "--yes", "--no-wait", kc, cwd=root)
     assert res.code == 0, res.err
 
@@ -144,14 +144,14 @@ def test_outside_git_there_is_no_commit_to_apply(
     res = konfig("apply", f"{project}/dev", "--yes", kc, cwd=repo_builder.root)
     assert res.code == 1
     assert "refusing to apply: the repository is not a git repository" in res.err
-    assert inv.read_inventory(kube, f"appops/{project}/dev") is None
+    assert inventory_store.read_inventory(kube, f"appops/{project}/dev") is None
     res = konfig("apply", f"{project}/dev", "--yes", "--commit", "abc", kc, cwd=repo_builder.root)
     assert res.code == 2 and "--commit abc: the repository is not a git repository" in res.err
     res = konfig(
         "apply", f"{project}/dev", "--yes", "--no-wait", "--allow-dirty", kc, cwd=repo_builder.root
     )
     assert res.code == 0, res.err
-    stored = inv.read_inventory(kube, f"appops/{project}/dev")
+    stored = inventory_store.read_inventory(kube, f"appops/{project}/dev")
     assert stored is not None and stored.dirty and stored.commit == ""
     res = konfig("destroy", f"{project}/dev", "--yes", "--no-wait", kc, cwd=repo_builder.root)
     assert res.code == 1 and "refusing to destroy" in res.err

@@ -9,7 +9,7 @@ from fixtures.cluster import Cluster
 from fixtures.repos import SIMPLE_MAIN, KonfigRunner, RepoBuilder
 from kubeutil import unique
 
-from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
@@ -30,7 +30,7 @@ def test_destroy_a_deleted_stack_by_path(
     kc = f"--kubeconfig={cluster.kubeconfig}"
     res = konfig("apply", "--allow-dirty", f"{project}/dev", "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.err
-    stored = inv.read_inventory(kube, f"appops/{project}/dev")
+    stored = inventory_store.read_inventory(kube, f"appops/{project}/dev")
     assert stored is not None
     count = len(stored.members)
 
@@ -47,7 +47,7 @@ def test_destroy_a_deleted_stack_by_path(
         cwd=repo_builder.root,
     )
     assert res.code == 2
-    assert inv.read_inventory(kube, f"appops/{project}/dev") is not None
+    assert inventory_store.read_inventory(kube, f"appops/{project}/dev") is not None
 
     res = konfig(
         "destroy",
@@ -65,7 +65,7 @@ def test_destroy_a_deleted_stack_by_path(
         f"Destroy complete: 0 created, 0 updated, 0 replaced, {count} deleted, 0 unchanged"
         in res.out
     )
-    assert inv.read_inventory(kube, f"appops/{project}/dev") is None
+    assert inventory_store.read_inventory(kube, f"appops/{project}/dev") is None
     assert kube.get("v1", "Namespace", project, None) is None
     assert kube.get("apps/v1", "Deployment", project, project) is None
 

@@ -17,6 +17,7 @@ from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
@@ -76,7 +77,7 @@ def test_two_stacks_that_shared_an_inventory_name_each_keep_their_own(
 
     assert inv.inventory_name(a) != inv.inventory_name(b)
     for path, objs in ((a, a_objs), (b, b_objs)):
-        stored = inv.read_inventory(kube, path)
+        stored = inventory_store.read_inventory(kube, path)
         assert stored is not None and stored.stack_path == path
         assert stored.ids() == ids(objs)
         lease = kube.get("coordination.k8s.io/v1", "Lease", inv.inventory_name(path), NS)
@@ -112,7 +113,7 @@ def test_an_inventory_under_its_old_name_moves_with_the_next_apply(
     )
     manifest["metadata"]["name"] = old
     manifest["metadata"]["labels"][inv.LABEL_ID] = old_id
-    inv.ensure_namespace(kube)
+    inventory_store.ensure_namespace(kube)
     kube.apply(manifest, dry_run=False)
     uids = {m.id: m.uid for m in members}
 
@@ -136,14 +137,14 @@ def test_an_inventory_under_its_old_name_moves_with_the_next_apply(
     }
     # a scan of the cluster's inventories sees the stack once, by its name now, while
     # both exist (an apply that wrote the new one and stopped before deleting the old)
-    inv.write_inventory(kube, a, members, commit="0" * 40, spec_digest="d")
-    scanned = [i for i in inv.list_inventories(kube) if i.stack_path == a]
+    inventory_store.write_inventory(kube, a, members, commit="0" * 40, spec_digest="d")
+    scanned = [i for i in inventory_store.list_inventories(kube) if i.stack_path == a]
     assert [i.name for i in scanned] == [inv.inventory_name(a)]
     res = konfig("apply", a, "--yes", "--no-wait", "--allow-dirty", kc, cwd=root)
     assert res.code == 0, res.out + res.err
 
     assert kube.get("v1", "ConfigMap", old, NS) is None  # the old name is gone
-    stored = inv.read_inventory(kube, a)
+    stored = inventory_store.read_inventory(kube, a)
     assert stored is not None and stored.name == inv.inventory_name(a)
     assert stored.former_name == ""
     assert stored.ids() == ids([namespace(ns), kept])

@@ -26,6 +26,7 @@ from fixtures.webhook import Trap, holding_webhook
 from kubeutil import unique
 
 from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
@@ -109,7 +110,7 @@ def test_kill_9_then_a_rerun_converges(
     kc = f"--kubeconfig={cluster.kubeconfig}"
     res = konfig("apply", f"{project}/dev", "--yes", "--no-wait", kc, cwd=root)
     assert res.code == 0, res.err
-    before = inv.read_inventory(kube, path)
+    before = inventory_store.read_inventory(kube, path)
     assert before is not None and before.ids() == ids(ns, 1) and before.commit == v1
 
     (stack / "objects.yaml").write_text(yaml.safe_dump_all(objects(ns, 2)))
@@ -132,7 +133,7 @@ def test_kill_9_then_a_rerun_converges(
         assert proc.returncode == -9
 
     # the invariants at the stop: no orphan, no lost ownership, the old commit kept
-    stopped = inv.read_inventory(kube, path)
+    stopped = inventory_store.read_inventory(kube, path)
     assert stopped is not None
     assert set(labelled(kube, ns, set_id)) <= stopped.ids(), "an object is not in the inventory"
     assert before.ids() <= stopped.ids(), "the inventory lost an object it owned"
@@ -148,7 +149,7 @@ def test_kill_9_then_a_rerun_converges(
     res = konfig("apply", f"{project}/dev", "--yes", "--no-wait", "--lock-timeout", "60", kc,
                  cwd=root)  # fmt: skip
     assert res.code == 0, res.out + res.err
-    after = inv.read_inventory(kube, path)
+    after = inventory_store.read_inventory(kube, path)
     assert after is not None
     assert after.ids() == ids(ns, 2) and (after.commit, after.dirty) == (v2, False)
     live = labelled(kube, ns, set_id)

@@ -16,6 +16,7 @@ from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
@@ -117,7 +118,7 @@ def test_a_hand_edited_inventory_is_refused_with_how_to_repair_it(
         cluster.kubectl("-n", "konfig-system", "delete", "configmap", name)
     res = konfig("apply", address, "--allow-dirty", "--yes", "--no-wait", kc, cwd=root)
     assert res.code == 0, res.out + res.err
-    stored = inv.read_inventory(kube, f"appops/{address}")
+    stored = inventory_store.read_inventory(kube, f"appops/{address}")
     assert stored is not None
     assert stored.ids() == {f"v1:Namespace:{ns}", f"v1:ConfigMap:{ns}:cfg"}
     assert konfig("destroy", address, "--allow-dirty", "--yes", kc, cwd=root).code == 0

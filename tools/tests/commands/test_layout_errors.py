@@ -17,7 +17,7 @@ from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
-from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import KubeTarget, connect
 
 HELO = "appops/hello/project.yaml:1: name 'helo' does not match the directory name 'hello'"
@@ -161,7 +161,7 @@ def test_preview_apply_and_pending(
     assert_reported_first(res.err)
     kube = connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context))
     try:
-        applied = inv.read_inventory(kube, f"appops/{good}/dev")
+        applied = inventory_store.read_inventory(kube, f"appops/{good}/dev")
         assert applied is not None and applied.commit
 
         # pending: the broken stacks are errors; an inventory of a stack still at HEAD
@@ -180,6 +180,6 @@ def test_preview_apply_and_pending(
         git_commit(root, "the name fixed")
         res = konfig("destroy", f"{good}/dev", f"{second}/dev", "--yes", "--no-wait", kc, cwd=root)
         assert res.code == 1  # destroyed, but the layout errors remain
-        assert inv.read_inventory(kube, f"appops/{good}/dev") is None
+        assert inventory_store.read_inventory(kube, f"appops/{good}/dev") is None
     finally:
         kube.close()

@@ -12,7 +12,7 @@ from fixtures.cluster import Cluster
 from fixtures.repos import SIMPLE_MAIN, KonfigRunner, RepoBuilder
 from kubeutil import unique
 
-from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube
 
 CONTEXT = "name: dev\nkubernetes:\n  context: admin\n"
@@ -140,7 +140,7 @@ def test_preview_shows_conflicts_and_apply_refuses_them(
     assert res.code == 1
     assert "2 object(s) belong to someone else; nothing was applied" in res.err
     assert kube.get("v1", "ConfigMap", "mine", ns) is None
-    assert inv.read_inventory(kube, f"appops/{b}/dev") is None
+    assert inventory_store.read_inventory(kube, f"appops/{b}/dev") is None
 
     # b drops a's object and opts in to adopting the one made by hand: applied
     raw_stack(
@@ -153,7 +153,7 @@ def test_preview_shows_conflicts_and_apply_refuses_them(
     assert res.code == 2, res.out + res.err
     res = konfig("apply", f"{b}/dev", "--yes", "--no-wait", "--allow-dirty", kc, cwd=root)
     assert res.code == 0, res.err
-    stored = inv.read_inventory(kube, f"appops/{b}/dev")
+    stored = inventory_store.read_inventory(kube, f"appops/{b}/dev")
     assert stored is not None
     assert stored.ids() == {f"v1:ConfigMap:{ns}:by-hand", f"v1:ConfigMap:{ns}:mine"}
     for address in (b, a):

@@ -16,6 +16,7 @@ from kubeutil import configmap, namespace, secret, snapshot, unique
 
 from konfig.build.compiler import compile_input, compile_one
 from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube
 from konfig.repo.layout import discover
 
@@ -207,7 +208,7 @@ def test_removed_object_is_deleted_and_deleted_stack_is_all_deletes(
     applied = [
         kube.apply(m, dry_run=False) for m in desired_manifests(repo_builder.root, stack_path)
     ]
-    inv.write_inventory(
+    inventory_store.write_inventory(
         kube,
         stack_path,
         [inv.Member(inv_id(o), o["metadata"]["uid"]) for o in applied],
@@ -424,7 +425,7 @@ def test_changed_from_previews_changed_and_deleted_stacks(
     repo_builder.write(f"{b_path}/main.k", RAW_MAIN)
     repo_builder.write(f"{b_path}/objects.yaml", yaml.safe_dump(configmap(ns, "b")))
     applied = [kube.apply(m, dry_run=False) for m in desired_manifests(repo_builder.root, b_path)]
-    inv.write_inventory(
+    inventory_store.write_inventory(
         kube,
         b_path,
         [inv.Member(inv_id(o), o["metadata"]["uid"]) for o in applied],

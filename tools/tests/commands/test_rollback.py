@@ -13,7 +13,7 @@ from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
-from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
@@ -105,7 +105,7 @@ def test_git_revert_rolls_the_cluster_back(
     assert applied.code == 0, applied.out + applied.err
 
     assert state(kube, ns) == {"a": "1", "b": "1"}  # the cluster is as at v1 again
-    recorded = inv.read_inventory(kube, path)
+    recorded = inventory_store.read_inventory(kube, path)
     assert recorded is not None and recorded.commit == v3 != v1
     assert recorded.ids() == {
         f"v1:Namespace:{ns}",

@@ -21,6 +21,7 @@ from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube
 from konfig.engine.lock import LEASE_API_VERSION, LEASE_KIND, StackLock
 
@@ -110,7 +111,7 @@ def test_a_signal_during_apply_records_what_was_applied_and_releases_the_lock(
     assert wait_until_gone(group) == []
     # the Lease is released, the inventory lists what exists, the commit is not recorded
     assert _lease(kube, address) is None
-    stored = inv.read_inventory(kube, f"appops/{address}")
+    stored = inventory_store.read_inventory(kube, f"appops/{address}")
     assert stored is not None
     assert stored.ids() == {
         f"v1:Namespace:{ns}",
@@ -124,7 +125,7 @@ def test_a_signal_during_apply_records_what_was_applied_and_releases_the_lock(
     c2 = git_commit(repo_builder.root, "c2")
     res = konfig("apply", address, "--yes", "--no-wait", kc, "--commit", c2, cwd=repo_builder.root)
     assert res.code == 0, res.out + res.err
-    stored = inv.read_inventory(kube, f"appops/{address}")
+    stored = inventory_store.read_inventory(kube, f"appops/{address}")
     assert stored is not None and stored.commit == c2 and len(stored.ids()) == 4
     assert konfig("destroy", address, "--yes", kc, cwd=repo_builder.root).code == 0
 
@@ -158,7 +159,7 @@ def test_sigterm_while_waiting_for_the_lock_writes_nothing_and_leaves_the_holder
         assert "stopped by a signal while waiting for its lock" in err
         lease = _lease(kube, address)
         assert lease is not None and lease["spec"]["holderIdentity"] == "another apply"  # type: ignore[index]
-        assert inv.read_inventory(kube, f"appops/{address}") is None
+        assert inventory_store.read_inventory(kube, f"appops/{address}") is None
         assert kube.get("v1", "Namespace", ns, None) is None
     finally:
         other.release()
@@ -262,7 +263,7 @@ def test_sigterm_during_destroy_keeps_what_survives_in_the_inventory_and_release
     assert "SIGTERM received: stopping the destroy" in err
     assert "stopped by a signal" in err
     assert _lease(kube, address) is None
-    stored = inv.read_inventory(kube, f"appops/{address}")
+    stored = inventory_store.read_inventory(kube, f"appops/{address}")
     assert stored is not None  # the survivors stay owned: the next destroy retries them
     assert stored.ids() == {f"v1:Namespace:{ns}", f"v1:ConfigMap:{ns}:held"}
 
@@ -272,7 +273,7 @@ def test_sigterm_during_destroy_keeps_what_survives_in_the_inventory_and_release
     )  # fmt: skip
     res = konfig("destroy", address, "--allow-dirty", "--yes", kc, cwd=repo_builder.root)
     assert res.code == 0, res.out + res.err
-    assert inv.read_inventory(kube, f"appops/{address}") is None
+    assert inventory_store.read_inventory(kube, f"appops/{address}") is None
 
 
 @pytest.mark.cluster
@@ -297,7 +298,7 @@ def test_sigterm_during_an_apply_of_two_stacks_on_threads_stops_both(
     assert "apply failed for 2 of 2 stacks" in err
     for ns, address in ((ns1, address1), (ns2, address2)):
         assert _lease(kube, address) is None
-        stored = inv.read_inventory(kube, f"appops/{address}")
+        stored = inventory_store.read_inventory(kube, f"appops/{address}")
         assert stored is not None and stored.commit == ""
         assert f"v1:ConfigMap:{ns}:after" not in stored.ids()
         assert f"v1:Service:{ns}:edge" in stored.ids()

@@ -850,7 +850,7 @@ def test_apply_runs_each_opentofu_step_once_and_a_stale_shown_plan_is_not_applie
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from konfig.commands._common import tofu_context
-    from konfig.engine.inventory import read_inventory
+    from konfig.engine.inventory_store import read_inventory
     from konfig.pipeline.applying import compile_specs
     from konfig.repo.layout import discover
     from konfig.tofu.hybrid import discard, plan_hybrid, reuse_plan

@@ -17,6 +17,7 @@ from fixtures.repos import KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube
 
 pytestmark = pytest.mark.cluster
@@ -99,7 +100,7 @@ def test_rbac_names_with_colons_apply_record_and_destroy(
     check = konfig("check", address, "--format", "json", cwd=root)
     assert check.code == 0, check.out + check.err  # no spec/invalid-name on RBAC colons
     assert {o["id"] for s in json.loads(res.out)["stacks"] for o in s["objects"]} == ids
-    stored = inv.read_inventory(kube, f"appops/{address}")
+    stored = inventory_store.read_inventory(kube, f"appops/{address}")
     assert stored is not None and stored.ids() == ids
     cm = kube.get("v1", "ConfigMap", inv.inventory_name(f"appops/{address}"), inv.NAMESPACE)
     assert cm is not None
@@ -186,7 +187,7 @@ def test_a_daemonset_is_healthy_once_its_pods_are(
     assert time.monotonic() - started >= 6
     assert "DaemonSet greedy" in res.out + res.err
     assert "0/2 pods" in res.out + res.err
-    stored = inv.read_inventory(kube, f"appops/{stuck}")
+    stored = inventory_store.read_inventory(kube, f"appops/{stuck}")
     assert stored is not None and stored.commit == ""  # not recorded as applied
     for address in (ok, stuck):
         assert konfig("destroy", "--allow-dirty", address, "--yes", kc, cwd=root).code == 0
@@ -233,7 +234,7 @@ def test_a_job_that_removes_itself_after_finishing_is_success(
     job_id = f"batch/v1:Job:{ns}:migrate"
     res = konfig("apply", address, "--yes", "--timeout", "60", kc, cwd=root)
     assert res.code == 0, res.out + res.err
-    stored = inv.read_inventory(kube, f"appops/{address}")
+    stored = inventory_store.read_inventory(kube, f"appops/{address}")
     assert stored is not None and stored.commit == head
     member = stored.member(job_id)
     assert member is not None and member.finished
@@ -263,7 +264,7 @@ def test_a_job_that_removes_itself_after_finishing_is_success(
     assert _preview_actions(konfig, address, kc, root)[job_id] == "create"
     res = konfig("apply", address, "--yes", "--timeout", "60", kc, cwd=root)
     assert res.code == 0, res.out + res.err
-    stored = inv.read_inventory(kube, f"appops/{address}")
+    stored = inventory_store.read_inventory(kube, f"appops/{address}")
     assert stored is not None and stored.commit == head2
     assert konfig("destroy", address, "--yes", kc, cwd=root).code == 0
 

@@ -12,6 +12,7 @@ from fixtures.cluster import Cluster
 from kubeutil import configmap, deployment, make_stack, namespace, service, spec_of, unique
 
 from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.applier import ApplyError, apply_stack, check_plan
 from konfig.engine.destroyer import destroy_stack
 from konfig.engine.diff import FieldChange
@@ -134,13 +135,13 @@ class Recorder:
 
 
 def run_apply(kube: Kube, stack: Stack, spec: Spec, options: ApplyOptions = FAST, emit: Any = None):  # type: ignore[no-untyped-def]
-    prior = inv.read_inventory(kube, stack)
+    prior = inventory_store.read_inventory(kube, stack)
     plan = plan_stack(kube, stack, spec, prior)
     return apply_stack(kube, plan, spec, prior, options, emit or Recorder())
 
 
 def run_destroy(kube: Kube, stack: Stack, options: ApplyOptions = FAST):  # type: ignore[no-untyped-def]
-    prior = inv.read_inventory(kube, stack)
+    prior = inventory_store.read_inventory(kube, stack)
     plan = plan_stack(kube, stack, None, prior, deleted=True)
     return destroy_stack(kube, plan, prior, options, Recorder())
 
@@ -167,7 +168,7 @@ def test_end_to_end_apply_change_prune_destroy(kube: Kube, cluster: Cluster) -> 
     live = kube.get("apps/v1", "Deployment", "web", ns)
     assert live is not None
     assert live["status"].get("availableReplicas") == 1  # waited for health (kwok nodes)
-    stored = inv.read_inventory(kube, stack)
+    stored = inventory_store.read_inventory(kube, stack)
     assert stored is not None
     assert stored.ids() == {ids["ns"], ids["deploy"], ids["svc"], ids["cm"]}
     assert all(m.uid for m in stored.members)
@@ -209,7 +210,7 @@ def test_end_to_end_apply_change_prune_destroy(kube: Kube, cluster: Cluster) -> 
     assert (kube.get("v1", "ConfigMap", "cfg", ns) or {})["data"] == {"k": "v2"}
     theirs = kube.get("v1", "ConfigMap", "theirs", ns)
     assert theirs is not None and inv.LABEL_PART_OF not in (theirs["metadata"].get("labels") or {})
-    stored = inv.read_inventory(kube, stack)
+    stored = inventory_store.read_inventory(kube, stack)
     assert stored is not None
     assert stored.ids() == {ids["ns"], ids["deploy"], ids["cm"], ids["cm2"]}
     assert stored.commit == "c2"
@@ -220,7 +221,7 @@ def test_end_to_end_apply_change_prune_destroy(kube: Kube, cluster: Cluster) -> 
     kept = {o.id: o for o in blocked.objects}[ids["ns"]]
     assert kept.outcome == "kept" and "ConfigMap/theirs" in kept.message
     assert kube.get("apps/v1", "Deployment", "web", ns) is None
-    left = inv.read_inventory(kube, stack)
+    left = inventory_store.read_inventory(kube, stack)
     assert left is not None and left.ids() == {ids["ns"]}
 
     kube.delete("v1", "ConfigMap", "theirs", ns, uid=None)
@@ -228,7 +229,7 @@ def test_end_to_end_apply_change_prune_destroy(kube: Kube, cluster: Cluster) -> 
     assert done.ok, done.error
     assert outcomes(done) == {ids["ns"]: "deleted"}
     assert kube.get("v1", "Namespace", ns, None) is None
-    assert inv.read_inventory(kube, stack) is None
+    assert inventory_store.read_inventory(kube, stack) is None
 
 
 @pytest.mark.cluster
@@ -256,7 +257,7 @@ def test_immutable_field_replaced_only_with_opt_in(kube: Kube) -> None:
     after = kube.get("apps/v1", "Deployment", "api", ns)
     assert after is not None and after["metadata"]["uid"] != before["metadata"]["uid"]
     assert after["spec"]["selector"]["matchLabels"] == labels
-    stored = inv.read_inventory(kube, stack)
+    stored = inventory_store.read_inventory(kube, stack)
     assert stored is not None and stored.members[0].uid == after["metadata"]["uid"]
     assert run_destroy(kube, stack).ok
     kube.delete("v1", "Namespace", ns, None, uid=None)
@@ -310,7 +311,7 @@ def test_admission_denial_fails_object_and_dependents_only(kube: Kube, cluster: 
         ]
     )
     kube.apply(namespace(ns), dry_run=False)
-    prior = inv.read_inventory(kube, stack)
+    prior = inventory_store.read_inventory(kube, stack)
     plan = plan_stack(kube, stack, spec, prior)  # planned before the policy exists
     name = unique("p7deny")
     cluster.kubectl("apply", "-f", "-", input=VAP.format(name=name, ns=ns))
@@ -345,7 +346,7 @@ def test_admission_denial_fails_object_and_dependents_only(kube: Kube, cluster: 
     assert got[f"v1:ConfigMap:{ns}:free"].outcome == "created"
     assert got[f"v1:Namespace:{ns}"].outcome == "updated"  # adopted: our label added
     # the inventory lists exactly what exists; the commit is not recorded for a failed apply
-    stored = inv.read_inventory(kube, stack)
+    stored = inventory_store.read_inventory(kube, stack)
     assert stored is not None
     assert stored.ids() == {f"v1:Namespace:{ns}", f"v1:ConfigMap:{ns}:free"}
     assert stored.commit == ""
@@ -361,7 +362,7 @@ def test_admission_denial_fails_object_and_dependents_only(kube: Kube, cluster: 
             time.sleep(0.5)
     again = run_apply(kube, stack, spec)
     assert again.ok, again.error
-    stored = inv.read_inventory(kube, stack)
+    stored = inventory_store.read_inventory(kube, stack)
     assert stored is not None and len(stored.members) == 5 and stored.commit == "c1"
     assert run_destroy(kube, stack).ok
 
@@ -393,7 +394,7 @@ def test_health_timeout_names_object_and_condition(kube: Kube) -> None:
     # why it may wait forever: this cluster has no load balancer controller
     assert "a cluster without one never does" in message
     assert got[f"v1:ConfigMap:{ns}:after"].outcome == "skipped"
-    stored = inv.read_inventory(kube, stack)
+    stored = inventory_store.read_inventory(kube, stack)
     assert stored is not None and f"v1:Service:{ns}:edge" in stored.ids()
     assert run_destroy(kube, stack).ok
     assert kube.get("v1", "Namespace", ns, None) is None
@@ -425,7 +426,7 @@ def test_api_server_stopped_mid_apply_then_rerun_converges(kube: Kube, cluster: 
     assert result.error is not None and "cannot reach the Kubernetes API server" in result.error
     assert "re-run" in result.error
     # the inventory written before applying holds every object that may exist
-    stored = inv.read_inventory(kube, stack)
+    stored = inventory_store.read_inventory(kube, stack)
     assert stored is not None
     assert stored.ids() == {f"v1:Namespace:{ns}", f"v1:ConfigMap:{ns}:a", f"v1:Service:{ns}:edge"}
     assert stored.commit == ""
@@ -436,7 +437,7 @@ def test_api_server_stopped_mid_apply_then_rerun_converges(kube: Kube, cluster: 
     assert again.ok, again.error
     assert outcomes(again)[f"v1:Service:{ns}:edge"] == "deleted"
     assert kube.get("v1", "Service", "edge", ns) is None
-    stored = inv.read_inventory(kube, stack)
+    stored = inventory_store.read_inventory(kube, stack)
     assert stored is not None and stored.ids() == {f"v1:Namespace:{ns}", f"v1:ConfigMap:{ns}:a"}
     assert stored.commit == "c1"
     set_id = inv.applyset_id(inv.inventory_name(stack))
@@ -570,7 +571,7 @@ def test_namespace_with_another_owners_custom_resource_is_kept(kube: Kube) -> No
     assert kube.get("v1", "Namespace", ns, None) is not None
     kube.delete(f"{group}/v1", "Widget", "theirs", ns, uid=None)
     assert run_destroy(kube, stack).ok
-    assert inv.read_inventory(kube, stack) is None
+    assert inventory_store.read_inventory(kube, stack) is None
     kube.delete(
         "apiextensions.k8s.io/v1", "CustomResourceDefinition", f"widgets.{group}", None, uid=None
     )

@@ -24,6 +24,7 @@ from fixtures.repos import AUTHOR, KonfigRunner, RepoBuilder
 from kubeutil import unique
 
 from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.handoff import managers_of
 from konfig.engine.kube import Kube
 
@@ -100,7 +101,7 @@ def test_push_to_pull_and_back_orphans_nothing(
     _commit(root, "push")
     res = konfig("apply", f"{project}/dev", "--yes", "--no-wait", kc, cwd=root)
     assert res.code == 0, res.err
-    before = inv.read_inventory(kube, stack)
+    before = inventory_store.read_inventory(kube, stack)
     assert before is not None and len(before.members) == 3
 
     # push -> pull: published; release waits until the controller holds every object
@@ -117,14 +118,14 @@ def test_push_to_pull_and_back_orphans_nothing(
     uids = _uids(kube, docs)
     res = konfig("release", f"{project}/dev", kc, "--json", cwd=root)
     assert res.code == 1 and "not held by the other side yet; nothing changed" in res.err
-    assert inv.read_inventory(kube, stack) is not None  # nothing changed
+    assert inventory_store.read_inventory(kube, stack) is not None  # nothing changed
     _controller_applies(kube, docs[:2])  # one object not reconciled yet
     assert konfig("release", f"{project}/dev", kc, cwd=root).code == 1
     _controller_applies(kube, docs)
     res = konfig("release", f"{project}/dev", kc, "--json", cwd=root)
     assert res.code == 0, res.err
     assert len(yaml.safe_load(res.out)[0]["released"]) == 3
-    assert inv.read_inventory(kube, stack) is None
+    assert inventory_store.read_inventory(kube, stack) is None
     assert _uids(kube, docs) == uids  # the same objects: none deleted or made again
     deployment = kube.get("apps/v1", "Deployment", project, ns)
     assert deployment is not None
@@ -148,7 +149,7 @@ def test_push_to_pull_and_back_orphans_nothing(
     assert _published(root, f"local/{project}/dev") == []
     assert _controller_prunes(kube, docs) == []  # its owner labels are gone: skipped
     assert _uids(kube, docs) == uids
-    after = inv.read_inventory(kube, stack)
+    after = inventory_store.read_inventory(kube, stack)
     assert after is not None and after.ids() == before.ids()
     deployment = kube.get("apps/v1", "Deployment", project, ns)
     assert deployment is not None and FLUX not in managers_of(deployment)

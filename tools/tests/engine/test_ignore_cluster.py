@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubeutil import deployment, make_stack, namespace, spec_of, unique
 
-from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.applier import apply_stack
 from konfig.engine.kube import Kube
 from konfig.engine.planner import plan_stack
@@ -37,7 +37,7 @@ def with_rules(stack: Stack, *rules: dict[str, Any]) -> Stack:
 
 
 def apply(kube: Kube, stack: Stack, spec: Spec) -> None:
-    prior = inv.read_inventory(kube, stack)
+    prior = inventory_store.read_inventory(kube, stack)
     plan = plan_stack(kube, stack, spec, prior)
     result = apply_stack(kube, plan, spec, prior, FAST)
     assert result.ok, result.message
@@ -70,12 +70,16 @@ def test_another_managers_field_is_listed_not_counted_and_left_out_by_apply(
     kube.apply(scale, dry_run=False, field_manager="ops-team")
     assert managers_of_replicas(kube, ns) == {"ops-team"}
 
-    plain = plan_stack(kube, stack, spec_of(deployment(ns)), inv.read_inventory(kube, stack))
+    plain = plan_stack(
+        kube, stack, spec_of(deployment(ns)), inventory_store.read_inventory(kube, stack)
+    )
     (change,) = plain.changes
     assert change.action == "update" and change.ignored == ()  # without a rule: 4 → 1
 
     ruled = with_rules(stack, REPLICAS)
-    plan = plan_stack(kube, ruled, spec_of(deployment(ns)), inv.read_inventory(kube, ruled))
+    plan = plan_stack(
+        kube, ruled, spec_of(deployment(ns)), inventory_store.read_inventory(kube, ruled)
+    )
     (change,) = plan.changes
     assert change.action == "unchanged" and change.fields == ()
     (field,) = change.ignored
@@ -96,7 +100,9 @@ def test_a_field_only_konfig_owns_is_kept_live(kube: Kube, ns: str) -> None:
     three["spec"]["replicas"] = 3
     apply(kube, stack, spec_of(three))
     ruled = with_rules(stack, REPLICAS)
-    plan = plan_stack(kube, ruled, spec_of(deployment(ns)), inv.read_inventory(kube, ruled))
+    plan = plan_stack(
+        kube, ruled, spec_of(deployment(ns)), inventory_store.read_inventory(kube, ruled)
+    )
     (change,) = plan.changes
     assert change.action == "unchanged"
     assert [(f.live, f.declared, f.applied) for f in change.ignored] == [(3, 1, "kept live")]
@@ -117,7 +123,9 @@ def test_an_hpa_in_the_stack_ignores_its_targets_replicas(kube: Kube, ns: str) -
     scale = {"apiVersion": "apps/v1", "kind": "Deployment",
              "metadata": {"name": "web", "namespace": ns}, "spec": {"replicas": 5}}  # fmt: skip
     kube.apply(scale, dry_run=False, field_manager="kube-controller-manager")
-    plan = plan_stack(kube, stack, spec_of(deployment(ns), hpa), inv.read_inventory(kube, stack))
+    plan = plan_stack(
+        kube, stack, spec_of(deployment(ns), hpa), inventory_store.read_inventory(kube, stack)
+    )
     change = next(c for c in plan.changes if c.kind == "Deployment")
     assert change.action == "unchanged"
     (field,) = change.ignored
@@ -138,7 +146,9 @@ def test_a_sidecar_by_merge_key(kube: Kube, ns: str) -> None:
     rule = {"paths": ["/spec/template/spec/containers[name=istio-proxy]"],
             "reason": "injected by the mesh"}  # fmt: skip
     ruled = with_rules(stack, rule)
-    plan = plan_stack(kube, ruled, spec_of(deployment(ns)), inv.read_inventory(kube, ruled))
+    plan = plan_stack(
+        kube, ruled, spec_of(deployment(ns)), inventory_store.read_inventory(kube, ruled)
+    )
     (change,) = plan.changes
     assert change.action == "unchanged", change.fields
     assert [(f.path, f.applied) for f in change.ignored] == [

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.inventory import Inventory, InventoryError, Member
 
 
@@ -259,7 +260,7 @@ def test_kubectl_accepts_the_parent_as_an_applyset(cluster: Any, tmp_path: Path)
     ns = f"p7ks-{uuid.uuid4().hex[:8]}"
     path = f"appops/{ns}/dev"
     with connect(KubeTarget(str(cluster.kubeconfig), cluster.admin_context)) as kube:
-        ours = inv.write_inventory(
+        ours = inventory_store.write_inventory(
             kube, path, [Member(f"v1:ConfigMap:{ns}:a")], commit="c", spec_digest="d"
         )
         # kubectl recognises the parent and its id, and refuses to manage another tool's set
@@ -280,5 +281,5 @@ def test_kubectl_accepts_the_parent_as_an_applyset(cluster: Any, tmp_path: Path)
         res = kubectl_applyset(ours.name)
         assert res.returncode == 1
         assert f"want: {ours.applyset_id}" in res.stderr
-        inv.delete_inventory(kube, path)
-        assert inv.read_inventory(kube, path) is None
+        inventory_store.delete_inventory(kube, path)
+        assert inventory_store.read_inventory(kube, path) is None

@@ -30,6 +30,7 @@ from kubeutil import (
 )
 
 from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube, KubeTarget, connect
 from konfig.engine.plan import PlanError, StackPlan
 from konfig.engine.planner import plan_stack
@@ -117,14 +118,16 @@ def test_object_owned_by_another_inventory_is_a_conflict_naming_it(kube: Kube, n
     assert change.action == "conflict"
     assert change.owner == f"ApplySet {set_id(other)} (no Konfig inventory here has it)"
     # with its inventory: named by its stack
-    inv.write_inventory(kube, other, inventory_of(other, objs).members, commit="", spec_digest="")
+    inventory_store.write_inventory(
+        kube, other, inventory_of(other, objs).members, commit="", spec_digest=""
+    )
     try:
         plan = plan_stack(kube, make_stack(), spec_of(configmap(ns)), None)
         (change,) = plan.changes
         assert (change.action, change.owner) == ("conflict", other.path)
         assert change.reason.startswith(f"owned by {other.path}: konfig will not take it over")
     finally:
-        inv.delete_inventory(kube, other)
+        inventory_store.delete_inventory(kube, other)
 
 
 def test_row_prior_and_plan_but_deleted_out_of_band_is_create(kube: Kube, ns: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubeutil import configmap, make_stack, namespace, spec_of, unique
 
-from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.applier import apply_stack
 from konfig.engine.kube import Kube, KubeApiError
 from konfig.engine.planner import plan_stack
@@ -56,20 +56,20 @@ def test_apply_with_preconditions_refuses_what_changed_since_the_plan(kube: Kube
 
     def planned(data: str) -> tuple[Any, Any]:
         changed = spec_of(namespace(ns), configmap(ns, k=data))
-        prior = inv.read_inventory(kube, stack)
+        prior = inventory_store.read_inventory(kube, stack)
         return changed, plan_stack(kube, stack, changed, prior)
 
     # the same values from another manager: rv moves, nothing that matters does
     changed, plan = planned("two")
     kube.apply(configmap(ns, k="one"), dry_run=False, field_manager="bookkeeper")
-    done = apply_stack(kube, plan, changed, inv.read_inventory(kube, stack), FAST)
+    done = apply_stack(kube, plan, changed, inventory_store.read_inventory(kube, stack), FAST)
     assert done.ok, done.error
     assert kube.get("v1", "ConfigMap", "cm", ns)["data"] == {"k": "two"}  # type: ignore[index]
 
     # a value changed in between: refused, and what the other wrote stays
     changed, plan = planned("three")
     kube.apply(configmap(ns, k="by-hand"), dry_run=False, field_manager="someone")
-    refused = apply_stack(kube, plan, changed, inv.read_inventory(kube, stack), FAST)
+    refused = apply_stack(kube, plan, changed, inventory_store.read_inventory(kube, stack), FAST)
     assert not refused.ok
     (failed,) = [o for o in refused.objects if o.id == cid]
     assert (

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from fixtures.cluster import Cluster
 
-from konfig.engine import inventory as inv
+from konfig.engine import inventory_store
 from konfig.engine.kube import Kube, KubeTarget, connect
 from konfig.tofu.config import STATE_NAMESPACE, Backend
 from konfig.tofu.records import (
@@ -51,7 +51,7 @@ def _state(kube: Kube, suffix: str, *, stack: str | None = None) -> None:
 
 
 def _applied(kube: Kube, path: str) -> None:
-    inv.write_inventory(kube, path, [], commit="c", spec_digest="d")
+    inventory_store.write_inventory(kube, path, [], commit="c", spec_digest="d")
 
 
 def _pair() -> tuple[str, str]:
