@@ -1,5 +1,6 @@
 """Arrows run one way: no import cycle between konfig's modules, and no import from a
-lower layer of the package to a higher one.
+lower layer of the package to a higher one; and no module is longer than
+:data:`MAX_LINES` lines.
 
 The layer order is the fenced ``layers`` block of ``tools/konfig/README.md``: one layer a
 line, the highest first; a line may name several folders or top-level modules, peers
@@ -20,6 +21,8 @@ import konfig
 PACKAGE = Path(konfig.__file__).resolve().parent
 README = PACKAGE / "README.md"
 INIT = "konfig"  # the package's own __init__ (its version)
+# a module longer than this holds more than one subject: split it by concept (issue 25)
+MAX_LINES = 700
 
 
 def layers() -> list[list[str]]:
@@ -159,3 +162,21 @@ def test_the_checks_see_a_cycle_and_an_upward_arrow() -> None:
     assert "konfig.engine.kube.client" in edges["konfig.engine.kube"]  # a package's imports
     deferred = edges["konfig.__main__"]  # imports the CLI inside main(): deferred
     assert "konfig.cli" in deferred
+
+
+def line_counts() -> dict[str, int]:
+    """The number of lines of every module of the package."""
+    return {
+        name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules().items()
+    }
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    counts = line_counts()
+    assert len(counts) > 100  # every module of the package is counted
+    over = sorted((n, name) for name, n in counts.items() if n > MAX_LINES)
+    assert not over, (
+        f"modules over {MAX_LINES} lines (split each by concept, one home per concept; "
+        "tools/konfig/README.md's map names the new modules):\n"
+        + "\n".join(f"{modules()[name].relative_to(PACKAGE.parent)}: {n} lines" for n, name in over)
+    )
