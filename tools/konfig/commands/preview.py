@@ -18,6 +18,8 @@ from konfig.commands._common import (
     compile_settings,
     connections,
     load_repository,
+    report_problems,
+    repository_root,
     runtime_contexts,
 )
 from konfig.commands._console import compile_progress, error, info, use_color
@@ -33,7 +35,7 @@ from konfig.pipeline.runtime import uses_opentofu
 from konfig.pipeline.selection import gone_stack, select_stacks, stacks_affected_since
 from konfig.pipeline.sharding import ShardPolicy, Slot, parse_slot
 from konfig.repo.files import WriteScope, atomic_write_text
-from konfig.repo.settings import RepoConfig
+from konfig.repo.settings import RepoConfig, load_repo_config
 from konfig.report.previews import render_json, render_markdown, render_text
 from konfig.secrets.refs import Resolver
 from konfig.words import about
@@ -238,12 +240,15 @@ def command(
         drop_keyring_from_env()  # nothing is decrypted: no key is even read
         from konfig.pipeline.offline import offline_preview
 
-        repo = load_repository(ctx)
-        state = cache_state(repo.root, enabled=not no_cache, git_required=True)
+        # what is previewed are two commits, not the work tree: no discovery of it (every
+        # stack.yaml of the repository, in each shard); the layout problems of the stacks
+        # the merge changes are reported (the change set finds them)
+        root = repository_root(ctx)
+        state = cache_state(root, enabled=not no_cache, git_required=True)
         assert base is not None
-        slot = None if shard is None else _slot(shard, repo.config)
+        slot = None if shard is None else _slot(shard, load_repo_config(root))
         done = offline_preview(
-            repo.root,
+            root,
             base,
             head or "HEAD",
             state=state,
@@ -253,6 +258,7 @@ def command(
             shard=slot,
             base_specs=base_specs,
         )
+        report_problems(ctx, done.changes.problems)
         return _emit(done.preview, fmt, out, show_diff, detailed_exitcode)
     keyring = take_keyring_from_env()  # before anything compiles: see commands/_keys.py
     repo = load_repository(ctx)

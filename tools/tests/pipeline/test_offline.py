@@ -456,3 +456,24 @@ def test_only_the_previewed_stacks_and_what_they_import_are_written_out(
     assert stack["path"] == "appops/blog/dev" and stack["status"] == "ok", stack
     image = _changes(doc, "appops/blog/dev")["apps/v1:Deployment:blog-dev:blog"]["fields"]
     assert [(f["before"], f["after"]) for f in image] == [("nginx:1.27.3", "nginx:1.27.5")]
+
+
+def test_a_layout_problem_at_the_merge_is_an_error_whatever_the_work_tree(
+    shop: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    # the offline preview reads two commits, not the work tree (which it no longer
+    # discovers): a stack.yaml the pull request breaks is reported from the merge, with
+    # the work tree on main, where nothing is wrong
+    root = shop.root
+    git.Repo(root).git.checkout("-q", "-b", "pr")
+    shop.write(
+        "appops/shop/dev/main.k",
+        _image(SIMPLE_MAIN.format(name="shop", namespace="shop-dev"), "1.27.4"),
+    )
+    shop.write("appops/shop/prod/stack.yaml", "name: production\n")
+    git_commit(root, "pr: a new image, and a stack named after another directory")
+    git.Repo(root).git.checkout("-q", "main")
+    code, doc, err = _offline(konfig, root, "--base", "main", "--head", "pr")
+    assert code == 1
+    assert "appops/shop/prod/stack.yaml" in err and "production" in err
+    assert [s["path"] for s in doc["stacks"]] == ["appops/shop/dev"]
