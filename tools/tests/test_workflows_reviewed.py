@@ -1,5 +1,6 @@
-"""The workflows of the merge-applies-reviewed issue (27): owners.yml sets
-``konfig/reviewed`` after every preview and review, stale.yml marks stale previews on
+"""The workflows of the merge-applies-reviewed issue (27): preview-cluster.yml sets
+``konfig/reviewed`` after every live preview and owners.yml after every preview and
+review, stale.yml marks stale previews on
 every push to the default branch (nothing else), and apply.yml's release (a dispatch
 with a stack and a digest) and its report of a change that was not the reviewed one.
 The steps' shell scripts run here with the values a runner gives."""
@@ -27,6 +28,53 @@ def test_owners_sets_konfig_reviewed_after_previews_and_reviews() -> None:
     run = str(step["run"])
     assert "konfig --root config approved" in run and '--main "origin/$DEFAULT_BRANCH"' in run
     assert '--head "$HEAD_SHA"' in run and "--post" in run
+
+
+def test_the_live_preview_run_sets_konfig_reviewed_once_its_report_wrote_the_record() -> None:
+    """owners.yml cannot run after `preview (cluster)` (its run names the default
+    branch's commit): preview-cluster.yml's own `reviewed` job sets the status, after
+    both report jobs, with owners.yml's command, the statuses token and the pull request
+    as data only, never beside the preview credentials."""
+    jobs = _jobs("preview-cluster.yml")
+    job = jobs["reviewed"]
+    # after the head's last comment, as the danger labels: `small`'s or the fan-out's
+    assert (job["needs"], job["if"]) == (jobs["dangers"]["needs"], jobs["dangers"]["if"])
+    assert set(job["needs"]) == {"small", "pull-request", "report"}
+    assert "!cancelled()" in job["if"] and "needs.small.outputs.final == 'true'" in job["if"]
+    assert job["permissions"] == {
+        "contents": "write",  # Gitea files statuses under Code
+        "pull-requests": "read",
+        "statuses": "write",
+    }
+    assert "environment" not in job and "secrets." not in json.dumps(job)
+    checkouts = [st["with"] for st in job["steps"] if "actions/checkout@" in st.get("uses", "")]
+    assert checkouts == [
+        {"path": ".konfig-tools", "persist-credentials": False},
+        {
+            "ref": "${{ github.event.workflow_run.head_sha }}",
+            "path": "config",
+            "fetch-depth": 0,
+            "persist-credentials": False,
+        },
+    ]
+    name = "Is the head approved as previewed now? Set konfig/reviewed"
+    step = _step("preview-cluster.yml", "reviewed", name)
+    owners = _step("owners.yml", "owners", name)
+    assert step["run"] == owners["run"]  # one command, two places
+    env = dict(step["env"])  # type: ignore[call-overload]
+    assert env["NUMBER"] == (
+        "${{ needs.small.outputs.number || needs.pull-request.outputs.number }}"
+    )
+    assert env["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
+    assert {k: v for k, v in env.items() if k != "NUMBER"} == {
+        k: v
+        for k, v in dict(owners["env"]).items()  # type: ignore[call-overload]
+        if k != "NUMBER"
+    }
+    # the jobs that write the comment (and hold the preview credentials) set no status
+    for report in ("small", "report"):
+        held = jobs[report]["permissions"]
+        assert "statuses" not in held and held.get("contents") == "read", report
 
 
 def test_stale_runs_on_pushes_to_main_with_the_default_branch_guard() -> None:

@@ -5,8 +5,9 @@ commit of the base branch since the head's merge base changed one of its stacks 
 stale preview, through the import graph), and every stack whose change is not empty
 has an approval that still holds: of a commit at which the stack's change digest was
 the one it is now, with no preview since showing another
-(:func:`konfig.pipeline.reviewed.review_state`). ``owners.yml`` runs it beside
-``konfig owners`` whenever a preview or a review completes (docs/review.md).
+(:func:`konfig.pipeline.reviewed.review_state`). ``preview-cluster.yml`` runs it
+once the live preview wrote the head's record, ``owners.yml`` beside ``konfig owners``
+whenever a review completes (docs/review.md).
 """
 
 from __future__ import annotations
