@@ -158,7 +158,7 @@ def test_a_runner_without_shared_runs_the_other_tests_and_says_why() -> None:
     assert "hack/tofu build" not in make and "hack/forge build" not in make
 
 
-@pytest.mark.parametrize("name", ["preview.yml", "preview-cluster.yml"])
+@pytest.mark.parametrize("name", ["preview.yml", "preview-requested.yml", "preview-cluster.yml"])
 def test_a_configuration_pull_request_runs_the_preview(name: str) -> None:
     data = yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text(encoding="utf-8"))
     on = data.get("on", data.get(True))

@@ -94,7 +94,9 @@ DEV = "appops/guestbook/dev"
 SHOP = "appops/webshop/prod"
 EDGE = "appops/http-echo/edge"
 ECHO_DEV = "appops/http-echo/dev"
-# the privileged jobs that ask the forge which pull request a run is for (`konfig pr`)
+# the privileged half's workflows and their jobs that ask the forge which pull request a
+# run is for (`konfig pr`)
+PRIVILEGED = ("preview-requested.yml", "preview-cluster.yml")
 PULL_REQUEST_JOBS = ("preview and report", "pull request and changed stacks")
 
 # konfig.yaml `owners.teams` of the template: team -> its placeholder login
@@ -217,11 +219,11 @@ class E2E:
         )
 
     def cluster_runs(self, head: str) -> list[dict[str, Any]]:
-        """Every finished run of preview-cluster.yml (workflow_run, the privileged half)
-        for the pull request at ``head``: the one started when the unprivileged run was
-        requested (`preview and report`: the first comment, a one-shard live preview)
-        and the one started when it completed (`pull request and changed stacks`, the
-        fan-out). Gitea records such a run at the default branch's commit; its first
+        """Both finished runs of the privileged half (workflow_run) for the pull request
+        at ``head``: preview-requested.yml's, started when the unprivileged run was
+        requested (`preview and report`: the first comment, a one-shard live preview),
+        and preview-cluster.yml's, started when it completed (`pull request and changed
+        stacks`, the fan-out). Gitea records such a run at the default branch's commit; its first
         job names the head it found (`konfig pr`)."""
         seen: dict[int, bool] = {}
 
@@ -229,7 +231,7 @@ class E2E:
             runs = [
                 run
                 for run in self.forge.runs(self.repo, event="workflow_run")
-                if Path(str(run.get("path", "")).split("@")[0]).name == "preview-cluster.yml"
+                if Path(str(run.get("path", "")).split("@")[0]).name in PRIVILEGED
             ]
             # Gitea sends a failed run's workflow_run twice: wait for every privileged
             # run to end, so the comment read next is the last one written.
@@ -254,7 +256,7 @@ class E2E:
             return found if len(found) >= 2 else None
 
         return self.forge.wait(
-            f"the preview-cluster.yml runs for {head}",
+            f"the privileged runs for {head}",
             find,
             timeout=RUN_TIMEOUT,
             interval=2,
@@ -1228,11 +1230,14 @@ def test_fork_pr_gets_compile_test_check_only(e2e: E2E, tmp_path: Path) -> None:
     # offline preview and its compile, test and check results, rendered there by the
     # first job (`report` skips: that comment is the last).
     cluster_jobs = e2e.jobs(cluster)
-    # every job that previews: the 8 shards and `preview and report` (one shard's work)
+    # every job that previews: the 8 shards, and `preview and report` (one shard's
+    # work, preview-requested.yml: it wrote the first comment, its preview steps skip)
     previews = [j for name, j in cluster_jobs.items() if name.startswith("preview ")]
-    assert "preview and report" in cluster_jobs
-    assert len(previews) == 9 and all(j["conclusion"] == "skipped" for j in previews), previews
-    assert not any(a.startswith("konfig-preview") for a in e2e.artifacts(cluster))
+    assert len(previews) == 8 and all(j["conclusion"] == "skipped" for j in previews), previews
+    both = e2e.cluster_runs(head)
+    assert not any(a.startswith("konfig-preview") for r in both for a in e2e.artifacts(r))
+    [requested] = [r for r in both if "preview and report" in e2e.ran(r)]
+    assert "Write the preview kubeconfig" not in e2e.logs(requested)
     assert cluster_jobs["report"]["conclusion"] == "skipped", e2e.logs(cluster)
     assert cluster_jobs["pull request and changed stacks"]["conclusion"] == "success"
     [comment] = e2e.konfig_comments(number)

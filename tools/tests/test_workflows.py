@@ -171,10 +171,14 @@ def test_shard_matrices_match_the_shard_count(
 
 # -- the trust boundary (issue 26, docs/security.md) ---------------------------------
 
+# the privileged half of a pull request: workflow_run of `preview`, the default branch's
+PRIVILEGED = ("preview-requested.yml", "preview-cluster.yml")
+
 PR_TRIGGERS = {"pull_request", "pull_request_target", "pull_request_review", "issue_comment"}
 # workflow -> the jobs that may read a secret, each in its environment
 SECRET_JOBS = {
-    "preview-cluster.yml": {"preview": "preview", "small": "preview"},
+    "preview-cluster.yml": {"preview": "preview"},
+    "preview-requested.yml": {"small": "preview"},
     "apply.yml": {"apply": "production"},
     "drift.yml": {"drift": "drift"},
 }
@@ -217,9 +221,13 @@ def test_the_privileged_half_runs_nothing_of_the_pull_request() -> None:
     the PR head is checked out only elsewhere, and the preview reads the artifact's
     Specs (`specs`), so no KCL of the pull request is compiled with the credentials."""
     assert _triggers("preview-cluster.yml") == {
-        "workflow_run": {"workflows": ["preview"], "types": ["requested", "completed"]}
+        "workflow_run": {"workflows": ["preview"], "types": ["completed"]}
     }
-    for name, job in _jobs("preview-cluster.yml").items():
+    assert _triggers("preview-requested.yml") == {
+        "workflow_run": {"workflows": ["preview"], "types": ["requested"]}
+    }
+    privileged = [(name, job) for workflow in PRIVILEGED for name, job in _jobs(workflow).items()]
+    for name, job in privileged:
         steps = job.get("steps", [])
         for step in steps:
             uses = step.get("uses", "")
@@ -248,7 +256,7 @@ def test_the_privileged_half_runs_nothing_of_the_pull_request() -> None:
     # comment of every pull request) by each step that reads a secret or previews
     job = _jobs("preview-cluster.yml")["preview"]
     assert "needs.pull-request.outputs.live == 'true'" in job["if"]
-    small = _jobs("preview-cluster.yml")["small"]
+    small = _jobs("preview-requested.yml")["small"]
     gated = [
         st
         for st in small["steps"]
@@ -257,8 +265,11 @@ def test_the_privileged_half_runs_nothing_of_the_pull_request() -> None:
     assert len(gated) == 2, gated  # the kubeconfig, the preview (its age key, tofu env)
     for st in gated:
         assert "steps.pr.outputs.live == 'true'" in st["if"], st
-    for name in ("pull-request", "small"):
-        steps = _jobs("preview-cluster.yml")[name]["steps"]
+    for workflow, name in (
+        ("preview-cluster.yml", "pull-request"),
+        ("preview-requested.yml", "small"),
+    ):
+        steps = _jobs(workflow)[name]["steps"]
         [ask] = [st for st in steps if st.get("id") == "pr"]
         assert "konfig pr " in ask["run"] and '--live-label "$LIVE_LABEL"' in ask["run"]
     pull_request = _jobs("preview-cluster.yml")["pull-request"]
@@ -298,8 +309,7 @@ def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() 
     assert "labeled" in _triggers("preview.yml")["pull_request"]["types"]
 
     privileged = _jobs("preview-cluster.yml")
-    small = privileged["small"]
-    assert small["if"] == "github.event.action == 'requested'"
+    small = _jobs("preview-requested.yml")["small"]
     assert small["permissions"] == {
         "contents": "read",
         "actions": "read",
@@ -342,10 +352,9 @@ def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() 
         assert render["run"].count('"${report[@]}"') == 2, name
         assert '! "${report[@]}"' in render["run"], name
     first = privileged["pull-request"]
-    assert first["if"] == "github.event.action == 'completed'"
     assert "secrets." not in json.dumps(first) and "environment" not in first
-    posts = [st for st in first["steps"] if st.get("uses", "").endswith("/actions/comment")]
-    assert [st["with"]["body-file"] for st in posts] == ["${{ runner.temp }}/first.md"]
+    writes = [st for st in first["steps"] if st.get("uses", "").endswith("/actions/comment")]
+    assert [st["with"]["body-file"] for st in writes] == ["${{ runner.temp }}/first.md"]
     # there only when `small` did not write the head's comment
     [download] = [st for st in first["steps"] if st.get("id") == "offline"]
     assert "steps.changed.outputs.used-shards != '1'" in download["if"]
@@ -353,25 +362,39 @@ def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() 
     assert "needs.pull-request.outputs.live == 'true'" in privileged["report"]["if"]
     assert "pull-request" in privileged["report"]["needs"]
     # no offline preview is ever taken from anywhere but --offline-preview
-    runs = [st.get("run", "") for job in privileged.values() for st in job.get("steps", [])]
+    runs = [
+        st.get("run", "")
+        for workflow in PRIVILEGED
+        for job in _jobs(workflow).values()
+        for st in job.get("steps", [])
+    ]
     assert all("--offline-preview" in r for r in runs if "offline-preview.json" in r)
     assert sum(r.count("offline-preview.json") for r in runs) == 2
 
 
 def test_the_first_comment_starts_with_the_unprivileged_run() -> None:
-    """Issue 33: `small` is the one job of the requested run (it runs beside the
-    unprivileged run, waiting for its artifacts), every other job the completed run's;
-    the two runs of one head never cancel each other."""
-    workflow = yaml.safe_load((ROOT / ".github/workflows/preview-cluster.yml").read_text())
-    group = workflow["concurrency"]["group"]
-    assert "github.event.workflow_run.head_sha" in group and "github.event.action" in group
-    jobs = _jobs("preview-cluster.yml")
-    assert jobs["small"]["if"] == "github.event.action == 'requested'"
-    assert "needs" not in jobs["small"]
-    assert jobs["pull-request"]["if"] == "github.event.action == 'completed'"
+    """Issue 33: preview-requested.yml runs beside the unprivileged run (requested), its
+    job `small` waiting for that run's artifacts; its only other job, the danger labels,
+    follows when `small` wrote the head's last comment. preview-cluster.yml's jobs all
+    come when the run completed; the two workflows never cancel each other's runs."""
+    groups = {
+        workflow: yaml.safe_load((ROOT / ".github/workflows" / workflow).read_text())[
+            "concurrency"
+        ]["group"]
+        for workflow in PRIVILEGED
+    }
+    assert len(set(groups.values())) == 2
+    assert all("github.event.workflow_run.head_sha" in g for g in groups.values())
+    jobs = _jobs("preview-requested.yml")
+    assert set(jobs) == {"small", "dangers"}
+    assert "needs" not in jobs["small"] and jobs["dangers"]["needs"] == "small"
+    assert "needs.small.outputs.final == 'true'" in jobs["dangers"]["if"]
+    cluster = _jobs("preview-cluster.yml")
     for name in ("preview", "report"):
-        needs = jobs[name]["needs"]
+        needs = cluster[name]["needs"]
         assert "pull-request" in (needs if isinstance(needs, list) else [needs]), name
+    # the completed run's danger labels only after a comment it wrote itself
+    assert "needs.pull-request.outputs.inline != 'true'" in cluster["dangers"]["if"]
 
 
 def test_each_verify_shard_computes_its_part_of_the_offline_preview() -> None:
@@ -422,7 +445,7 @@ def test_one_shard_of_work_runs_in_one_job_per_half() -> None:
     )
     assert "inline != 'true'" in privileged["preview"]["if"]
     assert "inline != 'true'" in privileged["report"]["if"]
-    small = privileged["small"]
+    small = _jobs("preview-requested.yml")["small"]
     [offline] = [st for st in small["steps"] if st.get("id") == "offline"]
     assert "steps.changed.outputs.used-shards == '1'" in offline["if"]
     [live] = [st for st in small["steps"] if st.get("id") == "live"]
@@ -440,8 +463,8 @@ def test_one_shard_of_work_runs_in_one_job_per_half() -> None:
 def test_the_preview_holds_the_non_production_age_key_and_apply_the_production_one() -> None:
     """Issue 26 item 4 (docs/secrets.md): the preview never holds the key that decrypts
     production's files."""
-    for name in ("preview", "small"):
-        text = json.dumps(_jobs("preview-cluster.yml")[name])
+    for workflow, name in (("preview-cluster.yml", "preview"), ("preview-requested.yml", "small")):
+        text = json.dumps(_jobs(workflow)[name])
         assert "secrets.KONFIG_PREVIEW_SOPS_AGE_KEY" in text, name
         assert "secrets.SOPS_AGE_KEY" not in text, name
     assert "secrets.SOPS_AGE_KEY" in json.dumps(_jobs("apply.yml")["apply"])
@@ -498,7 +521,7 @@ PICK = re.compile(
 def _shard_steps() -> list[tuple[str, dict[str, Any]]]:
     return [
         (f"{workflow}:{name}", step)
-        for workflow in ("preview.yml", "preview-cluster.yml")
+        for workflow in ("preview.yml", *PRIVILEGED)
         for name, job in _jobs(workflow).items()
         for step in job.get("steps", [])
         if "outputs.shards" in json.dumps(step.get("env", {}))
@@ -604,12 +627,14 @@ def test_danger_labels_status_and_confirmations_use_the_default_branch_tools_onl
     action passes each as `--confirm` to apply and destroy."""
     writes = {"contents": "write", "pull-requests": "write", "statuses": "write"}
     job = _jobs("preview-cluster.yml")["dangers"]
-    assert set(job["needs"]) == {"small", "pull-request", "report"}
+    assert set(job["needs"]) == {"pull-request", "report"}
     assert "!cancelled()" in job["if"] and "environment" not in job
+    requested = _jobs("preview-requested.yml")["dangers"]
+    assert "!cancelled()" in requested["if"] and "environment" not in requested
     confirm = _jobs("confirm.yml")["dangers"]
     assert _triggers("confirm.yml") == {"issue_comment": {"types": ["created", "edited"]}}
     assert "github.event.issue.pull_request" in confirm["if"]
-    for each in (job, confirm):
+    for each in (job, requested, confirm):
         assert each["permissions"] == writes
         assert "secrets." not in json.dumps(each)
         checkouts = [st for st in each["steps"] if "actions/checkout@" in st.get("uses", "")]
