@@ -374,9 +374,10 @@ def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() 
 
 def test_the_first_comment_starts_with_the_unprivileged_run() -> None:
     """Issue 33: preview-requested.yml runs beside the unprivileged run (requested), its
-    job `small` waiting for that run's artifacts; its only other job, the danger labels,
-    follows when `small` wrote the head's last comment. preview-cluster.yml's jobs all
-    come when the run completed; the two workflows never cancel each other's runs."""
+    job `small` waiting for that run's artifacts; its other jobs, the danger labels and
+    konfig/reviewed, follow when `small` wrote the head's last comment.
+    preview-cluster.yml's jobs all come when the run completed; the two workflows never
+    cancel each other's runs."""
     groups = {
         workflow: yaml.safe_load((ROOT / ".github/workflows" / workflow).read_text())[
             "concurrency"
@@ -386,7 +387,7 @@ def test_the_first_comment_starts_with_the_unprivileged_run() -> None:
     assert len(set(groups.values())) == 2
     assert all("github.event.workflow_run.head_sha" in g for g in groups.values())
     jobs = _jobs("preview-requested.yml")
-    assert set(jobs) == {"small", "dangers"}
+    assert set(jobs) == {"small", "reviewed", "dangers"}
     assert "needs" not in jobs["small"] and jobs["dangers"]["needs"] == "small"
     assert "needs.small.outputs.final == 'true'" in jobs["dangers"]["if"]
     cluster = _jobs("preview-cluster.yml")
