@@ -124,6 +124,13 @@ def start(work: Path, env: dict[str, str]) -> tuple[str, dict[str, Any]]:
     their directories); ``env`` gains what konfig and tofu run with, the database's
     credentials as ``BENCH_PG*``. Returns the kubeconfig and what hack/tofu printed."""
     kubeconfig = script("cluster", "up", env).strip().splitlines()[-1]
+    return kubeconfig, start_tofu(work, env)
+
+
+def start_tofu(work: Path, env: dict[str, str]) -> dict[str, Any]:
+    """OpenTofu with PostgreSQL started (``env`` names its directory); ``env`` gains
+    what konfig and tofu run with, the database's credentials as ``BENCH_PG*``.
+    Returns what hack/tofu printed."""
     facts = json.loads(script("tofu", "up", env).strip().splitlines()[-1])
     password = Path(facts["pg_passfile"]).read_text().strip().splitlines()[0].split(":", 4)[4]
     env.update(
@@ -137,7 +144,7 @@ def start(work: Path, env: dict[str, str]) -> tuple[str, dict[str, Any]]:
         NO_COLOR="1",
         KONFIG_TOFU_WORKDIR=str(work / "konfig-tofu"),
     )
-    return kubeconfig, facts
+    return facts
 
 
 def repository(work: Path) -> Path:

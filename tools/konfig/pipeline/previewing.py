@@ -34,7 +34,6 @@ from konfig.pipeline.runtime import (
     Contexts,
     kept_of_gone,
     runtime_of,
-    uses_opentofu,
 )
 from konfig.repo.layout import Stack
 from konfig.secrets.refs import Resolver, referenced_files, sealed_files, secret_data
@@ -322,8 +321,9 @@ def preview_stack(
         kube = conns.kube(stack)
         prior = read_inventory(kube, stack)
         sealed = sealed_files(conns.repo.root, compiled.spec)
+        runtime = runtime_of(stack, compiled.spec, contexts)
         key = None
-        if (keyed or previous is not None) and not uses_opentofu(stack, compiled.spec):
+        if keyed or previous is not None:
             # read before the plan: an edit between the two makes the next key differ
             key = reuse_key(
                 kube,
@@ -333,6 +333,9 @@ def preview_stack(
                 prior,
                 sealed=sealed,
                 can_decrypt=decrypts,
+                runtime_inputs=runtime.reuse_inputs(
+                    kube, stack, compiled.spec, conns.target(stack)
+                ),
                 lists=lists,
             )
         reused = previous.candidate(stack.path, key) if previous is not None else None
@@ -345,7 +348,6 @@ def preview_stack(
                 reuse_key=key,
                 reused=reused,
             )
-        runtime = runtime_of(stack, compiled.spec, contexts)
         plan = runtime.preview(
             kube,
             stack,

@@ -5,10 +5,13 @@ preview of the previous push is still the answer, as long as everything it was
 computed from is the same. That is one value per stack, the **reuse key**
 (:func:`reuse_key`): the sha256 of the Spec's digest, the encrypted files its Secrets
 read, whether this run can decrypt them, konfig itself (its source) and the
-repository's konfig.yaml and stack.yaml, the cluster (server and context) and the
+repository's konfig.yaml and stack.yaml, the cluster (server and context), the
 stack's live fingerprint (:mod:`konfig.engine.livefingerprint`: every object the
-preview reads, one metadata-only list per kind and namespace). Every live preview made
-with it records the key in its JSON (``reuseKey``).
+preview reads, one metadata-only list per kind and namespace) and what its runtime's
+plan reads beyond these (:meth:`konfig.pipeline.runtime.Runtime.reuse_inputs`: for a
+stack with Terraform resources, the configuration Konfig renders, the providers' lock
+and installation, OpenTofu's state lineage and serial: :mod:`konfig.tofu.reuse`).
+Every live preview made with it records the key in its JSON (``reuseKey``).
 
 ``konfig preview --reuse PREVIOUS.json`` reads the previous run's preview documents
 (:func:`read_previous`) as hostile data: each must match the preview contract, be a
@@ -16,8 +19,9 @@ live preview, and they must agree on the commit they previewed. A stack's previo
 result is taken only when it previewed without an error or a conflict and the key this
 run recomputes, from this run's Specs and a fresh read of the cluster, equals the one
 it recorded: nothing of the previous document is believed that is not checked again.
-Its result then carries ``reusedFrom`` (the commit it was previewed at). A stack with
-Terraform resources is always previewed (OpenTofu's state is not fingerprinted here).
+Its result then carries ``reusedFrom`` (the commit it was previewed at). A result that
+did not preview everything (Terraform resources not previewed for lack of credentials)
+is not re-used.
 """
 
 from __future__ import annotations
@@ -120,7 +124,8 @@ def read_previous(files: Sequence[Path]) -> Previous:
 
 
 def _reusable(item: Mapping[str, Any]) -> bool:
-    """Only a clean result: no error, no conflict, not a deleted stack, with a key."""
+    """Only a clean result: no error, no conflict, not a deleted stack, everything
+    previewed, with a key."""
     counts = item.get("counts") or {}
     key = item.get("reuseKey")
     return (
@@ -128,6 +133,7 @@ def _reusable(item: Mapping[str, Any]) -> bool:
         and item.get("error") is None
         and not item.get("deleted")
         and not counts.get("conflict")
+        and not item.get("notPreviewed")
         and isinstance(key, str)
         and bool(_KEY.match(key))
     )
@@ -165,11 +171,14 @@ def reuse_key(
     *,
     sealed: Sequence[tuple[str, str]],
     can_decrypt: bool,
+    runtime_inputs: str = "",
     lists: dict[tuple[str, str], Lists] | None = None,
 ) -> str:
     """What a live preview of ``stack`` is computed from, as one sha256 (the module).
-    ``lists``: the lists read for earlier stacks of this run, per cluster (server,
-    context): each kind and namespace is listed once a run."""
+    ``runtime_inputs``: what its runtime's plan reads beyond the Kubernetes objects
+    (:meth:`~konfig.pipeline.runtime.Runtime.reuse_inputs`). ``lists``: the lists read
+    for earlier stacks of this run, per cluster (server, context): each kind and
+    namespace is listed once a run."""
     memo = None if lists is None else lists.setdefault((kube.server, kube.context), {})
     versions = live_fingerprint(kube, objects_of(stack.path, spec, prior, kube), memo)
     body = [
@@ -184,6 +193,7 @@ def reuse_key(
         _file_sha(root / CONFIG_FILE),
         _file_sha(root / stack.path / STACK_FILE),
         fingerprint_digest(versions),
+        runtime_inputs,
     ]
     text = json.dumps(body, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()

@@ -155,6 +155,13 @@ class Runtime(Protocol):
         from the environment (``kube_of``: also what their records in the cluster use)."""
         ...
 
+    def reuse_inputs(self, kube: Kube, stack: Stack, spec: Spec, target: KubeTarget) -> str:
+        """What this runtime's preview of ``stack`` is computed from beyond what every
+        stack's reuse key covers (its Spec and files, the Kubernetes objects' live
+        fingerprint: :mod:`konfig.pipeline.reusing`), as one digest; "" when nothing.
+        Read before the plan, cheaply (no plan, nothing written)."""
+        ...
+
 
 class KubernetesRuntime:
     """The Kubernetes engine (:mod:`konfig.engine`): every stack's runtime by default."""
@@ -272,6 +279,9 @@ class KubernetesRuntime:
         verb: str,
     ) -> None:
         return None  # the kubeconfig's credentials: each connection checks its own
+
+    def reuse_inputs(self, kube: Kube, stack: Stack, spec: Spec, target: KubeTarget) -> str:
+        return ""  # the live fingerprint covers everything its plan reads
 
 
 KUBERNETES = KubernetesRuntime()

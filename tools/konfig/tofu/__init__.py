@@ -21,7 +21,8 @@ A stack with Terraform resources runs in both runtimes (the hybrid):
 :mod:`~konfig.tofu.references` (references to Terraform attributes resolved in
 Kubernetes objects), :mod:`~konfig.tofu.preflight` (the providers' credentials, before
 any write), :mod:`~konfig.tofu.hybrid` (one plan of both runtimes, the preview),
-:mod:`~konfig.tofu.hybrid_apply` (apply and destroy) and :mod:`~konfig.tofu.observe`
-(the state's resources for status and drift). The design and the reasons are in
+:mod:`~konfig.tofu.hybrid_apply` (apply and destroy), :mod:`~konfig.tofu.observe`
+(the state's resources for status and drift) and :mod:`~konfig.tofu.reuse` (what a
+preview's plan reads: its part of the reuse key). The design and the reasons are in
 docs/terraform.md.
 """

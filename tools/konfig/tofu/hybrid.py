@@ -70,6 +70,13 @@ def state_values_by_id(state: Mapping[str, Any] | None, planned: PlannedStack) -
 # --- planning ------------------------------------------------------------------------
 
 
+def preview_backend(backend: Backend, state: Mapping[str, Any] | None) -> Backend:
+    """The backend a preview plans with: the stack's, or, for a stack without state
+    yet, an empty local state (the kubernetes backend would create its Secret: a
+    preview writes nothing)."""
+    return backend if state is not None else Backend(kind="local", path=PREVIEW_STATE)
+
+
 def refuse_destroys(changes: tuple[Change, ...], terraform: StackTerraform) -> tuple[Change, ...]:
     """Deletes and replaces of Terraform resources the stack does not allow, marked."""
     out: list[Change] = []
@@ -143,10 +150,8 @@ def plan_hybrid(
             if r.terraform.address in by_address
         }
     elif spec.terraform() or state_addresses(state):
-        if state is None and not lock:
-            # A preview of a stack without state yet: plan against an empty local state
-            # (the kubernetes backend would create its Secret: a preview writes nothing).
-            ctx = replace(ctx, backend=Backend(kind="local", path=PREVIEW_STATE))
+        if not lock:
+            ctx = replace(ctx, backend=preview_backend(ctx.backend, state))
         planned = tofu_plan(
             ctx,
             spec,

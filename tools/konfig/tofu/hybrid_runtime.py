@@ -36,6 +36,7 @@ from konfig.tofu.hybrid import (
 from konfig.tofu.hybrid_apply import apply_hybrid, destroy_hybrid
 from konfig.tofu.observe import state_objects, terraform_objects
 from konfig.tofu.preflight import read_states, require_credentials
+from konfig.tofu.reuse import plan_inputs
 
 
 class HybridRuntime:
@@ -206,3 +207,9 @@ class HybridRuntime:
         tofu = self._context(stacks[0])
         states = read_states(stacks, kube_of) if kube_of is not None else None
         require_credentials(stacks, specs, tofu, states=states, verb=verb)
+
+    def reuse_inputs(self, kube: Kube, stack: Stack, spec: Spec, target: KubeTarget) -> str:
+        """The configuration Konfig renders, the providers' installation and lock, the
+        state's lineage and serial, the providers' environment
+        (:func:`konfig.tofu.reuse.plan_inputs`)."""
+        return plan_inputs(kube, stack, spec, self._context(stack), target)

@@ -177,14 +177,7 @@ def tofu_plan(
         for r in resources_in_config
         for w in r.write_only
     }
-    from konfig.tofu.state import state_addresses
-
-    recorded = state_addresses(state)
-    imports = {
-        r.id: r.import_id
-        for r in resources_in_config
-        if r.import_id and r.id in set(members) and r.address.address not in recorded
-    }
+    imports = adoptions(resources_in_config, state, members)
     workdir = Workdir(
         ctx.settings,
         ctx.workdir,
@@ -253,6 +246,24 @@ def tofu_plan(
     by_address = plans.state_values(state or {})
     recorded_values = {rid: by_address[a] for a, rid in ids.items() if a in by_address}
     return replace(unchanged, plan=replace(unchanged.plan, values=recorded_values))
+
+
+def adoptions(
+    resources: Sequence[TerraformResource],
+    state: Mapping[str, Any] | None,
+    members: Sequence[str],
+) -> dict[str, str]:
+    """Resource id -> import id of the resources to adopt: those with an import id that
+    the intent record ``members`` lists (an interrupted apply created them) and the
+    ``state`` does not record."""
+    from konfig.tofu.state import state_addresses
+
+    recorded = state_addresses(state)
+    return {
+        r.id: r.import_id
+        for r in resources
+        if r.import_id and r.id in set(members) and r.address.address not in recorded
+    }
 
 
 def show_plan(planned: PlannedStack) -> PlannedStack:

@@ -327,21 +327,7 @@ class Workdir:
         from konfig.tofu.installation import LOCK_FILE
 
         lock = self.lock(terraform_block)
-        stamp = hashlib.sha256(
-            json.dumps(
-                [
-                    lock,
-                    terraform_block,
-                    self.settings.binary,
-                    self.settings.cli_config,
-                    _file_text(self.settings.cli_config),
-                    self.cluster.context,
-                    self.cluster.kubeconfig,
-                ],
-                sort_keys=True,
-                default=str,
-            ).encode()
-        ).hexdigest()
+        stamp = self._stamp(lock, terraform_block)
         stamp_file = self.path / INIT_STAMP
         if (self.path / ".terraform").is_dir() and _file_text(str(stamp_file)) == stamp:
             return False
@@ -394,6 +380,32 @@ class Workdir:
             raise self.failure(run, "init")
         atomic_write_text(stamp_file, stamp, scope=self.scope)
         return True
+
+    def install_stamp(self, terraform_block: Mapping[str, Any]) -> str:
+        """What ``tofu init`` of this directory installs and verifies with, as one
+        sha256: the lock file's entries for its providers, the providers and backend,
+        the binary, the CLI configuration (its path and text: where providers come
+        from) and the cluster. :meth:`init` runs again when it changes, and a
+        preview's reuse key covers it (:mod:`konfig.tofu.reuse`). Raises as
+        :meth:`lock` does."""
+        return self._stamp(self.lock(terraform_block), terraform_block)
+
+    def _stamp(self, lock: str | None, terraform_block: Mapping[str, Any]) -> str:
+        return hashlib.sha256(
+            json.dumps(
+                [
+                    lock,
+                    terraform_block,
+                    self.settings.binary,
+                    self.settings.cli_config,
+                    _file_text(self.settings.cli_config),
+                    self.cluster.context,
+                    self.cluster.kubeconfig,
+                ],
+                sort_keys=True,
+                default=str,
+            ).encode()
+        ).hexdigest()
 
     def plan(
         self,

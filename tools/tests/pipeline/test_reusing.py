@@ -70,6 +70,17 @@ def test_clean_results_with_a_key_are_candidates_under_the_same_key(tmp_path: Pa
                 conflict,
                 stack("appops/p/nokey", reuseKey=None),
                 stack("appops/p/gone", deleted=True),
+                # Terraform resources not previewed (no credentials): not the whole result
+                stack(
+                    "appops/p/partial",
+                    notPreviewed=[
+                        {
+                            "id": "cyrilgdn/postgresql:postgresql_role:shop",
+                            "runtime": "Terraform",
+                            "reason": "not previewed: credentials PGPASSWORD missing",
+                        }
+                    ],
+                ),
             ),
         ),
         write(tmp_path, "1.json", doc(stack("appops/p/b", reusedFrom="c" * 40))),
