@@ -155,4 +155,7 @@ def test_the_merge_queue_commit_gets_the_pull_requests_status(tmp_path: Path) ->
         assert code == 1 and "not a merge queue branch" in text
     last = job["steps"][-1]["run"]
     assert '--main "$BASE_SHA" --post --status-sha "$QUEUE_SHA"' in last
+    # konfig asks the forge for the head (no GitHub-only client: the script runs on Gitea
+    # in forge/test_reviewed_gitea.py)
+    assert "--pr-head" in last and "gh " not in last
     assert "secrets." not in json.dumps(job)

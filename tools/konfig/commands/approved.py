@@ -16,6 +16,7 @@ import os
 import re
 
 import click
+from click.core import ParameterSource
 
 from konfig.commands._common import cache_state, repository_root
 from konfig.commands._console import echo_json, info, warn
@@ -31,6 +32,12 @@ from konfig.pipeline.reviewed import REVIEWED_CONTEXT, review_state, stale_stack
     "--pr", "number", required=True, type=click.IntRange(min=1), help="Pull request number."
 )
 @click.option("--head", default="HEAD", show_default=True, metavar="REF", help="Its head.")
+@click.option(
+    "--pr-head",
+    is_flag=True,
+    help="Its head as the forge says it now, instead of --head (the commit must be in "
+    "this checkout): a merge queue's run knows the pull request's number, not its head.",
+)
 @click.option(
     "--main",
     "main",
@@ -57,6 +64,7 @@ def command(
     repo_name: str,
     number: int,
     head: str,
+    pr_head: bool,
     main: str | None,
     marker: str | None,
     author: str | None,
@@ -74,6 +82,7 @@ def command(
     \b
     Example:
       konfig approved --repo acme/config --pr 12 --main origin/main --post
+      konfig approved --repo acme/config --pr 12 --pr-head --main origin/main --json
     """
     from konfig.commands._reviewed import pull_record
     from konfig.forge.client import DEFAULT_MARKER, GitHub, current_approvals, parse_repo
@@ -81,20 +90,26 @@ def command(
     repo_name = parse_repo(repo_name)
     if status_sha is not None and not re.fullmatch(r"[0-9a-f]{40,64}", status_sha):
         raise UsageError(f"--status-sha {status_sha!r} is not a commit id (40 hex digits)")
+    if pr_head and ctx.get_parameter_source("head") is not ParameterSource.DEFAULT:
+        raise UsageError("--head and --pr-head both name the head: pass one")
     root = repository_root(ctx)
     if main is None:
         default = gitrepo.default_base(root)
         main = default.ref
         info(f"the base branch is {main} ({default.why}); pass --main to choose another")
-    change = gitrepo.rev_parse(root, head)
+    change = None if pr_head else gitrepo.rev_parse(root, head)
     token = os.environ.get(token_env, "")
     if not token:
         raise UsageError(f"no forge token in ${token_env}", hint="pass --token-env NAME")
     with GitHub(token, api_url=api_url) as client:
-        pr_head = client.pull_head(repo_name, number)
-        if pr_head != change:
+        forge_head = client.pull_head(repo_name, number)
+        if change is None:
+            if not re.fullmatch(r"[0-9a-f]{40,64}", forge_head):
+                raise UsageError(f"the forge names no commit as #{number}'s head: {forge_head!r}")
+            change = gitrepo.rev_parse(root, forge_head)  # says how to fetch it when absent
+        elif forge_head != change:
             raise UsageError(
-                f"pull request #{number}'s head is {pr_head[:12]}, not {head} "
+                f"pull request #{number}'s head is {forge_head[:12]}, not {head} "
                 f"({change[:12]}): the status is of the head",
                 hint="check out the pull request's head, or pass --head with its commit",
             )

@@ -15,10 +15,14 @@ the digests decide, whatever made them.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fixtures.forge import Forge
 from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import KonfigRunner, RepoBuilder
@@ -261,3 +265,118 @@ def test_a_push_to_main_marks_the_pull_requests_it_made_stale_on_gitea(
         f"stale: main@{tip[:10]}"
     )
     assert c_number != number
+
+
+def _merge_queue_step(name: str) -> str:
+    """The shell script of merge-queue.yml's step ``name`` (GitHub only: Gitea has no
+    merge queue, so its scripts run here as its runner would, against Gitea's API)."""
+    workflow = Path(__file__).resolve().parents[3] / ".github/workflows/merge-queue.yml"
+    (job,) = yaml.safe_load(workflow.read_text(encoding="utf-8"))["jobs"].values()
+    (step,) = [s for s in job["steps"] if s.get("name") == name]
+    return str(step["run"])
+
+
+def test_the_merge_queue_steps_set_the_pull_requests_status_on_the_queue_commit_on_gitea(
+    forge: Forge,
+    konfig: KonfigRunner,
+    repo_builder: RepoBuilder,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """merge-queue.yml's two scripts, as a `merge_group` run runs them on a queue branch
+    (gh-readonly-queue/main/pr-N-<sha>) whose merge commit is pushed to the forge: the
+    number from the branch, then ``konfig approved --pr-head`` against the queue's base,
+    posting ``konfig/reviewed`` on the queue's commit. Green while main left the pull
+    request's stacks alone; red (stale) on a queue built on a main that changed them."""
+    ann = unique("ann")
+    token = forge.create_user(ann)
+    root = repo_builder.root
+    _repository(repo_builder, forge.admin, ann, ann)
+    git_init(root)
+    assert konfig("gen", "codeowners", cwd=root).code == 0
+    git_commit(root, "main")
+    repo = forge.import_repo(unique("queue"), root, lambda *a, cwd: _git(cwd, *a))
+    forge.request("PUT", f"/repos/{repo}/collaborators/{ann}", {"permission": "write"})
+    _git(root, "checkout", "-q", "-b", "change")
+    repo_builder.write("base/pkg/lib/web/web.k", 'labels: {str:str} = {"tier" = "queue"}\n')
+    head = git_commit(root, "a platform change reaching two projects")
+    _git(root, "push", "-q", "origin", "change")
+    number = int(
+        forge.request(
+            "POST", f"/repos/{repo}/pulls", {"head": "change", "base": "main", "title": "queue"}
+        )["number"]
+    )
+    monkeypatch.setenv("GITHUB_TOKEN", forge.token)
+    _preview_comment(konfig, forge, repo, number, head, {SHOP: "v2", DATA: "v2"}, tmp_path)
+    _review(forge, repo, number, token, head)
+    bin_dir = str(Path(sys.executable).parent)  # konfig, as actions/setup installs it
+
+    def queue(base: str) -> tuple[str, str]:
+        """GitHub's queue commit: ``base`` with the pull request merged, on its branch."""
+        _git(root, "checkout", "-q", "--detach", base)
+        _git(root, "-c", "user.name=queue", "-c", "user.email=queue@example.com",
+             "merge", "-q", "--no-ff", "-m", "queue", "change")  # fmt: skip
+        sha = _git(root, "rev-parse", "HEAD").strip()
+        branch = f"gh-readonly-queue/main/pr-{number}-{base}"
+        _git(root, "push", "-q", "origin", f"HEAD:refs/heads/{branch}")
+        return sha, f"refs/heads/{branch}"
+
+    def run(step: str, env: dict[str, str]) -> tuple[int, str, dict[str, str]]:
+        out = tmp_path / "github_output"
+        out.write_text("")
+        done = subprocess.run(
+            ["bash", "-e", "-c", _merge_queue_step(step)],
+            cwd=root,
+            env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path),
+                 "NO_COLOR": "1", "GITHUB_OUTPUT": str(out), **env},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )  # fmt: skip
+        lines = out.read_text().splitlines()
+        return done.returncode, done.stdout + done.stderr, dict(x.split("=", 1) for x in lines)
+
+    def reviewed_as_queued(base: str) -> dict[str, Any]:
+        sha, ref = queue(base)
+        code, text, outputs = run(
+            "Which pull request (the queue's branch names it)", {"HEAD_REF": ref}
+        )
+        assert code == 0 and outputs == {"number": str(number)}, text
+        code, text, _ = run(
+            "The pull request's konfig/reviewed against the queue's base",
+            {
+                "GITHUB_TOKEN": forge.token,
+                "REPOSITORY": repo,
+                "NUMBER": outputs["number"],
+                "QUEUE_SHA": sha,
+                "BASE_SHA": base,
+                "API_URL": forge.api_url,
+            },
+        )
+        assert code == 0, text  # red or green, the job stays green: the status says
+        assert not [
+            s
+            for s in forge.get(f"/repos/{repo}/commits/{head}/statuses")
+            if s.get("context") == "konfig/reviewed"
+        ], "the status is the queue commit's, not the head's"
+        return _status(forge, repo, sha, "konfig/reviewed")
+
+    both = konfig(
+        "approved", "--repo", repo, "--pr", str(number), "--head", head, "--pr-head",
+        "--api-url", forge.api_url, cwd=root,
+    )  # fmt: skip
+    assert both.code == 2 and "--head and --pr-head both name the head" in both.err
+    main = _git(root, "rev-parse", "main").strip()
+    green = reviewed_as_queued(main)
+    assert green["status"] == "success", green
+    assert green["description"] == "2 stacks: approved as previewed"
+
+    # main moves and changes the package both stacks import (another file of it: the
+    # queue's merge has no conflict): the next queue drops the pull request
+    _git(root, "checkout", "-q", "main")
+    repo_builder.write("base/pkg/lib/web/tiers.k", 'tiers: [str] = ["edge"]\n')
+    tip = git_commit(root, "main changes the model")
+    _git(root, "push", "-q", "origin", "main")
+    red = reviewed_as_queued(tip)
+    assert red["status"] == "failure"
+    assert red["description"] == f"stale: main@{tip[:10]} changed {DATA}, {SHOP}"
