@@ -10,7 +10,7 @@ variable) and prod-api a new text; pull request A changes the greeting (an input
 prod and dev, which B's change reads; A's change by itself renders nothing new, so the
 two merge without a conflict, goldens included). Pull request C changes prod-api's text.
 
-- B's live preview sets ``konfig/reviewed`` red before any review (preview-cluster.yml's
+- B's live preview sets ``konfig/reviewed`` red before any review (the privileged half's
   ``reviewed`` job); the approval turns it green (review.yml -> owners.yml);
 - a push to B that leaves every change digest as it was (a comment) is green again after
   its live preview, with no new review, the comment saying so; a push to C after its
@@ -132,6 +132,29 @@ def _dispatch(state: E2E, workflow: str, inputs: dict[str, str]) -> dict[str, An
         timeout=RUN_TIMEOUT,
         interval=1,
         logs=lambda: state.forge.run_logs(state.repo, run_id),
+    )
+
+
+def _reviewed_job_log(state: E2E, words: str) -> str:
+    """The log of the privileged half's ``reviewed`` job that set the status of the pull
+    request whose stacks ``words`` names (preview-requested.yml's for one shard of work,
+    preview-cluster.yml's after a fan-out: both workflow_run runs, recorded at main)."""
+    halves = ("preview-requested.yml", "preview-cluster.yml")
+
+    def find() -> str | None:
+        for run in state.forge.runs(state.repo, event="workflow_run"):
+            if Path(str(run.get("path", "")).split("@")[0]).name not in halves:
+                continue
+            for job in state.forge.jobs(state.repo, int(run["id"])):
+                if job["name"] != "reviewed" or job.get("conclusion") != "success":
+                    continue
+                log = state.forge.job_log(state.repo, int(job["id"]))
+                if words in log:
+                    return log
+        return None
+
+    return state.forge.wait(
+        f"the reviewed job naming {words}", find, timeout=RUN_TIMEOUT, interval=2
     )
 
 
@@ -274,10 +297,7 @@ def test_the_merge_applies_what_was_reviewed(
     timings["PR opened -> konfig/reviewed (live preview)"] = time.monotonic() - t0
     assert prod in str(red["description"]), red
     assert _decisions(forge, repo, pr_b.number) == []
-    run = state.cluster_run(b1)
-    job = state.jobs(run)["reviewed"]
-    assert job["conclusion"] == "success", state.logs(run)[-4000:]
-    log = forge.job_log(repo, int(job["id"]))
+    log = _reviewed_job_log(state, f"{prod}: digest")
     assert f"{CONTEXT}: failure: not approved as previewed now" in log, log[-3000:]
     _wait_status(state, c1, "failure", f"not approved as previewed now: {api}", "C red")
 
