@@ -275,7 +275,9 @@ def main() -> int:
     cluster_env = {
         "KONFIG_CLUSTER_DIR": str(scratch / "cluster"),
         "KONFIG_CLUSTER_OWNER_PID": str(os.getpid()),
-        "KONFIG_CLUSTER_NAME": "bench-forge-offline",
+        # the name `local` (the default): its contexts are `admin` and `restricted`, the
+        # ones the generated stacks name (another name names the contexts after it)
+        "KONFIG_CLUSTER_NAME": "local",
     }
     try:
         (scratch / "forge").mkdir()

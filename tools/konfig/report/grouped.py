@@ -152,6 +152,7 @@ def _rows(report: Report, grouping: Grouping, numbers: Mapping[str, int]) -> lis
             where += f" ({len(fg.production):,} production-like)"
         at = f" at {inline(_where(first.file, first.line))}" if first.file else ""
         what = f"**{_failure_label(by_path.get(fg.sample))}**{at}: {inline(_first_line(first))}"
+        # (the same shape as a failed stack's key below: a count, then a text)
         key = (0, 9, 0 if fg.production else 1, 0, -len(fg.stacks), fg.id)
         rows.append(Row(ICON["failed"], what, where, key))
     for e in grouping.exceptions:
@@ -182,7 +183,7 @@ def _rows(report: Report, grouping: Grouping, numbers: Mapping[str, int]) -> lis
                 ICON["failed"] if failed else ICON.get(action, "📝"),
                 "; ".join(parts) or "**failed**",
                 where,
-                (0 if failed else 1, rank, 0 if e.production else 1, 0, e.stack),
+                (0 if failed else 1, rank, 0 if e.production else 1, 0, -1, e.stack),
             )
         )
     for g in grouping.shared:

@@ -398,3 +398,35 @@ def test_json_lists_what_a_preview_could_not_plan() -> None:
     listed = {s["path"]: s["notPreviewed"] for s in data["stacks"]}
     assert listed["appops/app000/prod"] == [{"id": skipped["id"], "reason": skipped["reason"]}]
     assert all(v == [] for p, v in listed.items() if p != "appops/app000/prod")
+
+
+def test_a_failure_group_and_a_failed_stack_of_its_own_sort_together() -> None:
+    """A failure group of non-production stacks beside a non-production stack failing its
+    own way (no change group): both rows rank alike up to the tie-break, which compared a
+    count with a path (TypeError in `konfig report`: a 1,000-stack live round on the forge
+    got no comment)."""
+    paths = Fleet(100).paths()
+    broken = [p for p in paths if p.endswith("/dev")][:30]
+    own = "appops/app050/dev"
+    assert own not in broken
+    fleet = Fleet(100, edits=[set_image(NEW)])
+    compiled = []
+    for path in broken:
+        fleet.special[path] = {"message": "compile failed: boom", "file": None, "line": None}
+        error = {"message": "boom", "file": "base/pkg/models/frontend/server.k", "line": 74}
+        compiled.append({"path": path, "ok": False, "error": error})
+    fleet.special[own] = {"message": "compile failed: its own", "file": None, "line": None}
+    compiled.append({"path": own, "ok": False, "error": {"message": f"{own}/main.k: its own",
+                     "file": f"{own}/main.k", "line": 1}})  # fmt: skip
+    inputs = pull_request.Inputs(
+        previews=[fleet.preview()], changed=fleet.changed(), compile=[compiled]
+    )
+    report = pull_request.build(inputs, sha=SHA, run_url=RUN)
+    (fg,) = report.grouping.failure_groups
+    assert len(fg.stacks) == 30 and not fg.production
+    assert [e.stack for e in report.grouping.exceptions] == [own]
+    text = comment.render(report).text
+    # the group (30 stacks) first, then the one stack, both in "Look at these first"
+    group_row = text.index("| ❌ | **compile error** at `base/pkg/models/frontend/server.k:74`")
+    own_row = text.index(f"| `{own}` |")
+    assert group_row < own_row, text
