@@ -27,6 +27,7 @@ from konfig.commands._options import (
 from konfig.commands._progress import StackProgress
 from konfig.commands._results import confirm, finish, show_plans
 from konfig.commands._signals import Stop, graceful, stopped
+from konfig.engine.guards import DangerGuard, DangerPolicy
 from konfig.engine.stackrun import ApplyOptions, StackResult
 from konfig.errors import EXIT_OK, UsageError
 from konfig.pipeline.concurrency import run_concurrently
@@ -120,14 +121,23 @@ def command(
     stacks = named
     repo = load_repository(ctx)
     targets = check_before_destroy(repo, stacks, deleted=deleted, allow_dirty=allow_dirty)
-    options = ApplyOptions(concurrency=concurrency, timeout=timeout, wait=not no_wait)
+    confirmed = confirmation_sets(confirms_given(confirms, confirm_file))
+    # the confirmations given also let a confirmed cascade take the objects it counted
+    # (engine.danger.confirmed_cascades)
+    options = ApplyOptions(
+        concurrency=concurrency,
+        timeout=timeout,
+        wait=not no_wait,
+        dangers=DangerGuard(DangerPolicy.of(repo.config.dangers), confirmed),
+        kubernetes_version=repo.config.kubernetes_version,
+    )
     with connections(ctx, repo, kubeconfig, context) as conns:
         runtimes, plans = plan_destroy_all(  # before any write
             conns,
             targets,
             lambda opentofu: runtime_contexts(repo.root, opentofu=opentofu),
             note=None if as_json else info,
-            confirmed=confirmation_sets(confirms_given(confirms, confirm_file)),
+            confirmed=confirmed,
         )
         if not as_json:
             show_plans([StackPreview(p.path, deleted=True, plan=p) for p in plans])

@@ -38,11 +38,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from konfig.engine import inventory, inventory_store, ordering
-from konfig.engine.danger import assess
+from konfig.engine.danger import assess, confirmed_cascades
 from konfig.engine.diff import normalize
 from konfig.engine.guards import (
     CONFIRM_RULE,
     REPLACE_ANNOTATION,
+    ClusterReader,
     confirm_hint,
     replace_allowed,
     unconfirmed,
@@ -50,7 +51,7 @@ from konfig.engine.guards import (
 from konfig.engine.inventory import Inventory, Member
 from konfig.engine.kube import Kube, KubeApiError, KubeError
 from konfig.engine.plan import Change, StackPlan
-from konfig.engine.pruner import prune
+from konfig.engine.pruner import RunReader, prune
 from konfig.engine.retry import (
     RETRYABLE_STATUS,
     PreconditionFailed,
@@ -85,7 +86,10 @@ class ApplyError(KonfigError):
 
 
 def check_plan(
-    plan: StackPlan, spec: Spec | None, options: ApplyOptions
+    plan: StackPlan,
+    spec: Spec | None,
+    options: ApplyOptions,
+    reader: ClusterReader | None = None,
 ) -> tuple[list[list[str]], Any]:
     """Everything that must fail before a write: conflicts (objects that belong to someone
     else), order errors, unapproved replaces.
@@ -101,10 +105,11 @@ def check_plan(
             "says (the pull request's preview shows them first)",
         )
     if options.dangers is not None and options.dangers.policy.active:
+        # with the cluster (``reader``): a cascade's live count, which its confirmation binds
         assessed = (
             plan
-            if any(c.dangers for c in plan.changes)
-            else assess(plan, version=options.kubernetes_version)
+            if reader is None and any(c.dangers for c in plan.changes)
+            else assess(plan, version=options.kubernetes_version, reader=reader)
         )
         found = unconfirmed(assessed, options.dangers)
         if found is not None:
@@ -160,7 +165,7 @@ def apply_stack(
     exists (the commit is not recorded), as after any failure.
     """
     started = time.monotonic()
-    levels, graph = check_plan(plan, spec, options)
+    levels, graph = check_plan(plan, spec, options, kube)
     by_id = {c.id: c for c in plan.changes}
     planned_ids = {i for level in levels for i in level}
     run = StackRun(kube, plan.path, options, emit, lost, secrets=plan.secrets(), stop=stop)
@@ -246,7 +251,15 @@ def apply_stack(
     )
     prune_ids = [c.id for c in plan.changes if c.id not in planned_ids and c.id in current.ids()]
     if applied_ok:
-        prune(run, current, [by_id[i] for i in prune_ids if by_id[i].action == "delete"], "prune")
+        doomed = [by_id[i] for i in prune_ids if by_id[i].action == "delete"]
+        try:
+            cascades = confirmed_cascades(
+                plan, options.dangers, reader=RunReader(run), version=options.kubernetes_version
+            )
+        except Unreachable as exc:
+            run.unreachable = exc.error
+            cascades = {}
+        prune(run, current, doomed, "prune", cascades)
     else:
         for i in prune_ids:
             if by_id[i].action == "delete":

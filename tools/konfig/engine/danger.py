@@ -40,6 +40,8 @@ from konfig.engine.diff import compare
 from konfig.engine.guards import (
     CLUSTER_MADE_KINDS,
     ClusterReader,
+    DangerGuard,
+    confirmation_digest,
     others_in_namespace,
     others_of_kind,
     served_kind,
@@ -610,3 +612,34 @@ def assess(
         return c
 
     return replace(plan, changes=tuple(marked(c) for c in plan.changes))
+
+
+def confirmed_cascades(
+    plan: StackPlan,
+    guard: DangerGuard | None,
+    *,
+    reader: ClusterReader,
+    version: str | None = None,
+) -> dict[str, int]:
+    """The Namespace deletions of ``plan`` that are confirmed cascades: Namespace id ->
+    the live objects the confirmation counted. A confirmation counts when ``guard``
+    holds the plan's confirmation digest, which binds each cascade's live count
+    (:func:`~konfig.engine.guards.confirmation_digest`); the prune guard
+    ``namespace-in-use`` then lets the Namespace go with no more than that many objects
+    of other owners in it (else it keeps it, as without a confirmation)."""
+    given = guard.confirmed.get(plan.path) if guard is not None else None
+    if not given or not any(
+        c.action == "delete" and c.kind == "Namespace" and c.runtime == "Kubernetes"
+        for c in plan.changes
+    ):
+        return {}
+    assessed = assess(plan, version=version, reader=reader)
+    if confirmation_digest(assessed) not in given:
+        return {}
+    return {
+        c.id: d.objects
+        for c in assessed.changes
+        if c.kind == "Namespace"
+        for d in c.dangers
+        if d.name == "cascade" and d.objects is not None
+    }

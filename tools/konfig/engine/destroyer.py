@@ -6,10 +6,11 @@ import threading
 import time
 
 from konfig.engine import inventory_store
+from konfig.engine.danger import confirmed_cascades
 from konfig.engine.inventory import Inventory, Member
 from konfig.engine.kube import Kube
 from konfig.engine.plan import StackPlan
-from konfig.engine.pruner import prune
+from konfig.engine.pruner import RunReader, prune
 from konfig.engine.retry import Unreachable, retry
 from konfig.engine.stackrun import (
     ApplyOptions,
@@ -45,7 +46,14 @@ def destroy_stack(
     run.check_lock()
     by_id = {c.id: c for c in plan.changes}
     deletes = [c for c in plan.changes if c.action == "delete"]
-    prune(run, prior, deletes, "destroy")
+    try:
+        cascades = confirmed_cascades(
+            plan, options.dangers, reader=RunReader(run), version=options.kubernetes_version
+        )
+    except Unreachable as exc:
+        run.unreachable = exc.error
+        cascades = {}
+    prune(run, prior, deletes, "destroy", cascades)
     survivors = [
         Member(m.id, m.uid)
         for m in prior.members

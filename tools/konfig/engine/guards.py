@@ -39,6 +39,8 @@ engine passes one over the live API (with retries), tests one over plain dicts.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -200,8 +202,13 @@ def others_in_namespace(
 
 @dataclass(frozen=True)
 class NamespaceHoldsOthers(_InUse):
-    """Keep a Namespace that still holds objects of other owners (every listable kind)."""
+    """Keep a Namespace that still holds objects of other owners (every listable kind),
+    unless its deletion is a confirmed cascade (``cascades``: the Namespace's id -> the
+    live objects the confirmation counted, :func:`konfig.engine.danger.confirmed_cascades`)
+    and it holds no more than that: then it goes, and what goes with it is in ``taken``."""
 
+    cascades: Mapping[str, int] = field(default_factory=dict)
+    taken: dict[str, list[str]] = field(default_factory=dict, compare=False)
     name: str = "namespace-in-use"
 
     def objection(self, candidate: Candidate) -> Objection | None:
@@ -209,7 +216,16 @@ class NamespaceHoldsOthers(_InUse):
         if ref.kind != "Namespace" or ref.api_version != "v1":
             return None
         others = others_in_namespace(ref.name, self._listed(ref.name), self.members, self.set_id)
+        confirmed = self.cascades.get(candidate.id)
+        if others and confirmed is not None and len(others) <= confirmed:
+            self.taken[candidate.id] = others
+            return None
         what = f"Namespace {ref.name}: it still holds objects of other owners"
+        if others and confirmed is not None:
+            what += (
+                f" ({len(others)}, more than the {confirmed} the confirmed cascade counted: "
+                "preview it again and confirm the new digest)"
+            )
         return self._kept(self.name, what, others)
 
     def _listed(self, namespace: str) -> list[tuple[str, str, Mapping[str, Any]]]:
@@ -281,14 +297,18 @@ class CrdHasInstances(_InUse):
 
 
 def prune_guards(
-    inventory: Inventory, reader: ClusterReader, set_id: str
+    inventory: Inventory,
+    reader: ClusterReader,
+    set_id: str,
+    cascades: Mapping[str, int] | None = None,
 ) -> tuple[PruneGuard, ...]:
-    """The prune guards in the order they are asked (the cheap, local ones first)."""
+    """The prune guards in the order they are asked (the cheap, local ones first);
+    ``cascades``: the confirmed ones (:class:`NamespaceHoldsOthers`)."""
     members = inventory.ids()
     return (
         OwnershipProven(inventory),
         ProtectedNamespace(),
-        NamespaceHoldsOthers(reader, members, set_id),
+        NamespaceHoldsOthers(reader, members, set_id, dict(cascades or {})),
         CrdHasInstances(reader, members, set_id),
     )
 
@@ -401,10 +421,23 @@ CONFIRM_DIGITS = 16  # a confirmation names the first digits of the change diges
 def confirmation_digest(plan: StackPlan) -> str:
     """The digest a confirmation is bound to: the stack's change digest
     (:func:`konfig.engine.digest.change_digest`, what reviewers approve), so that a
-    push that changes the stack's change, its dangers included, needs a new one."""
+    push that changes the stack's change, its dangers included, needs a new one; with
+    the live count of each ``cascade`` (what a deleted Namespace or CRD takes with it)
+    when the plan was assessed against the cluster, so that a confirmation covers the
+    objects the reviewer was shown and no more."""
     from konfig.engine.digest import change_digest  # scrypt for Secrets: only when asked
 
-    return change_digest(plan).digest[:CONFIRM_DIGITS]
+    digest = change_digest(plan).digest
+    counts = sorted(
+        (c.id, d.objects)
+        for c in plan.changes
+        for d in c.dangers
+        if d.name == "cascade" and d.objects is not None
+    )
+    if counts:
+        body = json.dumps([digest, counts], separators=(",", ":"))
+        digest = hashlib.sha256(body.encode()).hexdigest()
+    return digest[:CONFIRM_DIGITS]
 
 
 def unconfirmed(plan: StackPlan, guard: DangerGuard | None) -> Unconfirmed | None:

@@ -8,12 +8,18 @@ blocks it is gone. Survivors stay in the inventory (``StackRun.exists``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
 from konfig.engine import ordering
-from konfig.engine.guards import Candidate, first_objection, prune_guards
+from konfig.engine.guards import (
+    Candidate,
+    NamespaceHoldsOthers,
+    first_objection,
+    prune_guards,
+)
 from konfig.engine.inventory import Inventory
 from konfig.engine.kube import KubeError
 from konfig.engine.plan import Change
@@ -32,8 +38,17 @@ from konfig.engine.waiter import WaitTimeout, wait_gone
 from konfig.words import plural
 
 
-def prune(run: StackRun, current: Inventory, changes: list[Change], phase: Phase) -> None:
-    """Delete owned objects dependents first; survivors stay in ``run.exists``."""
+def prune(
+    run: StackRun,
+    current: Inventory,
+    changes: list[Change],
+    phase: Phase,
+    cascades: Mapping[str, int] | None = None,
+) -> None:
+    """Delete owned objects dependents first; survivors stay in ``run.exists``.
+    ``cascades``: the confirmed cascades (Namespace id -> the live objects confirmed,
+    :func:`konfig.engine.danger.confirmed_cascades`): such a Namespace goes with the
+    objects of other owners it holds, and its result names them."""
     if not changes:
         return
     kube, options = run.kube, run.options
@@ -62,7 +77,11 @@ def prune(run: StackRun, current: Inventory, changes: list[Change], phase: Phase
         for c in changes
     ]
     waves = ordering.reverse_levels(items)
-    guards = prune_guards(current, _Reader(run), set_id_of(run.path))
+    guards = prune_guards(current, RunReader(run), set_id_of(run.path), cascades)
+    taken: dict[str, list[str]] = {}
+    for guard in guards:
+        if isinstance(guard, NamespaceHoldsOthers):
+            taken = guard.taken
     run.emit(
         Event(
             run.path,
@@ -128,10 +147,20 @@ def prune(run: StackRun, current: Inventory, changes: list[Change], phase: Phase
                     run.exists[rid] = True
                     continue
             run.exists[rid] = False
-            run.record(ObjectResult(rid, "deleted", f"deleted {where(ref)}", phase=phase))
+            message = f"deleted {where(ref)}"
+            if taken.get(rid):
+                held = taken[rid]
+                shown = ", ".join(held[:10]) + (
+                    f" and {len(held) - 10} more" if len(held) > 10 else ""
+                )
+                message += (
+                    f" with the {plural(len(held), 'object')} of other owners it held "
+                    f"(confirmed cascade): {shown}"
+                )
+            run.record(ObjectResult(rid, "deleted", message, phase=phase))
 
 
-class _Reader:
+class RunReader:
     """The cluster as the guards read it: the run's API client, with retries."""
 
     def __init__(self, run: StackRun) -> None:

@@ -12,7 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from konfig.engine.danger import assess
-from konfig.engine.guards import CONFIRM_RULE, DangerGuard, DangerPolicy, confirm_hint, unconfirmed
+from konfig.engine.guards import (
+    CONFIRM_RULE,
+    ClusterReader,
+    DangerGuard,
+    DangerPolicy,
+    confirm_hint,
+    unconfirmed,
+)
 from konfig.engine.inventory_store import read_inventory
 from konfig.engine.lock import StackLock
 from konfig.engine.plan import StackPlan
@@ -108,24 +115,31 @@ def plan_destroy_all(
     conns.check([t.stack for t in targets if not t.deleted])
     require_destroy_credentials(conns, targets, contexts)
     plans = plan_destroys(conns, targets, note=note, contexts=contexts)
-    check_dangers(conns, plans, confirmed or {})
+    check_dangers(conns, plans, confirmed or {}, [conns.kube(t.stack) for t in targets])
     return contexts, plans
 
 
 def check_dangers(
-    conns: Connections, plans: Sequence[StackPlan], confirmed: Mapping[str, frozenset[str]]
+    conns: Connections,
+    plans: Sequence[StackPlan],
+    confirmed: Mapping[str, frozenset[str]],
+    readers: Sequence[ClusterReader] | None = None,
 ) -> None:
     """``danger/confirm`` (konfig.yaml ``dangers``), as apply checks it: a destroy is
     every object of the stack deleted; refused before any write until ``confirmed``
-    (stack path -> digests, ``--confirm``) names each stack that needs it."""
+    (stack path -> digests, ``--confirm``) names each stack that needs it. ``readers``
+    (each plan's cluster): a cascade's live count, which the digest binds, as the
+    preview's does."""
     policy = DangerPolicy.of(conns.repo.config.dangers)
     if not policy.active:
         return
     from konfig.engine.applier import ApplyError  # networkx: only when refusing
 
     guard = DangerGuard(policy, dict(confirmed))
-    for plan in plans:
-        found = unconfirmed(assess(plan, version=conns.repo.config.kubernetes_version), guard)
+    for i, plan in enumerate(plans):
+        reader = readers[i] if readers is not None else None
+        assessed = assess(plan, version=conns.repo.config.kubernetes_version, reader=reader)
+        found = unconfirmed(assessed, guard)
         if found is not None:
             raise ApplyError(
                 f"{plan.path}: nothing was destroyed: {CONFIRM_RULE}: {found.summary} needs a "

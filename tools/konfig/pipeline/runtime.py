@@ -197,7 +197,7 @@ class KubernetesRuntime:
         from konfig.engine.planner import plan_stack
 
         plan = plan_stack(kube, stack, spec, prior, secret_data=secret_data)
-        check_plan(plan, spec, options)
+        check_plan(plan, spec, options, kube)
         return plan, None
 
     def apply(

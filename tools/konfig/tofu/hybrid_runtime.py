@@ -94,7 +94,7 @@ class HybridRuntime:
                 hybrid.plan,
                 changes=tuple(c for c in hybrid.plan.changes if c.runtime != "Terraform"),
             )
-            check_plan(kube_only, hybrid.kube_spec, options)
+            check_plan(kube_only, hybrid.kube_spec, options, kube)
             refused = hybrid.plan.refusals()
             if refused:
                 raise ApplyError(

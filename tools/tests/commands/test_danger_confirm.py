@@ -167,3 +167,71 @@ def test_a_deleted_stack_is_not_destroyed_without_the_confirmation_its_preview_n
     assert res.code == 0, res.out + res.err
     gone = kube.get("v1", "Namespace", ns, None)
     assert gone is None or gone["metadata"].get("deletionTimestamp")
+
+
+def test_a_confirmed_cascade_takes_the_objects_of_other_owners_it_counted(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    """A deleted stack's Namespace holds an object Konfig does not own: without a
+    confirmation the destroy is refused, as before; with the confirmation of the digest
+    whose cascade count includes that object, the Namespace goes and the result names
+    what went with it. An object added after the preview changes the count, and so the
+    digest: the old confirmation no longer holds."""
+    ns = unique("dgforeign")
+    root = repo_builder.root
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    repo_builder.stack(ns, "dev", main=MAIN.format(ns=ns, extra=""), stack_yaml=STACK_YAML)
+    res = konfig("apply", f"{ns}/dev", "--yes", "--allow-dirty", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+
+    def foreign(name: str) -> None:  # someone else's object, no inventory's label
+        cm = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": name, "namespace": ns}, "data": {"k": "v"}}  # fmt: skip
+        kube.apply(cm, dry_run=False, field_manager="ops-team")
+
+    foreign("theirs")
+    (root / "konfig.yaml").write_text(
+        (root / "konfig.yaml").read_text(encoding="utf-8") + "dangers:\n  confirm: [cascade]\n",
+        encoding="utf-8",
+    )
+    shutil.rmtree(root / f"appops/{ns}/dev")  # the pull request deletes the stack
+    path = f"appops/{ns}/dev"
+    destroy = ("destroy", "--deleted", path, "--context", "admin", "--yes", "--allow-dirty", kc)
+
+    def previewed() -> tuple[int, str]:
+        res = konfig("preview", "--deleted", path, "--context", "admin", kc, "--format",
+                     "json", cwd=root)  # fmt: skip
+        stack = json.loads(res.out)["stacks"][0]
+        gone = {c["id"]: c for c in stack["changes"]}[f"v1:Namespace:{ns}"]
+        (cascade,) = [d for d in gone["dangers"] if d["class"] == "cascade"]
+        digest = re.search(r"--confirm \S+=([0-9a-f]{16})", gone["refused"] or "")
+        assert digest, gone
+        return cascade["objects"], digest.group(1)
+
+    count, digest = previewed()
+    assert count == 2  # the stack's ConfigMap keep and their ConfigMap theirs
+    # without the confirmation: refused before any write, as before
+    res = konfig(*destroy, cwd=root)
+    assert res.code == 1 and "nothing was destroyed: danger/confirm" in res.err, res.err
+    assert kube.get("v1", "ConfigMap", "keep", ns) is not None
+
+    # one more object of theirs after the preview: the count, so the digest, changes
+    foreign("late")
+    res = konfig(*destroy, "--confirm", f"{path}={digest}", cwd=root)
+    assert res.code == 1 and "nothing was destroyed: danger/confirm" in res.err, res.err
+    count, late_digest = previewed()
+    assert count == 3 and late_digest != digest
+    assert kube.get("v1", "Namespace", ns, None) is not None
+
+    # confirmed with the count that includes them: the Namespace goes, with them
+    res = konfig(*destroy, "--confirm", f"{path}={late_digest}", "--json", cwd=root)
+    assert res.code == 0, res.out + res.err
+    (stack,) = json.loads(res.out)["stacks"]
+    assert stack["ok"] and stack["inventory"] is None, stack
+    message = {o["id"]: o["message"] for o in stack["objects"]}[f"v1:Namespace:{ns}"]
+    assert message == (
+        f"deleted Namespace {ns} (v1) with the 2 objects of other owners it held (confirmed "
+        "cascade): ConfigMap/late, ConfigMap/theirs"
+    ), message
+    gone = kube.get("v1", "Namespace", ns, None)
+    assert gone is None or gone["metadata"].get("deletionTimestamp")
