@@ -8,6 +8,7 @@ and unchanged objects. Never writes to the cluster.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -25,6 +26,8 @@ from konfig.commands._common import (
 from konfig.commands._console import compile_progress, error, info, use_color
 from konfig.commands._keys import drop_keyring_from_env, take_keyring_from_env
 from konfig.commands._options import timeout_options
+from konfig.engine.guards import DangerPolicy
+from konfig.engine.ignore import ProposedRule, proposed_rules, with_base_rules
 from konfig.engine.kube import MAX_WORKERS
 from konfig.engine.planner import DEFAULT_WORKERS
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
@@ -35,6 +38,7 @@ from konfig.pipeline.runtime import uses_opentofu
 from konfig.pipeline.selection import gone_stack, select_stacks, stacks_affected_since
 from konfig.pipeline.sharding import ShardPolicy, Slot, parse_slot
 from konfig.repo.files import WriteScope, atomic_write_text
+from konfig.repo.layout import ROOT_MARKER, discover
 from konfig.repo.settings import RepoConfig, load_repo_config
 from konfig.report.previews import render_json, render_markdown, render_text
 from konfig.secrets.refs import Resolver
@@ -57,6 +61,18 @@ EXIT_CHANGES = 2
     "--no-cache",
     is_flag=True,
     help="Compile every stack even when .cache/konfig/compile holds its Spec.",
+)
+@click.option(
+    "--rules-from",
+    "rules_from",
+    default=None,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="A checkout of the base branch (in CI the default branch's): the stacks are "
+    "previewed with ITS ignore rules (konfig.yaml, project.yaml, stack.yaml) and ITS "
+    "danger policy (konfig.yaml dangers); the ignore rules this checkout adds, changes "
+    "or drops are listed (ignoreRulesProposed), not applied, so a pull request can "
+    "neither hide its own change nor relax its own policy (docs/danger.md).",
 )
 @click.option(
     "--specs",
@@ -186,6 +202,7 @@ def command(
     ctx: click.Context,
     stacks: tuple[str, ...],
     all_stacks: bool,
+    rules_from: Path | None,
     changed_from: str | None,
     no_cache: bool,
     specs: Path | None,
@@ -233,6 +250,7 @@ def command(
                 "--specs": specs is not None,
                 "--reuse": bool(reuse),
                 "--deleted": bool(deleted),
+                "--rules-from": rules_from is not None,
                 "--kubeconfig": kubeconfig is not None,
                 "--context": context is not None,
             },
@@ -290,6 +308,26 @@ def command(
         for path in deleted_paths
     ]
 
+    proposed: list[tuple[str, ProposedRule]] = []
+    policy: DangerPolicy | None = None
+    if rules_from is not None:
+        if not (rules_from / ROOT_MARKER).is_file():
+            raise UsageError(
+                f"--rules-from {rules_from}: not a checkout of a Konfig repository (no "
+                f"{ROOT_MARKER} there)",
+                hint="pass the base branch's checkout (in CI: the default branch's)",
+            )
+        base_repo = discover(rules_from.resolve())
+        policy = DangerPolicy.of(base_repo.config.dangers)
+        as_base = [with_base_rules(s, base_repo) for s in selected]
+        proposed = [
+            (s.path, p)
+            for s, b in zip(selected, as_base, strict=True)
+            for p in proposed_rules(s, b)
+        ]
+        selected = as_base
+        for path, p in proposed:
+            info(f"{path}: ignore rule {p.rule.source} {p.change}: listed, not applied")
     quiet = fmt != "text" or out is not None
     # Compiled elsewhere (the unprivileged job of a pull request): read as hostile data,
     # all of it checked before any cluster is contacted; no KCL runs.
@@ -322,9 +360,12 @@ def command(
             # so that the next push's preview can re-use it
             keyed=specs is not None,
             previous=previous,
+            policy=policy,
         )
 
-    preview = Preview.of(results, commits_of(repo.root, changed_from))
+    preview = replace(
+        Preview.of(results, commits_of(repo.root, changed_from)), proposed_rules=tuple(proposed)
+    )
     for sha, paths in preview.reused().items():
         info(f"{len(paths)} of {len(results)} stacks re-used from {sha[:12]}: {', '.join(paths)}")
     return _emit(preview, fmt, out, show_diff, detailed_exitcode)

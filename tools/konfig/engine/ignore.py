@@ -24,15 +24,16 @@ import copy
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from konfig.engine.drift import ObjectDrift
 from konfig.engine.kube.request import FIELD_MANAGER
 from konfig.errors import KonfigError
 from konfig.ids import ObjectRef
 from konfig.masking import mask_field
-from konfig.repo.layout import STACK_FILE, Stack
+from konfig.repo.layout import PROJECT_FILE, STACK_FILE, Repository, Stack
+from konfig.repo.settings import CONFIG_FILE
 
 Step = str | int  # a map key or a list index: one step of a concrete path
 
@@ -151,6 +152,84 @@ def stack_rules(
     rules += rules_from(stack.raw.get("ignore") or (), f"{stack.path}/{STACK_FILE}")
     rules += autoscaled(manifests)
     return tuple(rules)
+
+
+def with_base_rules(stack: Stack, base: Repository) -> Stack:
+    """``stack`` with the ignore rules ``base`` (the base branch's checkout) declares
+    for it: base's konfig.yaml, base's project.yaml of its project, base's stack.yaml
+    of it (none of the latter two when base has not got them). A pull request is
+    previewed with them, so a rule it adds cannot hide its own change."""
+    project = next((p for p in base.projects if p.path == stack.project_path), None)
+    own = next((s for s in base.stacks if s.path == stack.path), None)
+    raw = {k: v for k, v in stack.raw.items() if k != "ignore"}
+    if own is not None and own.raw.get("ignore"):
+        raw["ignore"] = own.raw["ignore"]
+    inherited = (
+        (CONFIG_FILE, tuple(base.config.ignore)),
+        (
+            f"{stack.project_path}/{PROJECT_FILE}",
+            tuple((project.raw.get("ignore") if project else None) or ()),
+        ),
+    )
+    return replace(stack, raw=raw, inherited_ignore=inherited)
+
+
+ProposedChange = Literal["added", "changed", "removed"]
+
+
+@dataclass(frozen=True)
+class ProposedRule:
+    """A declared rule of the change that the base has not (``added``; ``changed``: the
+    same file and place says something else now), or one of the base's the change drops
+    (``removed``). Listed, not applied: the preview uses the base's rules."""
+
+    change: ProposedChange
+    rule: IgnoreRule
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.rule
+        selector = {
+            k: v
+            for k, v in (
+                ("group", r.group),
+                ("kind", r.kind),
+                ("namespace", r.namespace),
+                ("name", r.name),
+                ("labels", dict(r.labels) or None),
+            )
+            if v is not None
+        }
+        return {
+            "change": self.change,
+            "source": r.source,
+            "reason": r.reason,
+            "selector": selector,
+            "paths": list(r.paths),
+            "managers": list(r.managers),
+        }
+
+
+def proposed_rules(head: Stack, base: Stack) -> tuple[ProposedRule, ...]:
+    """The declared rules of ``head`` (the change's stack) that ``base`` (the same stack
+    with the base's rules, :func:`with_base_rules`) has not, and the other way round;
+    compared by what they say, not by their place in a file (a rule moved is no
+    change). A new rule where the base had one it no longer has is ``changed``."""
+
+    def key(r: IgnoreRule) -> tuple[Any, ...]:
+        return (r.reason, r.paths, r.group, r.kind, r.namespace, r.name, r.labels, r.managers)
+
+    mine, theirs = stack_rules(head), stack_rules(base)
+    before = {key(r) for r in theirs}
+    after = {key(r) for r in mine}
+    dropped = {r.source: r for r in theirs if key(r) not in after}
+    out = [
+        ProposedRule("changed" if r.source in dropped else "added", r)
+        for r in mine
+        if key(r) not in before
+    ]
+    replaced = {p.rule.source for p in out if p.change == "changed"}
+    out += [ProposedRule("removed", r) for r in dropped.values() if r.source not in replaced]
+    return tuple(out)
 
 
 @dataclass(frozen=True)

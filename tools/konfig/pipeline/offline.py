@@ -18,6 +18,9 @@ changes and a unified diff), so the report groups, masks and budgets it the same
   replace from the known immutable fields, rollout, capacity, access, data, deprecated
   APIs for the declared Kubernetes version); a cascade's count of live objects needs
   the cluster and is not made.
+- The ignore rules the merge adds, changes or drops against the base's
+  (:func:`konfig.engine.ignore.proposed_rules`): listed, as a live preview lists them
+  (``--rules-from``); an offline preview applies no ignore rule (there is no live object).
 - What `check`, preview and apply refuse (:mod:`konfig.pipeline.refusals`) is the
   stack's error here too.
 """
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +41,13 @@ from konfig.detect.importgraph import KCL_SUFFIX, ImportCache, ImportGraph, scan
 from konfig.detect.snapshot import Snapshot, find_layout
 from konfig.engine.danger import assess
 from konfig.engine.diff import FieldChange, compare, field_changes, unified_diff
+from konfig.engine.ignore import proposed_rules, with_base_rules
 from konfig.engine.plan import Action, Change, StackPlan
 from konfig.pipeline.compiling import MeterFactory, compile_stacks
 from konfig.pipeline.previewing import Commits, Mode, Preview, StackError, StackPreview
 from konfig.pipeline.refusals import first_refusal
 from konfig.pipeline.sharding import Slot
-from konfig.repo.layout import Repository, Stack, discover
+from konfig.repo.layout import STACK_FILE, Repository, Stack, discover
 from konfig.secrets.refs import KeyStatus, key_refs
 from konfig.spec import Resource, Spec
 
@@ -99,9 +103,13 @@ def offline_preview(
         merge_root = _write_tree(
             root, _needed(root, merge_files, wanted, state), Path(tmp) / "merge"
         )
-        base_root = _write_tree(
-            root, _needed(root, base_files, set(to_compile), state), Path(tmp) / "base"
-        )
+        base_needed = _needed(root, base_files, set(to_compile), state)
+        # each affected stack's stack.yaml at the base, for the ignore rules the merge
+        # adds, changes or drops (listed: engine.ignore.proposed_rules)
+        for p in affected:
+            if (f := f"{p}/{STACK_FILE}") in base_files:
+                base_needed[f] = base_files[f]
+        base_root = _write_tree(root, base_needed, Path(tmp) / "base")
         merge_repo = discover(merge_root)
         base_repo = discover(base_root)
         after = _compile(merge_repo, affected, merge_files, state, jobs, settings, meter, root)
@@ -114,7 +122,14 @@ def offline_preview(
             if p in stacks and p in after
         ]
         results += [_deleted_preview(base_repo, p, before.get(p), base_sha) for p in gone]
-    return OfflinePreview(Preview.of(results, commits, mode=mode), change_set)
+        proposed = tuple(
+            (p, rule)
+            for p in affected
+            if p in stacks
+            for rule in proposed_rules(stacks[p], with_base_rules(stacks[p], base_repo))
+        )
+    preview = replace(Preview.of(results, commits, mode=mode), proposed_rules=proposed)
+    return OfflinePreview(preview, change_set)
 
 
 def _file_change(change: gitrepo.TreeChange) -> gitrepo.FileChange:

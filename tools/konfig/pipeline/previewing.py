@@ -19,6 +19,7 @@ from konfig.detect import gitrepo
 from konfig.engine.danger import assess
 from konfig.engine.digest import ChangeDigest, change_digest
 from konfig.engine.guards import DangerGuard, DangerPolicy, mark_unconfirmed
+from konfig.engine.ignore import ProposedRule
 from konfig.engine.inventory_store import read_inventory
 from konfig.engine.kube import Kube
 from konfig.engine.livefingerprint import Lists
@@ -171,6 +172,9 @@ class Preview:
     secrets: frozenset[str] = field(default=frozenset(), compare=False)
     commits: Commits = Commits()
     mode: Mode = LIVE
+    # (stack path, rule) the change declares that the base does not, or drops: listed,
+    # not applied (`konfig preview --rules-from`, engine.ignore.proposed_rules)
+    proposed_rules: tuple[tuple[str, ProposedRule], ...] = field(default=(), compare=False)
 
     @classmethod
     def of(
@@ -261,6 +265,7 @@ def preview_stack(
     keyed: bool = False,
     previous: Previous | None = None,
     lists: dict[tuple[str, str], Lists] | None = None,
+    policy: DangerPolicy | None = None,
 ) -> StackPreview:
     """One existing stack: its plan, or the compile, decryption or cluster error that
     stopped it. ``keyed`` (or a ``previous`` preview): its reuse key is read first
@@ -269,7 +274,9 @@ def preview_stack(
     decrypt, Secrets from encrypted files are compared key by key (in memory); without
     one they are reported "not compared".
     The stack's runtime plans it (:func:`konfig.pipeline.runtime.runtime_of`: a stack
-    with Terraform resources is planned with OpenTofu too, set up in ``contexts``)."""
+    with Terraform resources is planned with OpenTofu too, set up in ``contexts``).
+    ``policy``: the danger policy to mark refusals by (default: konfig.yaml ``dangers``
+    of ``conns.repo``; a pull request's preview passes its base branch's)."""
     if compiled.spec is None:
         assert compiled.error is not None
         e = compiled.error
@@ -312,7 +319,7 @@ def preview_stack(
             pull=pull,
         )
     if pull is not None:
-        return _preview_controlled(conns, stack, compiled.spec, pull)
+        return _preview_controlled(conns, stack, compiled.spec, pull, policy)
     try:
         data = None
         decrypts = resolver is not None and _can_decrypt_all(compiled.spec, resolver)
@@ -357,7 +364,7 @@ def preview_stack(
             workers=workers,
             secret_data=data,
         )
-        plan = _assessed(conns, plan, kube)
+        plan = _assessed(conns, plan, kube, policy)
         return StackPreview(
             stack.path, context=plan.context, plan=plan, sealed=sealed, reuse_key=key
         )
@@ -371,7 +378,11 @@ def preview_stack(
 
 
 def _preview_controlled(
-    conns: Connections, stack: Stack, spec: Spec, pull: PullPreview
+    conns: Connections,
+    stack: Stack,
+    spec: Spec,
+    pull: PullPreview,
+    policy: DangerPolicy | None = None,
 ) -> StackPreview:
     """A pull stack's live preview: what its controller changes when the folder goes
     from what the branch has to what the merge publishes (engine.controlled)."""
@@ -399,7 +410,7 @@ def _preview_controlled(
             labels=labels,
             spec_digest=spec.digest(),
         )
-        plan = _assessed(conns, plan, kube)
+        plan = _assessed(conns, plan, kube, policy)
         return StackPreview(
             stack.path, context=plan.context, plan=plan, pull=pull, controller=controller
         )
@@ -420,6 +431,7 @@ def preview_deleted(
     workers: int = DEFAULT_WORKERS,
     note: Note | None = None,
     contexts: Contexts = NOTHING_SET_UP,
+    policy: DangerPolicy | None = None,
 ) -> StackPreview:
     """A stack whose directory is gone: the deletion of what its inventory owns (what
     another runtime keeps of it is said to ``note``)."""
@@ -433,7 +445,7 @@ def preview_deleted(
             if note is not None:
                 note(kept)
         plan = plan_stack(kube, stack, None, prior, deleted=True, workers=workers)
-        plan = _assessed(conns, plan, kube)
+        plan = _assessed(conns, plan, kube, policy)
         return StackPreview(stack.path, context=plan.context, deleted=True, plan=plan)
     except KonfigError as exc:
         return StackPreview(
@@ -444,12 +456,17 @@ def preview_deleted(
         )
 
 
-def _assessed(conns: Connections, plan: StackPlan, kube: Kube) -> StackPlan:
+def _assessed(
+    conns: Connections, plan: StackPlan, kube: Kube, policy: DangerPolicy | None = None
+) -> StackPlan:
     """``plan`` with its dangers (engine.danger) and what ``danger/confirm`` stops marked
-    refused (a preview holds no confirmation: apply takes them)."""
+    refused under ``policy`` (default: konfig.yaml ``dangers``; a preview holds no
+    confirmation: apply takes them)."""
     config = conns.repo.config
     plan = assess(plan, version=config.kubernetes_version, reader=kube)
-    return mark_unconfirmed(plan, DangerGuard(DangerPolicy.of(config.dangers)))
+    if policy is None:
+        policy = DangerPolicy.of(config.dangers)
+    return mark_unconfirmed(plan, DangerGuard(policy))
 
 
 def preview_stacks(
@@ -464,10 +481,11 @@ def preview_stacks(
     contexts: Contexts = NOTHING_SET_UP,
     keyed: bool = False,
     previous: Previous | None = None,
+    policy: DangerPolicy | None = None,
 ) -> list[StackPreview]:
     """The previews of ``stacks`` (compiled) and of the deleted stacks ``gone``, in order
     (``keyed``, ``previous``: see :func:`preview_stack`; the live fingerprints' lists
-    are read once a run)."""
+    are read once a run; ``policy``: see :func:`preview_stack`)."""
     lists: dict[tuple[str, str], Lists] = {}
     results = [
         preview_stack(
@@ -480,11 +498,13 @@ def preview_stacks(
             keyed=keyed,
             previous=previous,
             lists=lists,
+            policy=policy,
         )
         for s in stacks
     ]
     results += [
-        preview_deleted(conns, s, workers=workers, note=note, contexts=contexts) for s in gone
+        preview_deleted(conns, s, workers=workers, note=note, contexts=contexts, policy=policy)
+        for s in gone
     ]
     return results
 

@@ -70,7 +70,51 @@ def to_json(preview: Preview) -> dict[str, Any]:
         "dangers": preview.danger_counts(),
         "commits": {"base": preview.commits.base, "head": preview.commits.head},
         "stacks": [_stack_json(s) for s in preview.stacks],
+        **({"ignoreRulesProposed": _proposed(preview)} if preview.proposed_rules else {}),
     }
+
+
+def _proposed(preview: Preview) -> list[dict[str, Any]]:
+    """The rules the change adds, changes or drops, each once with its stacks."""
+    found: dict[str, dict[str, Any]] = {}
+    for path, p in preview.proposed_rules:
+        item = p.to_dict()
+        key = json.dumps(item, sort_keys=True)
+        stacks = found.setdefault(key, {**item, "stacks": []})["stacks"]
+        if path not in stacks:
+            stacks.append(path)
+    return sorted(found.values(), key=lambda i: (i["source"], i["change"]))
+
+
+def proposed_rule_text(item: dict[str, Any]) -> str:
+    """One proposed rule in words: ``appops/a/dev/stack.yaml ignore[0]: Deployment web
+    /spec/replicas (reason)`` (an item of ``ignoreRulesProposed``)."""
+    sel = item.get("selector") or {}
+    labels = ",".join(f"{k}={v}" for k, v in sorted((sel.get("labels") or {}).items()))
+    what = " ".join(
+        str(v)
+        for v in (
+            sel.get("kind") or "any kind",
+            f"{sel['namespace']}/" + str(sel.get("name") or "*")
+            if sel.get("namespace")
+            else sel.get("name"),
+            f"[{labels}]" if labels else None,
+        )
+        if v
+    )
+    managers = item.get("managers") or []
+    owned = (
+        f" while {', '.join(managers)} own{'s' if len(managers) == 1 else ''} it"
+        if managers
+        else ""
+    )
+    return f"{item['source']}: {what} {', '.join(item['paths'])}{owned} ({item['reason']})"
+
+
+_PROPOSED_NOTE = (
+    "previewed with the base branch's rules: an added or changed rule is not applied, so "
+    "what it would hide is shown and counted; a removed one still applies"
+)
 
 
 def _stack_json(s: StackPreview) -> dict[str, Any]:
@@ -314,6 +358,16 @@ def render_text(
         if s.not_previewed:
             lines.append(f"  {style('?', 'yellow')} {not_previewed_note(s.not_previewed)}")
         lines.append("")
+    proposed = _proposed(preview) if preview.proposed_rules else []
+    if proposed:
+        lines.append(
+            style(f"Ignore rules this change proposes ({_PROPOSED_NOTE}):", "yellow", bold=True)
+        )
+        for rule in proposed:
+            lines.append(
+                f"  {rule['change']} {proposed_rule_text(rule)}  [{', '.join(rule['stacks'])}]"
+            )
+        lines.append("")
     if not summary:
         return scrub("\n".join(lines).rstrip("\n") + "\n", set(preview.secrets))
     total = preview.counts()
@@ -407,6 +461,12 @@ def render_markdown(preview: Preview) -> str:
         out.extend(["", f"**⚠️ Dangers**: {danger_line(preview.danger_counts())}", ""])
         for path, c, d in dangers:
             out.append(f"- **{d.name}** `{path}`: `{c.id}`: {_md_cell(d.reason)}")
+    proposed = _proposed(preview) if preview.proposed_rules else []
+    if proposed:
+        out.extend(["", f"**🙈 Ignore rules this change proposes** ({_PROPOSED_NOTE}):", ""])
+        for rule in proposed:
+            stacks = ", ".join(f"`{p}`" for p in rule["stacks"])
+            out.append(f"- **{rule['change']}** {_md_cell(proposed_rule_text(rule))}: {stacks}")
     skipped = preview.not_previewed()
     if skipped:
         out.append("")

@@ -29,12 +29,14 @@ from konfig.repo.settings import DEFAULT_PRODUCTION_STACKS, is_production
 from konfig.report.grouping import Field
 from konfig.report.inputs import Document, ReportInputError, validated
 from konfig.report.modes import Origin
+from konfig.report.previews import proposed_rule_text
 from konfig.report.records import (
     ChangeItem,
     DangerItem,
     Failure,
     IgnoredItem,
     Mode,
+    ProposedRuleItem,
     PullItem,
     Report,
     StackReport,
@@ -110,6 +112,12 @@ def build(
         reviewed = reviewed_of_previews(live, pr=pr)
     except UsageError as exc:
         raise ReportInputError(str(exc)) from None
+    proposed: dict[tuple[str, str, str], list[str]] = {}
+    for doc in previews:
+        for rule in doc.get("ignoreRulesProposed") or []:
+            key = (str(rule["source"]), str(rule["change"]), proposed_rule_text(rule))
+            listed = proposed.setdefault(key, [])
+            listed += [str(p) for p in rule["stacks"] if str(p) not in listed]
     reused: dict[str, int] = {}
     for doc in live:
         for item in doc["stacks"]:
@@ -168,6 +176,10 @@ def build(
         live_follows=live_follows,
         reused=tuple(sorted(reused.items())),
         run_id=run_id if live else None,
+        proposed_rules=tuple(
+            ProposedRuleItem(change, source, text, tuple(sorted(stacks)))
+            for (source, change, text), stacks in sorted(proposed.items())
+        ),
     )
 
 

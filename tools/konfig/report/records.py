@@ -119,6 +119,17 @@ class IgnoredItem:
 
 
 @dataclass(frozen=True)
+class ProposedRuleItem:
+    """An ignore rule the change adds, changes or drops against the base branch's (the
+    preview's ``ignoreRulesProposed``): listed in its own section, never applied."""
+
+    change: str  # added, changed, removed
+    source: str
+    text: str  # the rule in words (report.previews.proposed_rule_text)
+    stacks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ChangeItem:
     id: str
     kind: str
@@ -275,6 +286,8 @@ class Report:
     # the run whose preview artifacts this report shows (hidden in the comment: the next
     # push's preview re-uses its unchanged stacks, pipeline.reusing)
     run_id: str | None = None
+    # the ignore rules the change proposes (previewed with the base's: listed, not applied)
+    proposed_rules: tuple[ProposedRuleItem, ...] = ()
 
     @property
     def reused_line(self) -> str | None:

@@ -5,9 +5,11 @@ control plane: test_ignore_cluster.py)."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from konfig import contracts
 from konfig.engine.ignore import (
@@ -17,9 +19,13 @@ from konfig.engine.ignore import (
     ignore_fields,
     locations,
     parse_pointer,
+    proposed_rules,
     rules_from,
+    stack_rules,
+    with_base_rules,
 )
 from konfig.errors import KonfigError
+from konfig.repo.layout import Stack, discover
 
 
 def managed(manager: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -146,3 +152,78 @@ def test_an_ignored_secret_value_is_masked() -> None:
 def test_the_contract_and_the_engine_read_pointers_alike() -> None:
     rule = contracts.schema("common")["$defs"]["ignoreRule"]
     assert rule["properties"]["paths"]["items"]["pattern"] == POINTER_PATTERN
+
+
+# --- a pull request is previewed with the base branch's rules ---------------------------
+
+REPLICAS_RULE = {"selector": {"kind": "Deployment"}, "paths": ["/spec/replicas"],
+                 "reason": "scaled by hand"}  # fmt: skip
+SIDECAR_RULE = {"paths": ["/spec/template/spec/containers[name=istio-proxy]"],
+                "reason": "injected by the mesh"}  # fmt: skip
+
+
+def checkout(root: Path, konfig: list[Any], project: list[Any], stack: list[Any] | None) -> Path:
+    """A small repository: konfig.yaml, appops/shop/project.yaml and (unless None) the
+    stack appops/shop/dev, each with the given ignore rules."""
+    (root / "appops/shop").mkdir(parents=True)
+    (root / "kcl.mod").write_text('[package]\nname = "t"\n', encoding="utf-8")
+    (root / "konfig.yaml").write_text(yaml.safe_dump({"ignore": konfig} if konfig else {}))
+    (root / "appops/shop/project.yaml").write_text(
+        yaml.safe_dump({"name": "shop", **({"ignore": project} if project else {})})
+    )
+    if stack is not None:
+        (root / "appops/shop/dev").mkdir()
+        (root / "appops/shop/dev/stack.yaml").write_text(
+            yaml.safe_dump({"name": "dev", **({"ignore": stack} if stack else {})})
+        )
+    return root
+
+
+def dev(root: Path) -> Stack:
+    return discover(root).stack("shop/dev")
+
+
+def test_a_rule_the_change_adds_is_proposed_and_not_applied(tmp_path: Path) -> None:
+    base = discover(checkout(tmp_path / "base", [], [], []))
+    head = dev(checkout(tmp_path / "head", [], [], [REPLICAS_RULE]))
+    as_base = with_base_rules(head, base)
+    assert stack_rules(as_base) == ()  # previewed with the base's: none
+    assert as_base.raw["name"] == "dev"  # everything else is the change's
+    (p,) = proposed_rules(head, as_base)
+    assert p.change == "added"
+    assert p.to_dict() == {
+        "change": "added",
+        "source": "appops/shop/dev/stack.yaml ignore[0]",
+        "reason": "scaled by hand",
+        "selector": {"kind": "Deployment"},
+        "paths": ["/spec/replicas"],
+        "managers": [],
+    }
+
+
+def test_changed_removed_and_moved_rules(tmp_path: Path) -> None:
+    wider = {**REPLICAS_RULE, "selector": {}}
+    base = discover(checkout(tmp_path / "base", [SIDECAR_RULE], [REPLICAS_RULE], []))
+    # project.yaml's rule widened in place; konfig.yaml's rule moved to the stack
+    head = dev(checkout(tmp_path / "head", [], [wider], [SIDECAR_RULE]))
+    as_base = with_base_rules(head, base)
+    assert [r.source for r in stack_rules(as_base)] == [
+        "konfig.yaml ignore[0]",
+        "appops/shop/project.yaml ignore[0]",
+    ]
+    found = {(p.change, p.rule.source, p.rule.group) for p in proposed_rules(head, as_base)}
+    assert found == {("changed", "appops/shop/project.yaml ignore[0]", None)}
+    # dropped: listed as removed (and still applied in the preview: as_base keeps it)
+    head = dev(checkout(tmp_path / "head2", [SIDECAR_RULE], [], []))
+    (p,) = proposed_rules(head, with_base_rules(head, base))
+    assert (p.change, p.rule.source) == ("removed", "appops/shop/project.yaml ignore[0]")
+
+
+def test_a_stack_new_in_the_change_gets_the_bases_inherited_rules_only(tmp_path: Path) -> None:
+    base = discover(checkout(tmp_path / "base", [SIDECAR_RULE], [], None))
+    head = dev(checkout(tmp_path / "head", [SIDECAR_RULE], [], [REPLICAS_RULE]))
+    as_base = with_base_rules(head, base)
+    assert [r.source for r in stack_rules(as_base)] == ["konfig.yaml ignore[0]"]
+    assert [(p.change, p.rule.source) for p in proposed_rules(head, as_base)] == [
+        ("added", "appops/shop/dev/stack.yaml ignore[0]")
+    ]

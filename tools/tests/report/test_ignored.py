@@ -100,3 +100,79 @@ def test_a_noisy_stack_lists_ignored_fields_without_counting_them() -> None:
         in text
     )
     check_golden("ignored-noisy-stack", text)
+
+
+def proposed_preview(stacks: int = 1) -> dict[str, Any]:
+    """A pull request that scales shop/prod to 0 and adds a rule ignoring replicas:
+    previewed with the base's rules (none), so the change is a change, and the rule is
+    listed as proposed (``ignoreRulesProposed``, as konfig preview --rules-from writes)."""
+    docs = []
+    for i in range(stacks):
+        path = PATH if i == 0 else f"appops/shop{i}/prod"
+        project = path.split("/")[1]
+        live = deployment(project, "prod", replicas=3)
+        declared = deployment(project, "prod", replicas=0)
+        sent, ignored = ignore_fields(declared, live, ())  # the base declares no rule
+        assert ignored == ()
+        comparison = compare(live, sent, name=object_id(live))
+        docs.append(
+            stack_doc(
+                path,
+                [
+                    {
+                        "id": object_id(live),
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "namespace": f"{project}-prod",
+                        "name": project,
+                        "action": "update",
+                        "reason": "differs from the cluster in 1 field",
+                        "validated": True,
+                        "fields": [f.to_dict() for f in comparison.fields],
+                        "diff": comparison.diff,
+                        "dangers": [
+                            {"class": "capacity", "reason": f"Deployment {project}: replicas 3 → 0"}
+                        ],
+                    }
+                ],
+            )
+        )
+    preview = preview_doc(docs)
+    preview["ignoreRulesProposed"] = [
+        {"change": "added", "source": f"{PATH}/stack.yaml ignore[0]",
+         "reason": "scaled by the | team", "selector": {"kind": "Deployment"},
+         "paths": ["/spec/replicas"], "managers": [], "stacks": [PATH]},
+        {"change": "removed", "source": "konfig.yaml ignore[2]",
+         "reason": "injected by the mesh", "selector": {},
+         "paths": ["/spec/template/spec/containers[name=istio-proxy]"],
+         "managers": ["istio"], "stacks": [d["path"] for d in docs]},
+    ]  # fmt: skip
+    return preview
+
+
+def test_rules_a_pull_request_adds_are_listed_in_their_own_section() -> None:
+    preview = proposed_preview()
+    report = pull_request.build(pull_request.Inputs(previews=[preview]), sha=SHA, run_url=RUN)
+    (stack,) = report.stacks
+    # the change the new rule would hide is shown and counted
+    assert stack.counts["update"] == 1 and stack.ignored == ()
+    assert [p.change for p in report.proposed_rules] == ["added", "removed"]
+    text = comment.render(report).text
+    assert "### 🙈 Ignore rules this change proposes" in text
+    assert "1 to update" in text and "| **capacity** | 1 |" in text
+    assert (
+        "| **added** | appops/shop/prod/stack.yaml ignore[0]: Deployment /spec/replicas "
+        "(scaled by the \\| team) | 1: `appops/shop/prod` |"
+    ) in text
+    assert text.index("⚠️ Dangers") < text.index("🙈 Ignore rules this change proposes")
+    check_golden("ignore-rules-proposed", text)
+
+
+def test_the_grouped_comment_lists_them_too() -> None:
+    preview = proposed_preview(stacks=12)
+    report = pull_request.build(pull_request.Inputs(previews=[preview]), sha=SHA, run_url=RUN)
+    rendered = comment.render(report)
+    assert rendered.layout == "grouped"
+    assert "### 🙈 Ignore rules this change proposes" in rendered.text
+    assert "| **removed** |" in rendered.text and "12: `appops/shop/prod`, " in rendered.text
+    assert "… and 9 more |" in rendered.text
