@@ -344,6 +344,7 @@ def preview_stack(
                     kube, stack, compiled.spec, conns.target(stack)
                 ),
                 lists=lists,
+                policy=policy,
             )
         reused = previous.candidate(stack.path, key) if previous is not None else None
         if reused is not None:

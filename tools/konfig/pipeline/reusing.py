@@ -30,12 +30,13 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from konfig import contracts
 from konfig.contracts import ContractError, Violation
+from konfig.engine.guards import DangerPolicy
 from konfig.engine.inventory import Inventory
 from konfig.engine.kube import Kube
 from konfig.engine.livefingerprint import Lists, fingerprint_digest, live_fingerprint, objects_of
@@ -173,12 +174,15 @@ def reuse_key(
     can_decrypt: bool,
     runtime_inputs: str = "",
     lists: dict[tuple[str, str], Lists] | None = None,
+    policy: DangerPolicy | None = None,
 ) -> str:
     """What a live preview of ``stack`` is computed from, as one sha256 (the module).
     ``runtime_inputs``: what its runtime's plan reads beyond the Kubernetes objects
     (:meth:`~konfig.pipeline.runtime.Runtime.reuse_inputs`). ``lists``: the lists read
     for earlier stacks of this run, per cluster (server, context): each kind and
-    namespace is listed once a run."""
+    namespace is listed once a run. The ignore
+    rules the stack is previewed with and the danger ``policy`` count too: with
+    ``--rules-from`` they are the base branch's, which may move between two pushes."""
     memo = None if lists is None else lists.setdefault((kube.server, kube.context), {})
     versions = live_fingerprint(kube, objects_of(stack.path, spec, prior, kube), memo)
     body = [
@@ -194,8 +198,9 @@ def reuse_key(
         _file_sha(root / stack.path / STACK_FILE),
         fingerprint_digest(versions),
         runtime_inputs,
+        [stack.inherited_ignore, stack.raw.get("ignore"), policy and astuple(policy)],
     ]
-    text = json.dumps(body, separators=(",", ":"))
+    text = json.dumps(body, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
