@@ -280,3 +280,17 @@ def confirms_given(confirms: tuple[str, ...], confirm_file: Path | None) -> tupl
     except OSError as exc:
         raise UsageError(f"--confirm-file {confirm_file}: cannot read it: {exc.strerror}") from None
     return (*confirms, *(line.strip() for line in lines if line.strip()))
+
+
+def policy_from_option(verb: str) -> Callable[[_F], _F]:
+    """``--policy-from REF``: konfig.yaml ``dangers`` at a commit (the one before the
+    merge) holds too, the stricter of both: a merged change cannot relax its own policy."""
+    return click.option(
+        "--policy-from",
+        "policy_from",
+        metavar="REF",
+        default=None,
+        help=f"Also hold the {verb} to konfig.yaml `dangers` as it is at REF (in CI the "
+        "commit before the push): the stricter of both policies, so a merged pull "
+        "request cannot relax its own (docs/danger.md).",
+    )

@@ -37,6 +37,7 @@ from konfig.commands._options import (
     kube_options,
     lock_options,
     pace_options,
+    policy_from_option,
     stacks_file_option,
     stacks_given,
 )
@@ -57,7 +58,7 @@ from konfig.pipeline.applying import (
     discard_kept,
     plan_all,
 )
-from konfig.pipeline.approvals import load_approvals
+from konfig.pipeline.approvals import load_approvals, policy_at
 from konfig.pipeline.compiling import refuse_bad_kcl_mod
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.previewing import StackPreview
@@ -130,6 +131,7 @@ from konfig.secrets.refs import sealed_files
     "(danger/confirm): the digest the preview names. Repeatable.",
 )
 @confirm_file_option
+@policy_from_option("apply")
 @click.option(
     "--approvals",
     "approvals_file",
@@ -161,6 +163,7 @@ def command(
     allow_dirty: bool,
     confirms: tuple[str, ...],
     confirm_file: Path | None,
+    policy_from: str | None,
     releases: tuple[str, ...],
     approvals_file: Path | None,
     lock_timeout: float,
@@ -207,6 +210,7 @@ def command(
     if released and reviewed is None:
         reviewed = Reviewed()  # compare every stack: only the released ones are let through
     repo = load_repository(ctx)
+    before = policy_at(repo.root, policy_from) if policy_from is not None else None
     selected = select_stacks(repo, stacks, all_stacks=all_stacks)
     if not selected:
         raise UsageError("the repository has no stacks", hint="add appops/<project>/<stack>/")
@@ -243,6 +247,7 @@ def command(
             wait=not no_wait,
             config=repo.config,
             confirmed=confirmed,
+            before=before,
             preconditions=reviewed is not None,
             review=reviews.get(stack.path),
         )

@@ -21,6 +21,7 @@ from konfig.commands._options import (
     kube_options,
     lock_options,
     pace_options,
+    policy_from_option,
     stacks_file_option,
     stacks_given,
 )
@@ -30,6 +31,7 @@ from konfig.commands._signals import Stop, graceful, stopped
 from konfig.engine.guards import DangerGuard, DangerPolicy
 from konfig.engine.stackrun import ApplyOptions, StackResult
 from konfig.errors import EXIT_OK, UsageError
+from konfig.pipeline.approvals import policy_at
 from konfig.pipeline.concurrency import run_concurrently
 from konfig.pipeline.destroying import (
     DestroyTarget,
@@ -71,6 +73,7 @@ from konfig.pipeline.previewing import StackPreview
     "(danger/confirm): the digest the preview names. Repeatable.",
 )
 @confirm_file_option
+@policy_from_option("destroy")
 @kube_options
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
@@ -89,6 +92,7 @@ def command(
     allow_dirty: bool,
     confirms: tuple[str, ...],
     confirm_file: Path | None,
+    policy_from: str | None,
     kubeconfig: str | None,
     context: str | None,
     as_json: bool,
@@ -122,13 +126,16 @@ def command(
     repo = load_repository(ctx)
     targets = check_before_destroy(repo, stacks, deleted=deleted, allow_dirty=allow_dirty)
     confirmed = confirmation_sets(confirms_given(confirms, confirm_file))
+    policy = DangerPolicy.of(repo.config.dangers)
+    if policy_from is not None:
+        policy = policy.stricter(policy_at(repo.root, policy_from))
     # the confirmations given also let a confirmed cascade take the objects it counted
     # (engine.danger.confirmed_cascades)
     options = ApplyOptions(
         concurrency=concurrency,
         timeout=timeout,
         wait=not no_wait,
-        dangers=DangerGuard(DangerPolicy.of(repo.config.dangers), confirmed),
+        dangers=DangerGuard(policy, confirmed),
         kubernetes_version=repo.config.kubernetes_version,
     )
     with connections(ctx, repo, kubeconfig, context) as conns:
@@ -138,6 +145,7 @@ def command(
             lambda opentofu: runtime_contexts(repo.root, opentofu=opentofu),
             note=None if as_json else info,
             confirmed=confirmed,
+            policy=policy,
         )
         if not as_json:
             show_plans([StackPreview(p.path, deleted=True, plan=p) for p in plans])

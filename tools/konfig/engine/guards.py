@@ -394,6 +394,20 @@ class DangerPolicy:
             or (self.max_delete_percent is not None)
         )
 
+    def stricter(self, other: DangerPolicy) -> DangerPolicy:
+        """Both policies at once: every class either confirms, the lower of each limit
+        (a merged change is held to the policy before it too: it cannot relax its own)."""
+
+        def low(a: float | None, b: float | None) -> float | None:
+            return b if a is None else a if b is None else min(a, b)
+
+        deletes = low(self.max_deletes, other.max_deletes)
+        return DangerPolicy(
+            tuple(dict.fromkeys((*self.confirm, *other.confirm))),
+            None if deletes is None else int(deletes),
+            low(self.max_delete_percent, other.max_delete_percent),
+        )
+
 
 @dataclass(frozen=True)
 class DangerGuard:

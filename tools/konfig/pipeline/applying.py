@@ -151,10 +151,15 @@ def apply_options(
     confirmed: Mapping[str, frozenset[str]] | None = None,
     preconditions: bool = False,
     review: Mapping[str, Any] | None = None,
+    before: DangerPolicy | None = None,
 ) -> ApplyOptions:
     """The options of one stack's apply: the commit (and whether the stack's inputs were
     dirty) to record, ``stack.yaml`` ``apply: {replaceOnImmutable}``, and ``danger/confirm``
-    (``konfig.yaml`` ``dangers`` of ``config``, the ``confirmed`` stacks' digests)."""
+    (``konfig.yaml`` ``dangers`` of ``config``, held together with ``before``, the
+    policy before the merge, when given; the ``confirmed`` stacks' digests)."""
+    policy = None if config is None else DangerPolicy.of(config.dangers)
+    if policy is not None and before is not None:
+        policy = policy.stricter(before)
     return ApplyOptions(
         concurrency=concurrency,
         timeout=timeout,
@@ -162,9 +167,7 @@ def apply_options(
         replace_on_immutable=stack.apply_setting("replaceOnImmutable"),
         commit=tree.commit,
         dirty=tree.is_dirty(stack.path),
-        dangers=None
-        if config is None
-        else DangerGuard(DangerPolicy.of(config.dangers), dict(confirmed or {})),
+        dangers=None if policy is None else DangerGuard(policy, dict(confirmed or {})),
         kubernetes_version=None if config is None else config.kubernetes_version,
         preconditions=preconditions,
         review=review,

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from konfig.check.structure import exemptions
 from konfig.detect import gitrepo
+from konfig.engine.guards import DangerPolicy
 from konfig.engine.inventory import ApprovedOverride
 from konfig.errors import ConfigError
 from konfig.repo.layout import APPOPS, PROJECT_FILE, STACK_FILE
@@ -290,6 +291,17 @@ def confirm_classes(root: Path, ref: str) -> tuple[str, ...]:
     dangers = data.get("dangers") if isinstance(data, dict) else None
     confirm = dangers.get("confirm") if isinstance(dangers, dict) else None
     return tuple(str(c) for c in confirm) if isinstance(confirm, list) else ()
+
+
+def policy_at(root: Path, ref: str) -> DangerPolicy:
+    """konfig.yaml ``dangers`` at ``ref`` (a commit of the repository at ``root``), held
+    to konfig.yaml's contract: the policy before a merge, which the merge's apply holds
+    too (``konfig apply --policy-from``). No konfig.yaml there: no policy."""
+    raw = gitrepo.file_at(root, ref, CONFIG_FILE)
+    text = raw.decode("utf-8", "replace") if raw else ""
+    where = f"{CONFIG_FILE} at {ref[:12]}"
+    data = load_yaml_text(text, file=where) if text else None
+    return DangerPolicy.of(repo_config_from_data(data, text=text).dangers)
 
 
 def _stack_data(raw: bytes | None, path: str) -> Mapping[str, Any] | None:

@@ -106,6 +106,7 @@ def plan_destroy_all(
     *,
     note: Callable[[str], None] | None = None,
     confirmed: Mapping[str, frozenset[str]] | None = None,
+    policy: DangerPolicy | None = None,
 ) -> tuple[Contexts, list[StackPlan]]:
     """Connected, before any write: the runtimes the targets use set up (``set_up(True)``:
     OpenTofu takes part), every existing target's cluster in the kubeconfig, what the
@@ -115,7 +116,8 @@ def plan_destroy_all(
     conns.check([t.stack for t in targets if not t.deleted])
     require_destroy_credentials(conns, targets, contexts)
     plans = plan_destroys(conns, targets, note=note, contexts=contexts)
-    check_dangers(conns, plans, confirmed or {}, [conns.kube(t.stack) for t in targets])
+    readers = [conns.kube(t.stack) for t in targets]
+    check_dangers(conns, plans, confirmed or {}, readers, policy)
     return contexts, plans
 
 
@@ -124,13 +126,15 @@ def check_dangers(
     plans: Sequence[StackPlan],
     confirmed: Mapping[str, frozenset[str]],
     readers: Sequence[ClusterReader] | None = None,
+    policy: DangerPolicy | None = None,
 ) -> None:
     """``danger/confirm`` (konfig.yaml ``dangers``), as apply checks it: a destroy is
     every object of the stack deleted; refused before any write until ``confirmed``
     (stack path -> digests, ``--confirm``) names each stack that needs it. ``readers``
     (each plan's cluster): a cascade's live count, which the digest binds, as the
-    preview's does."""
-    policy = DangerPolicy.of(conns.repo.config.dangers)
+    preview's does. ``policy``: default konfig.yaml ``dangers``."""
+    if policy is None:
+        policy = DangerPolicy.of(conns.repo.config.dangers)
     if not policy.active:
         return
     from konfig.engine.applier import ApplyError  # networkx: only when refusing

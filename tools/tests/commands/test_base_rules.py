@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,50 @@ def test_rules_from_must_be_a_checkout(
     res = konfig("preview", "--offline", "--base", "HEAD", "--rules-from", str(tmp_path),
                  cwd=repo_builder.root)  # fmt: skip
     assert res.code == 2 and "--rules-from" in res.err, res.err
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid",
+         *args],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def test_a_merged_change_is_held_to_the_policy_before_it(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube
+) -> None:
+    """apply.yml's --policy-from: the merge drops capacity from dangers.confirm and
+    scales to 0; the policy before the push still asks for the confirmation."""
+    root = repo_builder.root
+    config = root / "konfig.yaml"
+    config.write_text(
+        config.read_text(encoding="utf-8") + "dangers:\n  confirm: [capacity]\n", encoding="utf-8"
+    )
+    ns = unique("bspolicy")
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    repo_builder.stack(ns, "dev", main=MAIN.format(ns=ns, replicas=3), stack_yaml=STACK_YAML)
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "base")
+    before = _git(root, "rev-parse", "HEAD")
+    res = konfig("apply", f"{ns}/dev", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err
+    repo_builder.stack(ns, "dev", main=MAIN.format(ns=ns, replicas=0), stack_yaml=STACK_YAML)
+    config.write_text(
+        config.read_text(encoding="utf-8").replace("  confirm: [capacity]\n", "  confirm: []\n"),
+        encoding="utf-8",
+    )
+    _git(root, "commit", "-q", "-am", "scale to 0, and no confirmation for it")
+
+    res = konfig("apply", f"{ns}/dev", "--yes", kc, "--policy-from", before, cwd=root)
+    assert res.code == 1, res.out + res.err
+    assert f"appops/{ns}/dev: nothing was applied: danger/confirm: capacity needs a" in res.err
+    live = kube.get("apps/v1", "Deployment", "web", ns)
+    assert live is not None and live["spec"]["replicas"] == 3
+    res = konfig("apply", f"{ns}/dev", "--yes", kc, "--policy-from", "no-such-ref", cwd=root)
+    assert res.code != 0 and "no-such-ref" in res.err, res.out + res.err
+    # without it (a scheduled run): the merged policy only
+    res = konfig("apply", f"{ns}/dev", "--yes", kc, cwd=root)
+    assert res.code == 0, res.out + res.err

@@ -13,6 +13,7 @@ import pytest
 from konfig.engine.guards import (
     Candidate,
     CrdHasInstances,
+    DangerPolicy,
     NamespaceHoldsOthers,
     OwnershipProven,
     ProtectedNamespace,
@@ -285,3 +286,28 @@ def test_foreign_owner_names_the_other_inventory() -> None:
 
 def test_candidate_ref_is_parsed_from_the_id() -> None:
     assert candidate("v1:Namespace:web", {}).ref == ObjectRef("v1", "Namespace", None, "web")
+
+
+def test_the_stricter_of_two_danger_policies() -> None:
+    before = DangerPolicy(("cascade", "data"), max_deletes=20)
+    merged = DangerPolicy(("data", "capacity"), max_deletes=50, max_delete_percent=40.0)
+    both = merged.stricter(before)
+    assert both == DangerPolicy(("data", "capacity", "cascade"), 20, 40.0)
+    assert DangerPolicy().stricter(DangerPolicy()) == DangerPolicy()
+    assert not DangerPolicy().stricter(DangerPolicy()).active
+
+
+def test_a_confirmed_cascade_lets_the_namespace_go_with_what_it_counted() -> None:
+    listing = Listing([obj("v1", "ConfigMap", f"theirs-{i}", "web") for i in range(2)])
+    ns = candidate("v1:Namespace:web", obj("v1", "Namespace", "web"))
+    confirmed = NamespaceHoldsOthers(listing, frozenset(), SET_ID, {"v1:Namespace:web": 2})
+    assert confirmed.objection(ns) is None
+    assert confirmed.taken == {"v1:Namespace:web": ["ConfigMap/theirs-0", "ConfigMap/theirs-1"]}
+    # more than the confirmation counted: kept, and it says why
+    fewer = NamespaceHoldsOthers(listing, frozenset(), SET_ID, {"v1:Namespace:web": 1})
+    found = fewer.objection(ns)
+    assert found is not None and found.keep_member and fewer.taken == {}
+    assert "(2, more than the 1 the confirmed cascade counted: preview it again" in found.reason
+    # another Namespace's confirmation is none of this one
+    other = NamespaceHoldsOthers(listing, frozenset(), SET_ID, {"v1:Namespace:shop": 5})
+    assert other.objection(ns) is not None
