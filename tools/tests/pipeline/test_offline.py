@@ -477,3 +477,39 @@ def test_a_layout_problem_at_the_merge_is_an_error_whatever_the_work_tree(
     assert code == 1
     assert "appops/shop/prod/stack.yaml" in err and "production" in err
     assert [s["path"] for s in doc["stacks"]] == ["appops/shop/dev"]
+
+
+def test_ignore_rules_the_merge_adds_or_drops_are_listed(
+    shop: RepoBuilder, konfig: KonfigRunner
+) -> None:
+    """The offline preview lists the rules a pull request adds against its base commit's
+    (as the live one does with --rules-from); the base's stack.yaml is read even when the
+    base side comes from a cache of Specs."""
+    root = shop.root
+    shop.write(
+        "konfig.yaml",
+        (root / "konfig.yaml").read_text(encoding="utf-8")
+        + "ignore:\n  - paths: [/metadata/annotations]\n    reason: written by a tool\n",
+    )
+    git_commit(root, "base: a rule")
+    git.Repo(root).git.checkout("-q", "-b", "pr")
+    shop.write(
+        "konfig.yaml", (root / "konfig.yaml").read_text(encoding="utf-8").split("ignore:")[0]
+    )
+    shop.write(
+        "appops/shop/dev/stack.yaml",
+        "name: dev\nignore:\n  - selector: {kind: Deployment}\n    paths: [/spec/replicas]\n"
+        "    reason: scaled by hand\n",
+    )
+    git_commit(root, "pr: a rule for shop/dev, konfig.yaml's dropped")
+    _, doc, _ = _offline(konfig, root, "--base", "main")
+    every = ["appops/blog/dev", "appops/shop/dev", "appops/shop/prod"]  # konfig.yaml changed
+    assert [s["path"] for s in doc["stacks"]] == every
+    assert doc["ignoreRulesProposed"] == [
+        {"change": "added", "source": "appops/shop/dev/stack.yaml ignore[0]",
+         "reason": "scaled by hand", "selector": {"kind": "Deployment"},
+         "paths": ["/spec/replicas"], "managers": [], "stacks": ["appops/shop/dev"]},
+        {"change": "removed", "source": "konfig.yaml ignore[0]", "reason": "written by a tool",
+         "selector": {}, "paths": ["/metadata/annotations"], "managers": [],
+         "stacks": every},
+    ]  # fmt: skip
