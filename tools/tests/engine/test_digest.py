@@ -216,3 +216,21 @@ def test_a_record_read_back_must_hold_together() -> None:
         ChangeDigest.from_dict("appops/shop/prod", forged)
     with pytest.raises(DigestError):
         ChangeDigest.from_dict("appops/shop/dev", one.to_dict())
+
+
+def test_fields_an_ignore_rule_keeps_out_do_not_count() -> None:
+    from konfig.engine.ignore import IgnoredField
+
+    def noisy(live_replicas: int) -> Change:
+        kept_out = IgnoredField(
+            "/spec/replicas", live_replicas, 1, "stack.yaml ignore[0]", "the HPA web", "left out"
+        )
+        return image_update(ignored=(kept_out,))
+
+    base = change_digest(plan(image_update()))
+    # the same change with a field an ignore rule kept out, whatever its live value: same digest
+    assert change_digest(plan(noisy(5))).digest == base.digest
+    assert change_digest(plan(noisy(9))).digest == base.digest
+    # an ignored field alone is no change to review
+    only_noise = change(DEPLOY, "update", (), ignored=noisy(5).ignored)
+    assert change_digest(plan(only_noise)).digest == change_digest(plan()).digest
