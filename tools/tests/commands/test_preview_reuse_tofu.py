@@ -17,7 +17,7 @@ from commands.test_preview_reuse import compiled, stacks_of
 from fixtures.cluster import Cluster
 from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import KonfigRunner, RepoBuilder
-from fixtures.tofu import PG_ENVIRONMENT, PG_STACK_YAML, Tofu, grant_credentials
+from fixtures.tofu import PG_ENVIRONMENT, PG_STACK_YAML, Tofu, grant_credentials, server_main
 from kubeutil import unique
 
 from konfig.engine.kube import Kube
@@ -26,18 +26,6 @@ from konfig.tofu.records import state_suffix
 from konfig.tofu.state import decode_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tofu]
-
-MAIN = """\
-import base.pkg.models.frontend
-
-app: frontend.Server {{
-    name = "{name}"
-    namespace = "{name}"
-    image = "nginx:1.27.3"
-    ports = [{{port = 80}}]
-    database = {{extensions = [{extensions}]}}
-}}
-"""
 
 
 def _database_stack(repo: RepoBuilder, name: str, extensions: str = '"pgcrypto"') -> str:
@@ -50,7 +38,7 @@ def _database_stack(repo: RepoBuilder, name: str, extensions: str = '"pgcrypto"'
     repo.stack(
         name,
         "dev",
-        main=MAIN.format(name=name, extensions=extensions),
+        main=server_main(name, f"{{extensions = [{extensions}]}}"),
         stack_yaml=PG_STACK_YAML.format(name="dev"),
     )
     return f"appops/{name}/dev"
@@ -205,7 +193,7 @@ def test_planned_again_when_its_configuration_or_the_lock_file_changed(
     assert runs.read_text() == ran
 
     # The next push changes the stack's database: planned again, with the new extension.
-    (root / stack / "main.k").write_text(MAIN.format(name=name, extensions='"pgcrypto", "hstore"'))
+    (root / stack / "main.k").write_text(server_main(name, '{extensions = ["pgcrypto", "hstore"]}'))
     git_commit(root, "a second extension")
     specs2 = compiled(konfig, root, tmp_path / "specs2", stack)
     entry, err = _previewed(konfig, root, cluster, stack, specs2, first)

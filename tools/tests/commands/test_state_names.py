@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
-from fixtures.tofu import PG_ENVIRONMENT, PG_STACK_YAML, Tofu, grant_credentials
+from fixtures.tofu import PG_ENVIRONMENT, PG_STACK_YAML, Tofu, grant_credentials, server_main
 
 from konfig.engine.kube import Kube
 from konfig.tofu.config import STATE_NAMESPACE, Backend
@@ -24,23 +24,11 @@ from konfig.tofu.state import decode_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tofu]
 
-MAIN = """\
-import base.pkg.models.frontend
-
-app: frontend.Server {{
-    name = "{name}"
-    namespace = "{name}"
-    image = "nginx:1.27.3"
-    ports = [{{port = 80}}]
-    database = {{}}
-}}
-"""
-
 STACK_YAML = PG_STACK_YAML
 
 
 def _stack(repo: RepoBuilder, project: str, stack: str, app: str) -> str:
-    repo.stack(project, stack, main=MAIN.format(name=app), stack_yaml=STACK_YAML.format(name=stack))
+    repo.stack(project, stack, main=server_main(app), stack_yaml=STACK_YAML.format(name=stack))
     return f"appops/{project}/{stack}"
 
 

@@ -18,7 +18,14 @@ from typing import IO
 import pytest
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
-from fixtures.tofu import PG_ENVIRONMENT, PG_STACK_YAML, TOFU_SCRIPT, Tofu, grant_credentials
+from fixtures.tofu import (
+    PG_ENVIRONMENT,
+    PG_STACK_YAML,
+    TOFU_SCRIPT,
+    Tofu,
+    grant_credentials,
+    server_main,
+)
 from kubeutil import unique
 
 from konfig.engine.kube import Kube, KubeTarget
@@ -30,17 +37,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.tofu]
 
 LOCK_PG_DATABASE = "LOCK TABLE pg_catalog.pg_database IN SHARE ROW EXCLUSIVE MODE;"
 
-MAIN = """\
-import base.pkg.models.frontend
-
-app: frontend.Server {{
-    name = "{name}"
-    namespace = "{name}"
-    image = "nginx:1.27.3"
-    ports = [{{port = 80}}]
-{database}}}
-"""
-DATABASE = '    database = {extensions = ["pgcrypto"]}\n'
+DATABASE = '{extensions = ["pgcrypto"]}'
 
 STACK_YAML = PG_STACK_YAML.format(name="dev") + "{extra}"
 
@@ -58,7 +55,7 @@ def _stack(repo: RepoBuilder, name: str, *, database: bool = True, extra: str = 
     repo.stack(
         name,
         "dev",
-        main=MAIN.format(name=name, database=DATABASE if database else ""),
+        main=server_main(name, DATABASE if database else ""),
         stack_yaml=STACK_YAML.format(extra=extra),
     )
     return f"{name}/dev"
@@ -829,12 +826,12 @@ def test_a_first_signal_during_opentofu_apply_is_forwarded_and_tofu_stops_gracef
 
 
 def _limited(repo: RepoBuilder, name: str, limit: int) -> None:
-    database = f'    database = {{extensions = ["pgcrypto"], connectionLimit = {limit}}}\n'
+    database = f'{{extensions = ["pgcrypto"], connectionLimit = {limit}}}'
     grant_credentials(repo.root, [GRANT])
     repo.stack(
         name,
         "dev",
-        main=MAIN.format(name=name, database=database),
+        main=server_main(name, database),
         stack_yaml=STACK_YAML.format(extra=""),
     )
 
@@ -1005,12 +1002,12 @@ def test_the_role_password_from_the_stacks_encrypted_secrets_never_leaks(
     key_file = tmp_path / "age.key"
     recipient = run("secrets", "keygen", "-o", str(key_file), key=False).strip()
     repo_builder.write(".sops.yaml", f"creation_rules:\n  - age: {recipient}\n")
-    database = '    database = {extensions = ["pgcrypto"], passwordFromFile = "secrets.enc.yaml"}\n'
+    database = '{extensions = ["pgcrypto"], passwordFromFile = "secrets.enc.yaml"}'
     grant_credentials(repo_builder.root, [GRANT])
     repo_builder.stack(
         name,
         "dev",
-        main=MAIN.format(name=name, database=database),
+        main=server_main(name, database),
         stack_yaml=STACK_YAML.format(extra=""),
     )
 

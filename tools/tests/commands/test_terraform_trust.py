@@ -14,25 +14,13 @@ import pytest
 import yaml
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
-from fixtures.tofu import PG_ENVIRONMENT, Tofu, evil_repo, grant_credentials
+from fixtures.tofu import PG_ENVIRONMENT, Tofu, evil_repo, grant_credentials, server_main
 from kubeutil import unique
 
 from konfig.engine.kube import Kube
 from konfig.tofu.config import STATE_NAMESPACE
 
 pytestmark = [pytest.mark.cluster, pytest.mark.tofu]
-
-MAIN = """\
-import base.pkg.models.frontend
-
-app: frontend.Server {{
-    name = "{name}"
-    namespace = "{name}"
-    image = "nginx:1.27.3"
-    ports = [{{port = 80}}]
-    database = {{}}
-}}
-{extra}"""
 
 CREDENTIALS = PG_ENVIRONMENT
 
@@ -120,7 +108,7 @@ def test_a_provider_setting_is_a_literal_and_no_file_reaches_the_preview(
     repo_builder.stack(
         name,
         "dev",
-        main=MAIN.format(name=name, extra=""),
+        main=server_main(name),
         stack_yaml=_stack_yaml({"sslmode": "disable", "connect_timeout": setting}, CREDENTIALS),
     )
     root = repo_builder.root
@@ -188,7 +176,7 @@ def test_where_opentofu_connects_and_which_variables_a_stack_reads_are_the_platf
     ]
     for settings, environment, rule, key in cases:
         text = _stack_yaml(settings, environment)
-        repo_builder.stack(name, "dev", main=MAIN.format(name=name, extra=""), stack_yaml=text)
+        repo_builder.stack(name, "dev", main=server_main(name), stack_yaml=text)
         # the one `host:` of the file (in settings, or in environment)
         line = next(
             n for n, row in enumerate(text.splitlines(), 1) if row.strip().startswith(f"{key}:")
@@ -238,7 +226,7 @@ leak: frontend.Manifests {{
     repo_builder.stack(
         name,
         "dev",
-        main=MAIN.format(name=name, extra=leak),
+        main=server_main(name, extra=leak),
         stack_yaml=_stack_yaml({"sslmode": "disable"}, CREDENTIALS),
     )
     root = repo_builder.root
