@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from konfig.ids import CRD_GROUP, CRD_KIND, builtin_namespaced, group_of
+from konfig.repo.yamlio import load_documents
 from konfig.spec import Resource
 
 SEARCH_DIRS = ("base", "appops")
@@ -108,7 +109,7 @@ def scan_repository(root: Path) -> KindCatalog:
                     continue
                 rel = path.relative_to(root).as_posix()
                 try:
-                    docs = list(yaml.safe_load_all(text))
+                    docs = load_documents(text)
                 except yaml.YAMLError:
                     continue
                 for doc in docs:

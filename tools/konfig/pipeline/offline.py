@@ -28,26 +28,27 @@ changes and a unified diff), so the report groups, masks and budgets it the same
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from konfig.build.compiler import CompileResult, CompileSettings
+from konfig.build.compiler import CompileResult, CompileSettings, compile_input
 from konfig.build.specfiles import read_listed
 from konfig.detect import gitrepo, gitwrite
 from konfig.detect.changeset import ChangeSet, changes_from
-from konfig.detect.importgraph import KCL_SUFFIX, ImportCache, ImportGraph, scan_files
+from konfig.detect.importgraph import KCL_SUFFIX, ImportCache, ImportGraph, module_of, scan_files
 from konfig.detect.snapshot import Snapshot, find_layout
 from konfig.engine.danger import assess
 from konfig.engine.diff import FieldChange, compare, field_changes, unified_diff
 from konfig.engine.ignore import proposed_rules, with_base_rules
 from konfig.engine.plan import Action, Change, StackPlan
+from konfig.errors import KonfigError
 from konfig.pipeline.compiling import MeterFactory, compile_stacks
 from konfig.pipeline.previewing import Commits, Mode, Preview, StackError, StackPreview
 from konfig.pipeline.refusals import first_refusal
 from konfig.pipeline.sharding import Slot
-from konfig.repo.layout import STACK_FILE, Repository, Stack, discover
+from konfig.repo.layout import PROJECT_FILE, STACK_FILE, Repository, Stack, discover
 from konfig.secrets.refs import KeyStatus, key_refs
 from konfig.spec import Resource, Spec
 
@@ -100,16 +101,13 @@ def offline_preview(
     with tempfile.TemporaryDirectory(prefix="konfig-offline-") as tmp:
         base_files = gitrepo.list_tree(root, base_sha)
         wanted = set(affected) | set(gone)
-        merge_root = _write_tree(
-            root, _needed(root, merge_files, wanted, state), Path(tmp) / "merge"
-        )
-        base_needed = _needed(root, base_files, set(to_compile), state)
+        merge_root = _write_tree(root, merge_files, wanted, state, Path(tmp) / "merge")
         # each affected stack's stack.yaml at the base, for the ignore rules the merge
         # adds, changes or drops (listed: engine.ignore.proposed_rules)
-        for p in affected:
-            if (f := f"{p}/{STACK_FILE}") in base_files:
-                base_needed[f] = base_files[f]
-        base_root = _write_tree(root, base_needed, Path(tmp) / "base")
+        stack_files = {f"{p}/{STACK_FILE}" for p in affected}
+        base_root = _write_tree(
+            root, base_files, set(to_compile), state, Path(tmp) / "base", also=stack_files
+        )
         merge_repo = discover(merge_root)
         base_repo = discover(base_root)
         after = _compile(merge_repo, affected, merge_files, state, jobs, settings, meter, root)
@@ -137,34 +135,109 @@ def _file_change(change: gitrepo.TreeChange) -> gitrepo.FileChange:
     return gitrepo.FileChange(status, change.path)
 
 
-def _needed(
-    root: Path, files: Mapping[str, str], stacks: set[str], state: Path | None
-) -> dict[str, str]:
-    """The files of a tree the compile of ``stacks`` may read: all but the directories
-    of the other stacks (a shard of 1,250 stacks in a 10,000-stack repository writes an
-    eighth of them, not the whole tree twice). A stack directory some ``.k`` file
-    imports a module from is kept: the compile cache's contract (konfig.build.cache)
-    is that a compile reads its stack, its project, the modules imported and kcl.mod."""
+def _write_tree(
+    root: Path,
+    files: Mapping[str, str],
+    stacks: set[str],
+    state: Path | None,
+    dest: Path,
+    *,
+    also: Collection[str] = (),
+) -> Path:
+    """Write below ``dest``, from git's objects, the files of a tree (path -> blob id)
+    that compiling ``stacks`` may read, and ``also`` (where the tree has them).
+
+    What a compile reads is the compile cache's contract (konfig.build.cache): the
+    stack's files, its project's, the modules its entry files import (transitively),
+    ``kcl.mod``. Written here: the top-level files (konfig.yaml, kcl.mod, ...), every
+    ``kcl.mod``/``kcl.mod.lock`` and ``project.yaml``, the stacks' projects but the other
+    stacks of them, every module a ``.k`` file of those imports, transitively; then,
+    once the stacks are found there, each entry file (a ``kcl.yaml`` may list one
+    anywhere in the repository, the render entry lives in base/) with its package and
+    what it imports. Not the rest: a one-stack pull request in a repository of a
+    thousand files writes a few dozen of them, not the whole tree twice (the files
+    and their folders' removal were most of a small offline preview's time)."""
     layout = find_layout(files)
-    others = {d for d in layout.stacks if d not in stacks}
-    if not others:
-        return dict(files)
+    projects = {layout.stacks[s] for s in stacks if s in layout.stacks}
+    graph = _import_graph(root, files, state) if files else None
+    keep: set[str] = {p for p in also if p in files}
+    for path in files:
+        name = path.rpartition("/")[2]
+        if "/" not in path or name in _ALWAYS_WRITTEN:
+            keep.add(path)
+            continue
+        owner = layout.stack_of(path)
+        if owner is not None:
+            if owner in stacks:
+                keep.add(path)
+        elif "/".join(path.split("/", 2)[:2]) in projects:
+            keep.add(path)
+    by_module: dict[str, list[str]] = {}
+    for path in files:
+        by_module.setdefault(module_of(path), []).append(path)
+
+    def with_imports(sources: set[str]) -> set[str]:
+        """``sources`` and the files of every module their ``.k`` files import."""
+        assert graph is not None
+        modules: set[str] = set()
+        for path in sources:
+            if path.endswith(KCL_SUFFIX):
+                for target in graph.targets(path):
+                    modules.add(target)
+                    modules.update(graph.descendants(target))
+        out = set(sources)
+        for module in modules:
+            out.update(by_module.get(module, ()))
+            if (single := module + KCL_SUFFIX) in files:
+                out.add(single)
+        return out
+
+    if graph is not None:
+        keep = with_imports(keep)
+    _write_files(root, {p: files[p] for p in keep}, dest)
+    if graph is None or not stacks:
+        return dest
+    # the entry files, as the compile will find them (a bad kcl.yaml is the compile's
+    # error to report, with its file and line)
+    entries: set[str] = set()
+    repo = discover(dest)
+    prefixes = tuple({f"{dest}/", f"{dest.resolve()}/"})
+    for stack in repo.stacks:
+        if stack.path not in stacks:
+            continue
+        try:
+            listed = compile_input(repo, stack).files
+        except KonfigError:
+            continue
+        for file in listed:
+            prefix = next((p for p in prefixes if file.startswith(p)), None)
+            rel = file[len(prefix) :] if prefix is not None else None
+            if rel is not None and rel in files:
+                entries.add(rel)
+                entries.update(by_module.get(module_of(rel), ()))
+    more = with_imports(entries) - keep
+    _write_files(root, {p: files[p] for p in more}, dest)
+    return dest
+
+
+# written wherever they are: what finds the projects and the KCL modules' roots
+_ALWAYS_WRITTEN = frozenset({"kcl.mod", "kcl.mod.lock", PROJECT_FILE})
+
+
+def _import_graph(root: Path, files: Mapping[str, str], state: Path | None) -> ImportGraph:
     cache = ImportCache.load(state / "imports.json" if state else None)
     snapshot = Snapshot(root, None, dict(files), blobs_from=root)
     graph = ImportGraph.build(files, scan_files(files, snapshot.read, cache))
     if state is not None:
         cache.save(keep=files.values())
-    for path in files:
-        if path.endswith(KCL_SUFFIX):
-            for target in graph.targets(path):
-                imported = layout.stack_of(f"{target}/-")
-                if imported is not None:
-                    others.discard(imported)
-    return {p: b for p, b in files.items() if layout.stack_of(p) not in others}
+    return graph
 
 
-def _write_tree(root: Path, files: Mapping[str, str], dest: Path) -> Path:
-    """The files of a tree (path -> blob id) written below ``dest`` from git's objects."""
+def _write_files(root: Path, files: Mapping[str, str], dest: Path) -> None:
+    """The files (path -> blob id) written below ``dest`` from git's objects."""
+    if not files:
+        dest.mkdir(parents=True, exist_ok=True)
+        return
     blobs = gitrepo.read_blobs(root, files.values())
     made: set[Path] = set()
     for path, blob in files.items():  # (git never lists a path with `..` or a leading /)
@@ -173,7 +246,6 @@ def _write_tree(root: Path, files: Mapping[str, str], dest: Path) -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             made.add(target.parent)
         target.write_bytes(blobs[blob])
-    return dest
 
 
 def _compile(

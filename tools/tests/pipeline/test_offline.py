@@ -422,17 +422,24 @@ def test_shards_of_the_offline_preview_make_the_whole_and_one_comment(
 
 
 def test_only_the_previewed_stacks_and_what_they_import_are_written_out(
-    shop: RepoBuilder, konfig: KonfigRunner
+    shop: RepoBuilder, konfig: KonfigRunner, tmp_path: Path
 ) -> None:
     """Each side's tree is written without the directories of the stacks not
     previewed (a shard of a 10,000-stack change writes its own part, not the whole
     tree twice), except a stack directory a `.k` file imports a module from: blog/dev
-    imports a module in shop/prod's directory, which stays and compiles."""
-    from konfig.pipeline.offline import _needed
+    imports a module in shop/prod's directory, which stays and compiles. Nor the files
+    no compile reads (docs, the tools, a KCL module nothing imports): a one-stack pull
+    request in a repository of a thousand files writes a few dozen; an entry file a
+    kcl.yaml lists outside the project is written with what it imports."""
+    from konfig.pipeline.offline import _write_tree
 
     root = shop.root
     shop.write("appops/shop/prod/lib/tags.k", 'tag = "1.27.5"\n')
-    git_commit(root, "a module inside shop/prod's directory")
+    shop.write("docs/guide.md", "# guide\n")
+    shop.write("tools/fixture/unused.k", 'x = "not imported"\n')
+    shop.write("base/extra/labels.k", 'team = "web"\n')
+    shop.write("base/entry/extra.k", "import base.extra.labels\nextra_team = labels.team\n")
+    git_commit(root, "a module inside shop/prod's directory, files no compile reads")
     git.Repo(root).git.checkout("-q", "-b", "pr")
     shop.write(
         "appops/blog/dev/main.k",
@@ -443,13 +450,38 @@ def test_only_the_previewed_stacks_and_what_they_import_are_written_out(
     )
     git_commit(root, "pr: blog/dev takes its tag from shop/prod's module")
     files = gitrepo.list_tree(root, gitrepo.rev_parse(root, "pr"))
-    kept = _needed(root, files, {"appops/blog/dev"}, None)
+
+    def written(stacks: set[str], dest: Path) -> set[str]:
+        _write_tree(root, files, stacks, None, dest)
+        # (discover's own cache under .cache/ aside)
+        out = {p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()}
+        return {p for p in out if not p.startswith(".cache/")}
+
+    kept = written({"appops/blog/dev"}, tmp_path / "one")
     assert "appops/blog/dev/main.k" in kept and "appops/shop/prod/lib/tags.k" in kept
     assert not any(p.startswith("appops/shop/dev/") for p in kept), sorted(kept)
     assert "appops/shop/project.yaml" in kept and "kcl.mod" in kept
-    assert _needed(root, files, {"appops/blog/dev", "appops/shop/dev"}, None).keys() == (
-        kept.keys() | {p for p in files if p.startswith("appops/shop/dev/")}
+    assert "konfig.yaml" in kept
+    render = next(p for p in files if p.endswith("render.k"))
+    assert render in kept  # the render entry (base/, outside the project)
+    assert not {"docs/guide.md", "tools/fixture/unused.k", "base/extra/labels.k"} & kept
+    assert kept <= files.keys()
+    both = written({"appops/blog/dev", "appops/shop/dev"}, tmp_path / "two")
+    assert both == kept | {p for p in files if p.startswith("appops/shop/dev/")}
+    # an entry file listed by a kcl.yaml, outside the project, and what it imports
+    (root / "appops/blog/dev/kcl.yaml").write_text(
+        "kcl_cli_configs:\n  file:\n"
+        + "".join(
+            f"    - {f}\n"
+            for f in ("main.k", "${KCL_MOD}/base/entry/extra.k", "${KCL_MOD}/" + render)
+        ),
+        encoding="utf-8",
     )
+    git_commit(root, "blog/dev lists an entry file of base/")
+    files = gitrepo.list_tree(root, gitrepo.rev_parse(root, "pr"))
+    listed = written({"appops/blog/dev"}, tmp_path / "three")
+    assert {"base/entry/extra.k", "base/extra/labels.k", render} <= listed, sorted(listed)
+    assert "tools/fixture/unused.k" not in listed
     code, doc, _ = _offline(konfig, root, "--base", "main", "--head", "pr")
     assert code == 0, doc
     [stack] = doc["stacks"]
