@@ -9,6 +9,7 @@ block style, UTF-8, so the same data always yields the same bytes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -250,12 +251,224 @@ def canonical(data: Any) -> Any:
 
 
 def dump_yaml(data: Any) -> str:
-    """Dump already-ordered data as block YAML (keys are kept in the given order)."""
+    """Dump already-ordered data as block YAML (keys are kept in the given order).
+
+    The same bytes as PyYAML's emitter with :class:`_Dumper` (which it falls back to):
+    that emitter is pure Python (libyaml's cannot indent sequences under their key) and
+    rendering the Specs of thousands of stacks was a good part of compiling them."""
+    if type(data) is dict or type(data) is list:
+        try:
+            return _Block().document(data)
+        except _Slow:
+            pass
+    return _dump_slowly(data)
+
+
+def _dump_slowly(data: Any) -> str:
     return yaml.dump(
         data,
         Dumper=_Dumper,
         sort_keys=False,
         default_flow_style=False,
         allow_unicode=True,
-        width=4096,
+        width=_WIDTH,
     )
+
+
+# --- the block emitter -------------------------------------------------------------
+#
+# What PyYAML writes for the JSON-like data of a Spec, decided per scalar by PyYAML
+# itself: each distinct string's form (plain, quoted, literal) is PyYAML's rendering of
+# it in a one-key document, remembered; the layout around the scalars (mappings,
+# sequences indented under their key, ``{}`` and ``[]`` for empty ones) is fixed. What
+# the remembered forms cannot tell (a line long enough to wrap, a key PyYAML writes as
+# ``? key``, a literal that keeps trailing line breaks, any type but dict, list, str,
+# int, float, bool and None, nesting deeper than MAX_DEPTH) sends the whole document
+# to PyYAML. tools/tests/repo/test_yamlio.py compares the two on generated data.
+
+_WIDTH = 4096
+_LINE_MAX = _WIDTH - 96  # a line this long might wrap: PyYAML decides
+# plain, as a key and as a value, without asking PyYAML (what its resolver reads as a
+# bool or null aside): the names and most values of a Kubernetes object
+_SIMPLE = re.compile(r"[A-Za-z][A-Za-z0-9_./-]{0,100}\Z")
+_WORDS = frozenset(
+    {
+        *("yes", "Yes", "YES", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"),
+        *("true", "True", "TRUE", "false", "False", "FALSE", "null", "Null", "NULL"),
+    }
+)
+_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_KEPT = 50_000  # remembered forms of each kind; past it, forget them all
+
+
+class _Slow(Exception):
+    """A document the block emitter leaves to PyYAML."""
+
+
+_keys: dict[str, str] = {}
+_values: dict[str, str] = {}  # a one-line form
+_floats: dict[str, str] = {}
+_literals: dict[tuple[str, int], tuple[str, list[str]]] = {}
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= _KEPT:
+        memo.clear()
+    memo[key] = value
+
+
+def _key_form(key: str) -> str:
+    if _SIMPLE.match(key) and key not in _WORDS:
+        return key
+    found = _keys.get(key)
+    if found is None:
+        text = _dump_slowly({key: None})
+        if text.startswith("? ") or not text.endswith(": null\n") or len(text.splitlines()) != 1:
+            raise _Slow
+        found = text[: -len(": null\n")]
+        _remember(_keys, key, found)
+    return found
+
+
+def _one_line(data: Any) -> str | None:
+    """PyYAML's form of a value written after ``a:``; None when not one line."""
+    text = _dump_slowly({"a": data})
+    if text.startswith("a: ") and text.endswith("\n") and len(text.splitlines()) == 1:
+        return text[3:-1]
+    return None
+
+
+class _Block:
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.depth = 0
+
+    def document(self, data: dict[str, Any] | list[Any]) -> str:
+        if not data:
+            return "{}\n" if type(data) is dict else "[]\n"
+        if isinstance(data, dict):
+            self.mapping(data, 0, "")
+        else:
+            self.sequence(data, 0, "")
+        return "".join(self.out)
+
+    def mapping(self, data: dict[Any, Any], indent: int, lead: str) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _Slow
+        pad = " " * indent
+        for key, value in data.items():
+            if type(key) is not str:
+                raise _Slow
+            self.node(value, indent, f"{lead}{_key_form(key)}:")
+            lead = pad
+        self.depth -= 1
+
+    def sequence(self, items: list[Any], indent: int, lead: str) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _Slow
+        pad = " " * indent
+        for item in items:
+            kind = type(item)
+            if kind is dict and item:
+                self.mapping(item, indent + 2, f"{lead}- ")
+            elif kind is list and item:
+                self.sequence(item, indent + 2, f"{lead}- ")
+            else:
+                self.scalar(item, indent, f"{lead}-")
+            lead = pad
+        self.depth -= 1
+
+    def node(self, value: Any, indent: int, head: str) -> None:
+        """A mapping's value at ``indent`` (the mapping's), after ``head`` (``key:``)."""
+        kind = type(value)
+        if kind is dict and value:
+            self.out.append(head + "\n")
+            self.mapping(value, indent + 2, " " * (indent + 2))
+        elif kind is list and value:
+            self.out.append(head + "\n")
+            self.sequence(value, indent + 2, " " * (indent + 2))
+        else:
+            self.scalar(value, indent, head)
+
+    def scalar(self, value: Any, indent: int, head: str) -> None:
+        """A scalar (or an empty collection) after ``head``; a literal's lines are
+        indented by ``indent + 2``."""
+        kind = type(value)
+        if kind is str:
+            if _SIMPLE.match(value) and value not in _WORDS:
+                form = value
+            else:
+                found = _values.get(value)
+                if found is None:
+                    if "\n" in value:
+                        self.literal(value, indent + 2, head)
+                        return
+                    one = _one_line(value)
+                    if one is None:
+                        raise _Slow
+                    _remember(_values, value, one)
+                    found = one
+                form = found
+        elif value is None:
+            form = "null"
+        elif kind is bool:
+            form = "true" if value else "false"
+        elif kind is int:
+            form = str(value)
+        elif kind is float:
+            text = repr(value)
+            found = _floats.get(text)
+            if found is None:
+                found = _one_line(value)
+                if found is None:
+                    raise _Slow
+                _remember(_floats, text, found)
+            form = found
+        elif kind is dict and not value:
+            form = "{}"
+        elif kind is list and not value:
+            form = "[]"
+        else:
+            raise _Slow
+        line = f"{head} {form}\n"
+        if len(line) > _LINE_MAX:
+            raise _Slow
+        self.out.append(line)
+
+    def literal(self, value: str, indent: int, head: str) -> None:
+        """A string of several lines: PyYAML's form of it with its lines at ``indent``
+        (a literal block ``|``, or one double-quoted line)."""
+        key = (value, indent)
+        found = _literals.get(key)
+        if found is None:
+            if _BREAKS.search(value):
+                raise _Slow  # line breaks YAML (or str.splitlines) counts besides \n
+            one = _one_line(value)
+            if one is not None:  # PyYAML quotes it instead: the same at any indent
+                _remember(_values, value, one)
+                self.scalar(value, indent - 2, head)
+                return
+            nested: Any = value
+            for _ in range(indent // 2):
+                nested = {"a": nested}
+            lines = _dump_slowly(nested).splitlines(keepends=True)
+            mark = indent - 2
+            at = next(
+                (i for i, line in enumerate(lines) if line.startswith(" " * mark + "a: |")),
+                None,
+            )
+            if at is None or at != indent // 2 - 1:
+                raise _Slow
+            header = lines[at][mark + 2 :].rstrip("\n")
+            if header.endswith("+"):
+                raise _Slow  # kept line breaks: PyYAML ends the document with `...`
+            found = (header, lines[at + 1 :])
+            _remember(_literals, key, found)
+        header, body = found
+        first = f"{head}{header}\n"
+        if len(first) > _LINE_MAX or any(len(line) > _LINE_MAX for line in body):
+            raise _Slow
+        self.out.append(first)
+        self.out.extend(body)

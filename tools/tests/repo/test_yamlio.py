@@ -3,11 +3,13 @@ file is a ConfigError with the file (and line), in milliseconds and a few megaby
 
 from __future__ import annotations
 
+import random
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fixtures.repos import RepoBuilder
@@ -112,3 +114,197 @@ def test_a_key_set_twice_is_an_error_at_the_second(tmp_path: Path) -> None:
 def test_merge_keys_may_be_overridden() -> None:
     data = yamlio.load_yaml_text("base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  y: 3\n", file="x.yaml")
     assert data["use"] == {"x": 1, "y": 3}
+
+
+# --- writing: the block emitter gives PyYAML's bytes ---------------------------------
+
+NASTY = [
+    "",
+    " ",
+    "a",
+    "yes",
+    "No",
+    "ON",
+    "off",
+    "null",
+    "Null",
+    "~",
+    "y",
+    "n",
+    "true",
+    "False",
+    "1",
+    "-1",
+    "0x1F",
+    "0o17",
+    "1_000",
+    "1.5",
+    "1e3",
+    "-.inf",
+    ".NaN",
+    "1:20",
+    "2001-12-14",
+    "2001-12-14t21:59:43.10-05:00",
+    "<<",
+    "=",
+    "-",
+    "- a",
+    "-a",
+    "?",
+    "? a",
+    ":",
+    "a:",
+    "a: b",
+    "a:b",
+    "#",
+    "a #b",
+    "a#b",
+    "'",
+    '"',
+    "'a'",
+    "\\",
+    "\t",
+    "a\tb",
+    " a",
+    "a ",
+    "a  b",
+    "@a",
+    "`a",
+    "!a",
+    "&a",
+    "*a",
+    "%a",
+    "|",
+    ">",
+    "{a}",
+    "[a]",
+    "a,b",
+    "a]",
+    "é",
+    "日本語",
+    "\x00",
+    "\x07",
+    "\ufeff",
+    "\x85",
+    "\u2028",
+    "\ud800",
+    "😀",
+    "512Mi",
+    "100m",
+    "0.5",
+    "nginx:1.25",
+    "http://x.example/a?b=c#d",
+    "a" * 130,
+    "b" * 200 + " c",
+    "k" * 127,
+    "x\ny",
+    "x\n",
+    "x\n\n",
+    "\nx",
+    " x\ny",
+    "x \ny",
+    "x\ty\nz",
+    "x\r\ny",
+    "x\n\ny",
+    "x\n\x85y",
+    "line one\nline two\n",
+    "- a\n- b\n",
+    "a: b\nc: d\n",
+    "é\nü",
+    "\n",
+    "w " * 2100,
+    "v" * 5000,
+    "p0123-dev",
+    "apps/v1",
+    "app.kubernetes.io/name",
+]
+
+
+def _random_data(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth < 5 and roll < 0.3:
+        return {_random_string(rng): _random_data(rng, depth + 1) for _ in range(rng.randint(0, 5))}
+    if depth < 5 and roll < 0.5:
+        return [_random_data(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    return rng.choice(
+        [
+            _random_string(rng),
+            _random_string(rng),
+            None,
+            True,
+            False,
+            rng.randint(-(10**20), 10**20),
+            rng.randint(-5, 5),
+            rng.uniform(-1e6, 1e6),
+            rng.choice([0.0, -0.0, 1e17, 1e-7, float("inf"), float("-inf"), float("nan")]),
+        ]
+    )
+
+
+def _random_string(rng: random.Random) -> str:
+    if rng.random() < 0.5:
+        return rng.choice(NASTY)
+    alphabet = "aZ09_-./: #'\"\n\t é,[]{}!&*?|>%@`~"
+    return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+
+
+def test_dump_yaml_writes_what_pyyaml_writes() -> None:
+    """Every form the block emitter writes itself (or leaves to PyYAML) is PyYAML's byte
+    for byte: nasty strings as keys and values, at several depths, in sequences."""
+    rng = random.Random(33)
+    docs: list[Any] = [{s: s} for s in NASTY] + [[s] for s in NASTY]
+    docs += [{"a": {"b": [{"c": s, "d": [s, [s, {"e": s}]]}]}} for s in NASTY]
+    docs += [_random_data(rng) for _ in range(3000)]
+    fast = 0
+    for doc in docs:
+        expected = yamlio._dump_slowly(doc)
+        assert yamlio.dump_yaml(doc) == expected, doc
+        try:
+            yamlio._Block().document(doc) if type(doc) in (dict, list) else None
+            fast += 1
+        except yamlio._Slow:
+            pass
+    assert fast > len(docs) * 0.6  # most of them never reach PyYAML's emitter
+
+
+def test_dump_yaml_of_a_compiled_spec_is_pyyaml_s(tmp_path: Path) -> None:
+    """A Spec of the examples (Deployment, Service, a ConfigMap with a file's text)."""
+    spec = {
+        "resources": [
+            {
+                "id": "apps/v1:Deployment:shop:web",
+                "type": "Kubernetes",
+                "attributes": {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"labels": {"app.kubernetes.io/name": "web"}, "name": "web"},
+                    "spec": {
+                        "replicas": 2,
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    {
+                                        "args": ["--port", "8080", "-v"],
+                                        "image": "nginx:1.25",
+                                        "resources": {"limits": {"cpu": "500m", "memory": "512Mi"}},
+                                    }
+                                ]
+                            }
+                        },
+                    },
+                },
+                "dependsOn": [],
+                "extensions": {},
+            },
+            {
+                "id": "v1:ConfigMap:shop:conf",
+                "type": "Kubernetes",
+                "attributes": {"data": {"app.conf": "listen 80;\nroot /srv;\n", "x": "1.0"}},
+                "dependsOn": ["apps/v1:Deployment:shop:web"],
+                "extensions": {"kusion.io/a": True, "b": None, "c": 0.25},
+            },
+        ]
+    }
+    text = yamlio.dump_yaml(spec)
+    assert text == yamlio._dump_slowly(spec)
+    assert yamlio._Block().document(spec) == text  # no fallback for an ordinary Spec
