@@ -289,8 +289,9 @@ def _dump_slowly(data: Any) -> str:
 _WIDTH = 4096
 _LINE_MAX = _WIDTH - 96  # a line this long might wrap: PyYAML decides
 # plain, as a key and as a value, without asking PyYAML (what its resolver reads as a
-# bool or null aside): the names and most values of a Kubernetes object
-_SIMPLE = re.compile(r"[A-Za-z][A-Za-z0-9_./-]{0,100}\Z")
+# bool or null aside): the names and most values of a Kubernetes object, resource ids
+# and images (a colon is an indicator only before a space or at the end)
+_SIMPLE = re.compile(r"[A-Za-z](?:[A-Za-z0-9_./:-]{0,99}[A-Za-z0-9_./-])?\Z")
 _WORDS = frozenset(
     {
         *("yes", "Yes", "YES", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"),
