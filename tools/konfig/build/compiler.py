@@ -605,14 +605,19 @@ def compile_cached(
     progress: ProgressFn | None = None,
     settings: CompileSettings | None = None,
     snapshot: Snapshot | None = None,
+    materialize: Callable[[], None] | None = None,
 ) -> list[CompileResult]:
     """Like :func:`compile_many`, but reuse Specs from the compile cache under ``state``.
 
     ``state`` None disables the cache. See :mod:`konfig.build.cache` for what the key
     covers. ``snapshot``: the files of ``repo`` with their blob ids when known (a
     commit's tree written out: ``konfig preview --offline``), else the work tree's.
+    ``materialize``: called before the first stack compiles (the keys need only the
+    snapshot's blob ids; the sources KCL reads may not be written out yet).
     """
     if state is None or not inputs:
+        if materialize is not None and inputs:
+            materialize()
         return compile_many(inputs, jobs=jobs, progress=progress, settings=settings)
     from konfig.build.cache import CompileCache, DependencyIndex  # keeps plain compiles lean
 
@@ -643,6 +648,8 @@ def compile_cached(
         results[item.stack_path] = result
         if progress:
             progress(result)
+    if misses and materialize is not None:
+        materialize()
     for result in compile_many(misses, jobs=jobs, progress=progress, settings=settings):
         if result.spec is not None:
             text = result.yaml()

@@ -68,6 +68,7 @@ def compile_stacks(
     meter: MeterFactory | None = None,
     settings: CompileSettings | None = None,
     snapshot: Snapshot | None = None,
+    materialize: Callable[[], None] | None = None,
 ) -> list[CompileResult]:
     """Compile ``stacks`` (in worker processes; ``jobs`` None: one per CPU), results in
     the stacks' order, failed ones included (bad settings fail before compiling).
@@ -76,7 +77,10 @@ def compile_stacks(
     stacks that actually compile; ``settings`` bound each KCL run (defaults: see
     :class:`~konfig.build.compiler.CompileSettings`); ``snapshot``: the files of
     ``repo`` with their blob ids when known (a commit's tree written out), for the
-    cache keys.
+    cache keys; ``materialize``: called before anything reads more of ``repo`` than its
+    settings files (kcl.mod, the stacks' and projects' YAML, the projects' ``base/*.k``
+    names): a stack to compile, a refusal to locate in its sources (a tree written in
+    two parts: :func:`konfig.pipeline.offline.offline_preview`).
     """
     refuse_bad_kcl_mod(repo)
     prepared = stacks_inputs(repo, stacks, memo=settings_memo(state) if state else None)
@@ -91,8 +95,11 @@ def compile_stacks(
             progress=lambda r: bar.advance(Path(r.stack_path).name),
             settings=settings,
             snapshot=snapshot,
+            materialize=materialize,
         )
     by_path = {r.stack_path: r for r in done} | early
+    if materialize is not None and any(r.spec is not None and r.spec.terraform() for r in done):
+        materialize()  # terraform/forbidden locates what it refuses in the stack's files
     return [_refuse_forbidden(repo, s, by_path[s.path]) for s in stacks]
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from konfig.build.compiler import CompileResult, CompileSettings, compile_input
+from konfig.build.compiler import SETTINGS, CompileResult, CompileSettings, compile_input
 from konfig.build.specfiles import read_listed
 from konfig.detect import gitrepo, gitwrite
 from konfig.detect.changeset import ChangeSet, changes_from
@@ -48,7 +48,16 @@ from konfig.pipeline.compiling import MeterFactory, compile_stacks
 from konfig.pipeline.previewing import Commits, Mode, Preview, StackError, StackPreview
 from konfig.pipeline.refusals import first_refusal
 from konfig.pipeline.sharding import Slot
-from konfig.repo.layout import PROJECT_FILE, STACK_FILE, Repository, Stack, discover
+from konfig.repo.layout import (
+    APPOPS,
+    KCL_YAML,
+    PROJECT_FILE,
+    STACK_FILE,
+    Repository,
+    Stack,
+    discover,
+)
+from konfig.repo.settings import CONFIG_FILE
 from konfig.secrets.refs import KeyStatus, key_refs
 from konfig.spec import Resource, Spec
 
@@ -101,21 +110,25 @@ def offline_preview(
     with tempfile.TemporaryDirectory(prefix="konfig-offline-") as tmp:
         base_files = gitrepo.list_tree(root, base_sha)
         wanted = set(affected) | set(gone)
-        merge_root = _write_tree(root, merge_files, wanted, state, Path(tmp) / "merge")
+        merge_tree = _write_tree(root, merge_files, wanted, state, Path(tmp) / "merge")
         # each affected stack's stack.yaml at the base, for the ignore rules the merge
         # adds, changes or drops (listed: engine.ignore.proposed_rules)
         stack_files = {f"{p}/{STACK_FILE}" for p in affected}
-        base_root = _write_tree(
+        base_tree = _write_tree(
             root, base_files, set(to_compile), state, Path(tmp) / "base", also=stack_files
         )
-        merge_repo = discover(merge_root)
-        base_repo = discover(base_root)
-        after = _compile(merge_repo, affected, merge_files, state, jobs, settings, meter, root)
-        before = _compile(base_repo, to_compile, base_files, state, jobs, settings, meter, root)
+        merge_repo = discover(merge_tree.dest)
+        base_repo = discover(base_tree.dest)
+        after = _compile(
+            merge_repo, affected, merge_files, state, jobs, settings, meter, merge_tree
+        )
+        before = _compile(
+            base_repo, to_compile, base_files, state, jobs, settings, meter, base_tree
+        )
         before.update({p: CompileResult(p, spec, None, 0.0) for p, spec in cached.items()})
         stacks = {s.path: s for s in merge_repo.stacks}
         results = [
-            _stack_preview(merge_repo, stacks[p], before.get(p), after[p], base_sha)
+            _stack_preview(merge_repo, stacks[p], before.get(p), after[p], base_sha, merge_tree)
             for p in affected
             if p in stacks and p in after
         ]
@@ -143,7 +156,7 @@ def _write_tree(
     dest: Path,
     *,
     also: Collection[str] = (),
-) -> Path:
+) -> _Tree:
     """Write below ``dest``, from git's objects, the files of a tree (path -> blob id)
     that compiling ``stacks`` may read, and ``also`` (where the tree has them).
 
@@ -156,7 +169,9 @@ def _write_tree(
     anywhere in the repository, the render entry lives in base/) with its package and
     what it imports. Not the rest: a one-stack pull request in a repository of a
     thousand files writes a few dozen of them, not the whole tree twice (the files
-    and their folders' removal were most of a small offline preview's time)."""
+    and their folders' removal were most of a small offline preview's time). Of
+    those, what discovery and the compile cache's keys read is written at once, the
+    rest when something reads it (:class:`_Tree`)."""
     layout = find_layout(files)
     projects = {layout.stacks[s] for s in stacks if s in layout.stacks}
     graph = _import_graph(root, files, state) if files else None
@@ -194,9 +209,10 @@ def _write_tree(
 
     if graph is not None:
         keep = with_imports(keep)
-    _write_files(root, {p: files[p] for p in keep}, dest)
+    tree = _Tree(root, dest)
+    tree.add({p: files[p] for p in keep})
     if graph is None or not stacks:
-        return dest
+        return tree
     # the entry files, as the compile will find them (a bad kcl.yaml is the compile's
     # error to report, with its file and line)
     entries: set[str] = set()
@@ -216,8 +232,8 @@ def _write_tree(
                 entries.add(rel)
                 entries.update(by_module.get(module_of(rel), ()))
     more = with_imports(entries) - keep
-    _write_files(root, {p: files[p] for p in more}, dest)
-    return dest
+    tree.add({p: files[p] for p in more})
+    return tree
 
 
 # written wherever they are: what finds the projects and the KCL modules' roots
@@ -248,6 +264,48 @@ def _write_files(root: Path, files: Mapping[str, str], dest: Path) -> None:
         target.write_bytes(blobs[blob])
 
 
+# What discovering a written tree and working out its stacks' compile inputs read: the
+# settings files, kcl.mod and each project's base/ files (their names).
+_SETTINGS_FILES = frozenset({CONFIG_FILE, "kcl.mod", "kcl.mod.lock", PROJECT_FILE, STACK_FILE})
+
+
+def _read_before_compiling(path: str) -> bool:
+    name = path.rpartition("/")[2]
+    if name in _SETTINGS_FILES or name == KCL_YAML or path.endswith(f"/{SETTINGS}"):
+        return True
+    parts = path.split("/")
+    return len(parts) == 4 and parts[0] == APPOPS and parts[2] == "base"
+
+
+class _Tree:
+    """A side's files written out in two parts: at once, what discovering the repository
+    and each stack's compile inputs and cache key need; the rest (the KCL sources and
+    the files they read) only when something reads them: a stack the compile cache
+    does not hold, or a refusal to locate in a stack's files. A shard whose Specs are
+    all in the cache (the verify job compiled the merge side, the default branch the
+    base) writes and removes a fraction of the files."""
+
+    def __init__(self, root: Path, dest: Path) -> None:
+        self.root = root
+        self.dest = dest
+        self._rest: dict[str, str] = {}
+        dest.mkdir(parents=True, exist_ok=True)
+
+    def add(self, files: Mapping[str, str]) -> None:
+        now = {p: b for p, b in files.items() if _read_before_compiling(p)}
+        _write_files(self.root, now, self.dest)
+        self._rest.update((p, b) for p, b in files.items() if p not in now)
+
+    def complete(self) -> None:
+        """Write the rest (once)."""
+        rest, self._rest = self._rest, {}
+        if rest:
+            _write_files(self.root, rest, self.dest)
+            from konfig.check.locate import clear_cache
+
+            clear_cache()  # what it found missing in these folders is there now
+
+
 def _compile(
     repo: Repository,
     paths: Sequence[str],
@@ -256,7 +314,7 @@ def _compile(
     jobs: int | None,
     settings: CompileSettings | None,
     meter: MeterFactory | None,
-    git_root: Path,
+    tree: _Tree,
 ) -> dict[str, CompileResult]:
     wanted = set(paths)
     stacks = [s for s in repo.stacks if s.path in wanted]
@@ -268,7 +326,8 @@ def _compile(
         meter=meter,
         settings=settings,
         # every file's blob id (the cache keys are those of a full tree), read from git
-        snapshot=Snapshot(repo.root, None, dict(files), blobs_from=git_root),
+        snapshot=Snapshot(repo.root, None, dict(files), blobs_from=tree.root),
+        materialize=tree.complete,
     )
     return {r.stack_path: r for r in done}
 
@@ -286,10 +345,14 @@ def _stack_preview(
     before: CompileResult | None,
     after: CompileResult,
     base: str,
+    tree: _Tree,
 ) -> StackPreview:
     if after.spec is None:
         return StackPreview(stack.path, context=stack.kube_context, error=_compile_error(after, ""))
     refused = first_refusal(repo, stack, after.spec)
+    if refused is not None:
+        tree.complete()  # the refusal's place is in the stack's sources: look again
+        refused = first_refusal(repo, stack, after.spec)
     if refused is not None:
         return StackPreview(
             stack.path,

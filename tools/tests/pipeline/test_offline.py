@@ -452,7 +452,7 @@ def test_only_the_previewed_stacks_and_what_they_import_are_written_out(
     files = gitrepo.list_tree(root, gitrepo.rev_parse(root, "pr"))
 
     def written(stacks: set[str], dest: Path) -> set[str]:
-        _write_tree(root, files, stacks, None, dest)
+        _write_tree(root, files, stacks, None, dest).complete()  # (the sources too)
         # (discover's own cache under .cache/ aside)
         out = {p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()}
         return {p for p in out if not p.startswith(".cache/")}
@@ -545,3 +545,59 @@ def test_ignore_rules_the_merge_adds_or_drops_are_listed(
          "selector": {}, "paths": ["/metadata/annotations"], "managers": [],
          "stacks": every},
     ]  # fmt: skip
+
+
+def test_a_side_whose_specs_are_cached_writes_no_kcl_source_and_previews_the_same(
+    shop: RepoBuilder, konfig: KonfigRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every Spec in the compile cache (main compiled by a trusted run, the merge
+    by the verify job), each side writes only what discovery and the cache keys read:
+    no `.k` source of a stack, none of the base models. The preview is the one of a run
+    without the cache; a refusal too: when shop/dev writes to a system namespace, its
+    place (main.k, the line) is found in the merge's sources, written for it then."""
+    from konfig.pipeline import offline
+
+    root = shop.root
+    state = root / ".cache" / "konfig"
+    assert konfig("compile", "--all", cwd=root).code == 0
+    git.Repo(root).git.checkout("-q", "-b", "pr")
+    shop.write(
+        "appops/shop/prod/main.k",
+        _image(SIMPLE_MAIN.format(name="shop", namespace="shop-prod"), "1.27.4"),
+    )
+    git_commit(root, "pr")
+    assert konfig("compile", "--all", cwd=root).code == 0
+    written: list[str] = []
+    write_files = offline._write_files
+
+    def spy(git_root: Path, files: Any, dest: Path) -> None:
+        written.extend(f"{dest.name}/{p}" for p in files)
+        write_files(git_root, files, dest)
+
+    monkeypatch.setattr(offline, "_write_files", spy)
+
+    def outcome(cache: Path | None) -> list[tuple[Any, ...]]:
+        written.clear()
+        done = offline.offline_preview(root, "main", "pr", state=cache, jobs=1).preview
+        return [
+            (s.path, s.error, s.plan.changes if s.plan else None, s.spec_digest)
+            for s in done.stacks
+        ]
+
+    cached = outcome(state)
+    assert [s[0] for s in cached] == ["appops/shop/prod"] and cached[0][2]
+    assert not [p for p in written if p.endswith(".k") and "/base/" not in p], written
+    assert not any(p.startswith(("merge/base/", "base/base/")) for p in written)
+    assert "merge/appops/shop/prod/stack.yaml" in written
+    assert cached == outcome(None)  # no cache: each side written whole, compiled
+    assert "merge/appops/shop/prod/main.k" in written and "base/appops/shop/prod/main.k" in written
+
+    shop.write("appops/shop/dev/main.k", SIMPLE_MAIN.format(name="shop", namespace="kube-system"))
+    git_commit(root, "pr: shop/dev in a system namespace")
+    assert konfig("compile", "--all", cwd=root).code == 0
+    cached = outcome(state)
+    assert "merge/appops/shop/dev/main.k" in written  # to locate the refusal
+    assert not [p for p in written if p.startswith("base/") and p.endswith("/main.k")]
+    assert cached == outcome(None)
+    dev = {s[0]: s[1] for s in cached}["appops/shop/dev"]
+    assert dev is not None and dev.file == "appops/shop/dev/main.k" and dev.line, dev
