@@ -325,15 +325,19 @@ def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() 
     # one shard of work only (more: the shards' parts come with the completed run)
     assert "steps.changed.outputs.used-shards == '1'" in waits[0]["if"]
     order = [st.get("id") or st.get("name") or st.get("uses", "") for st in small["steps"]]
+    # each comment rendered and posted by one `konfig report --post` (one Python start),
+    # none by actions/comment
+    assert not any(st.get("uses", "").endswith("/actions/comment") for st in small["steps"])
     posts = [
-        (i, st["with"]["body-file"])
+        (i, "first.md" if "first.md" in st["run"] else "report.md")
         for i, st in enumerate(small["steps"])
-        if st.get("uses", "").endswith("/actions/comment")
+        if "konfig report" in st.get("run", "") and '--post --repo "$REPOSITORY"' in st["run"]
     ]
-    assert [body for _, body in posts] == [
-        "${{ runner.temp }}/first.md",
-        "${{ runner.temp }}/report.md",
-    ]
+    assert [body for _, body in posts] == ["first.md", "report.md"]
+    for i, _ in posts:
+        env = small["steps"][i]["env"]
+        assert env["GITHUB_TOKEN"] == "${{ github.token }}" and "secrets." not in str(env)
+        assert "--pr" in small["steps"][i]["run"] and "$HEAD_SHA" in small["steps"][i]["run"]
     # the first comment before the wait for the Specs, the live one after the preview
     assert order.index("offline") < posts[0][0] < order.index("live") < posts[1][0]
     for name, job in (("small", small), ("pull-request", privileged["pull-request"])):
@@ -350,7 +354,10 @@ def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() 
         # refused (another base: the base branch moved since the run): rendered without
         # it, the comment saying the preview is missing, never a failed job and no comment
         assert render["run"].count('"${report[@]}"') == 2, name
-        assert '! "${report[@]}"' in render["run"], name
+        if name == "small":  # exit 2 (refused, nothing posted): without it; else failed
+            assert '"$status" -eq 2' in render["run"] and 'exit "$status"' in render["run"]
+        else:
+            assert '! "${report[@]}"' in render["run"], name
     first = privileged["pull-request"]
     assert "secrets." not in json.dumps(first) and "environment" not in first
     writes = [st for st in first["steps"] if st.get("uses", "").endswith("/actions/comment")]
@@ -452,7 +459,8 @@ def test_one_shard_of_work_runs_in_one_job_per_half() -> None:
     [live] = [st for st in small["steps"] if st.get("id") == "live"]
     assert "steps.offline.outputs.found == 'true'" in live["if"]
     used = [st.get("uses", "").split("@")[0] for st in small["steps"]]
-    assert "./.konfig-tools/actions/preview" in used and "./.konfig-tools/actions/comment" in used
+    assert "./.konfig-tools/actions/preview" in used
+    assert any("--post" in st.get("run", "") for st in small["steps"])  # the comment
     # the live steps follow the wait for the Specs (OpenTofu's after the set-up that
     # follows it)
     for st in small["steps"][small["steps"].index(live) + 1 :]:

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import click
 
-from konfig.commands._console import info, warn
 from konfig.commands._options import forge_options
+from konfig.commands._posting import post_comment
 from konfig.errors import EXIT_OK, UsageError
-from konfig.forge.client import DEFAULT_MARKER, GITHUB_ACTIONS_LOGIN, GitHub, parse_repo
-from konfig.forge.sticky import upsert_comment
-from konfig.report.reviewed import carried_body
+from konfig.forge.client import DEFAULT_MARKER, GITHUB_ACTIONS_LOGIN, parse_repo
 
 
 @click.command("comment")
@@ -74,49 +71,16 @@ def command(
     """
     repo = parse_repo(repo)
     body = _read_body(body_file)
-    token = os.environ.get(token_env, "")
-    if not token:
-        raise UsageError(
-            f"no GitHub token in ${token_env}",
-            hint="in a workflow: env: {GITHUB_TOKEN: ${{ github.token }}}",
-        )
-    notes: list[str] = []
-
-    def carried(previous: str | None, text: str) -> str:
-        out = carried_body(previous, text)
-        if out.warning:
-            notes.append(out.warning)
-        return out.text
-
-    with GitHub(token, api_url=api_url) as client:
-        result = upsert_comment(
-            client,
-            repo,
-            number,
-            body,
-            marker=marker,
-            author=author,
-            head_sha=head_sha,
-            transform=carried,
-        )
-    for note in notes:
-        warn(note)
-    if result.comment is None:
-        info(
-            f"comment not written: the pull request's head is now {result.head}, this body "
-            f"is about {head_sha} (the run for the newer head reports)"
-        )
-        return EXIT_OK
-    info(
-        f"comment {result.action}: {result.comment.url or result.comment.id} "
-        f"(as {result.author}, from {result.author_source})"
+    post_comment(
+        repo=repo,
+        number=number,
+        body=body,
+        marker=marker,
+        author=author,
+        head_sha=head_sha,
+        api_url=api_url,
+        token_env=token_env,
     )
-    if result.duplicates:
-        warn(
-            f"deleted {len(result.duplicates)} duplicate comment(s) with the same marker "
-            f"({', '.join(str(d) for d in result.duplicates)}); kept the oldest, "
-            f"{result.comment.id}"
-        )
     return EXIT_OK
 
 

@@ -185,6 +185,30 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
     help="Write the report as JSON (stacks, distinct changes, exceptions) instead of the "
     "comment: the contract is docs/contracts/report.md.",
 )
+@click.option(
+    "--post",
+    is_flag=True,
+    help="Also post the comment body on pull request --pr of --repo, as `konfig comment` "
+    "does (Konfig's one comment, created or updated in place, only while --sha is still "
+    "the pull request's head): render and post in one process.",
+)
+@click.option("--repo", default=None, help="--post: the repository, as OWNER/NAME.")
+@click.option(
+    "--author",
+    default=None,
+    help="--post: the login the token comments as (as `konfig comment --author`).",
+)
+@click.option(
+    "--api-url",
+    default=None,
+    help="--post: the forge's API base URL (default GitHub's; Gitea: https://HOST/api/v1).",
+)
+@click.option(
+    "--token-env",
+    default="GITHUB_TOKEN",
+    show_default=True,
+    help="--post: the environment variable holding the token (pull requests: write).",
+)
 def command(
     preview: Sequence[Path],
     changed: Path | None,
@@ -213,6 +237,11 @@ def command(
     blocked_out: Path | None,
     layout: comment.Layout,
     as_json: bool,
+    post: bool,
+    repo: str | None,
+    author: str | None,
+    api_url: str | None,
+    token_env: str,
 ) -> int:
     """Render the markdown report of a pull request from the stages' JSON.
 
@@ -228,6 +257,7 @@ def command(
     Examples:
       konfig report --results results/ --sha "$SHA" --out comment.md --summary-file summary.md
       konfig report --apply apply.json --sha "$SHA"
+      konfig report --results results/ --sha "$SHA" --pr 12 --post --repo acme/config
     """
     if reviewed_out is not None and str(reviewed_out) == "-" and out is None:
         raise UsageError(
@@ -235,12 +265,16 @@ def command(
         )
     if run_id is not None and not run_id.isdecimal():
         raise UsageError(f"--run-id {run_id!r} is not a run id (a number: github.run_id)")
+    poster = _poster(post, repo, pr, sha, author, api_url, token_env, as_json=as_json)
     if placeholder:
         _emit(comment.render_placeholder(sha, run_url), out)
+        poster(comment.render_placeholder(sha, run_url))
         return EXIT_OK
     if apply or destroy:
         if preview or changed or compile or test or check or results:
             raise UsageError("--apply/--destroy make the apply report: give no PR inputs")
+        if post:
+            raise UsageError("--post posts a pull request's report: not with --apply/--destroy")
         return _apply_report(apply, destroy, sha, run_url, out, summary_file, blocked_out)
     files: dict[str, list[Path]] = {
         "preview": list(preview),
@@ -324,6 +358,7 @@ def command(
     else:
         shown = comment.render(report, budget=budget, title=title, layout=chosen)
         _emit(shown.text, out)
+        poster(shown.text)
         if shown.truncated:
             left_out = "exceptions" if shown.layout == "grouped" else "stack diffs"
             info(
@@ -345,6 +380,50 @@ def command(
             scope = WriteScope.named(reviewed_out, "--reviewed-out")
             atomic_write_text(reviewed_out, record, scope=scope)
     return EXIT_OK
+
+
+def _poster(
+    post: bool,
+    repo: str | None,
+    pr: int | None,
+    sha: str,
+    author: str | None,
+    api_url: str | None,
+    token_env: str,
+    *,
+    as_json: bool,
+) -> Callable[[str], None]:
+    """What --post does with the rendered body (nothing without it); its options checked
+    before anything is rendered."""
+    if not post:
+        if repo is not None or author is not None or api_url is not None:
+            raise UsageError("--repo, --author and --api-url go with --post")
+        return lambda _body: None
+    if repo is None or pr is None:
+        raise UsageError(
+            "--post needs --repo and --pr", hint='e.g. --post --repo "$REPOSITORY" --pr 12'
+        )
+    if as_json:
+        raise UsageError("--post posts the comment: not with --json")
+    # the forge's modules load only when posting (they cost a third of a second)
+    from konfig.commands._posting import post_comment
+    from konfig.forge.client import DEFAULT_API_URL, DEFAULT_MARKER, parse_repo
+
+    full_name = parse_repo(repo)
+
+    def send(body: str) -> None:
+        post_comment(
+            repo=full_name,
+            number=pr,
+            body=body,
+            marker=DEFAULT_MARKER,
+            author=author,
+            head_sha=sha,
+            api_url=api_url or DEFAULT_API_URL,
+            token_env=token_env,
+        )
+
+    return send
 
 
 def _check_offline(doc: Document, path: Path, *, sha: str, base_sha: str | None) -> None:
