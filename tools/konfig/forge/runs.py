@@ -37,7 +37,7 @@ class RunProgress:
 # approval must not spend the token's API rate limit: GitHub's GITHUB_TOKEN has 1,000
 # requests an hour, and each poll is two).
 FAST_INTERVAL = 0.25
-FAST_FOR = 30.0
+FAST_FOR = 15.0
 SLOWEST_INTERVAL = 10.0
 BACKOFF = 1.5
 

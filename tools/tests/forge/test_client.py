@@ -185,3 +185,24 @@ def test_the_run_that_created_first_deletes_the_later_copy(github_server: FakeGi
     # A duplicate another run already deleted (404) is no error.
     with client(github_server) as gh:
         gh.delete_comment(REPO, later.id)
+
+
+def test_reads_are_not_spaced_writes_are(github_server: FakeGitHub) -> None:
+    """Every request is made one at a time; GitHub asks for a second between writes, and
+    only between writes: PyGithub's default spaced reads by 0.25 s too, a second of
+    each comment and wait of the pull-request round (issue 33)."""
+    import time
+
+    github_server.tokens["t0k"] = ME
+    github_server.add_comment(REPO, 7, "someone", "hello")
+    with GitHub("t0k", api_url=github_server.url, retries=0) as gh:
+        started = time.monotonic()
+        for _ in range(5):
+            gh.list_comments(REPO, 7)
+        reads = time.monotonic() - started  # 5 reads: >= 1.0 s when spaced by 0.25 s
+        first = gh.create_comment(REPO, 7, "one")
+        started = time.monotonic()
+        gh.update_comment(REPO, 7, first.id, "two")
+        write = time.monotonic() - started
+    assert reads < 0.75, reads
+    assert write >= 0.9, write

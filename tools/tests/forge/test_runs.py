@@ -96,7 +96,7 @@ def test_present_at_once_is_ready_without_a_wait() -> None:
 
 
 def test_fast_while_the_artifacts_are_due_then_backing_off() -> None:
-    """A quarter of a second for the first half minute, then each pause 1.5 times the
+    """A quarter of a second for the first 15 seconds, then each pause 1.5 times the
     one before, up to ten seconds: a fork's run waiting ten minutes for an approval
     costs tens of polls, not 1,200 (GitHub allows a job token 1,000 requests an hour)."""
     script = Script(RunProgress("waiting", frozenset()))
@@ -110,6 +110,6 @@ def test_fast_while_the_artifacts_are_due_then_backing_off() -> None:
     assert later[0] == pytest.approx(FAST_INTERVAL * 1.5)
     assert all(b >= a for a, b in itertools.pairwise(later[:-1]))  # (the last: the deadline)
     assert max(later) == SLOWEST_INTERVAL
-    assert script.polls < 200, script.polls
+    assert script.polls < 150, script.polls
     pause = intervals(1.0)
     assert [pause(0), pause(10), pause(FAST_FOR), pause(FAST_FOR + 1)] == [1.0, 1.0, 1.5, 2.25]
