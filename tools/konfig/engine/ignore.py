@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from konfig.engine.diff import list_item_labels, segment
 from konfig.engine.drift import ObjectDrift
 from konfig.engine.kube.request import FIELD_MANAGER
 from konfig.errors import KonfigError
@@ -252,6 +253,23 @@ class IgnoredField:
             "reason": self.reason,
             "applied": self.applied,
         }
+
+
+def field_path(obj: Any, concrete: str) -> str:
+    """The field path of the plan's diff (``spec.template.spec.containers[name=web].image``)
+    of a concrete pointer into ``obj`` (an :attr:`IgnoredField.path`): what a reviewer
+    read, so that what a rule keeps out can be named where the change is."""
+    out, node = "", obj
+    for raw in concrete.split("/")[1:]:
+        step = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, list) and step.isdigit() and int(step) < len(node):
+            labels = list_item_labels(node)
+            out += labels[int(step)] if labels else f"[{step}]"
+            node = node[int(step)]
+        else:
+            out += segment(step)
+            node = node.get(step) if isinstance(node, Mapping) else None
+    return out.lstrip(".")
 
 
 def _escape(step: Step) -> str:

@@ -36,6 +36,7 @@ from konfig.engine.digest import (
     change_digest,
     differences,
 )
+from konfig.engine.ignore import field_path
 from konfig.engine.plan import StackPlan
 from konfig.errors import UsageError
 
@@ -289,6 +290,7 @@ def verify(
             status = "reviewed" if not diffs else "changed"
         if status != "reviewed" and (released or {}).get(plan.path) == now.digest:
             status = "released"
+        ruled = ignored_now(plan, before, diffs) if before is not None else ()
         out.append(
             Verdict(
                 plan.path,
@@ -298,6 +300,7 @@ def verify(
                 before.digest if before else None,
                 diffs,
                 now.cluster_differs,
+                because=ruled,
                 pr=reviewed.pr,
                 reviewed_head=reviewed.head,
             )
@@ -305,8 +308,36 @@ def verify(
     moved = [v.path for v in out if v.status in ("changed", "unreviewed")]
     if because is not None and moved and reviewed.head:
         why = because(moved)
-        out = [replace(v, because=tuple(why.get(v.path, ()))) for v in out]
+        out = [replace(v, because=(*v.because, *why.get(v.path, ()))) for v in out]
     return out
+
+
+def ignored_now(
+    plan: StackPlan, reviewed: ChangeDigest, diffs: Sequence[Difference]
+) -> tuple[str, ...]:
+    """Why reviewed fields are no longer changed: an ignore rule keeps them out now that
+    the review did not apply (one the pull request adds: its preview used the base
+    branch's rules, docs/review.md). One line per field, naming the rule."""
+    changes = {c.id: c for c in plan.changes}
+    fields = {o.id: dict(o.fields) for o in reviewed.objects}
+    out: list[str] = []
+    for d in diffs:
+        if not d.what.startswith("no longer") or d.id not in changes:
+            continue
+        change = changes[d.id]
+        wanted = [d.path] if d.path else list(fields.get(d.id, {}))
+        by_path = {field_path(change.live, f.path): f for f in change.ignored}
+        for path in wanted:
+            hit = next(
+                (f for p, f in by_path.items() if path == p or path.startswith((p + ".", p + "["))),
+                None,
+            )
+            if hit is not None:
+                out.append(
+                    f"{d.id} {path} is ignored now by {hit.rule} ({hit.reason}; {hit.applied}), "
+                    "a rule the reviewed preview did not apply"
+                )
+    return tuple(out)
 
 
 def moved_since(root: Path, head: str, commit: str, stacks: Sequence[str]) -> dict[str, list[str]]:
