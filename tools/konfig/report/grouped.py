@@ -464,6 +464,7 @@ def to_json(report: Report, grouping: Grouping, *, layout: str) -> dict[str, Any
                 for path, digest, what in report.confirmations
             ],
         },
+        "ignoreRulesProposed": [p.to_json() for p in report.proposed_rules],
         "stacks": [
             {
                 "path": s.path,

@@ -113,9 +113,11 @@ def build(
     except UsageError as exc:
         raise ReportInputError(str(exc)) from None
     proposed: dict[tuple[str, str, str], list[str]] = {}
+    declared: dict[tuple[str, str, str], Mapping[str, Any]] = {}
     for doc in previews:
         for rule in doc.get("ignoreRulesProposed") or []:
             key = (str(rule["source"]), str(rule["change"]), proposed_rule_text(rule))
+            declared.setdefault(key, rule)
             listed = proposed.setdefault(key, [])
             listed += [str(p) for p in rule["stacks"] if str(p) not in listed]
     reused: dict[str, int] = {}
@@ -177,7 +179,16 @@ def build(
         reused=tuple(sorted(reused.items())),
         run_id=run_id if live else None,
         proposed_rules=tuple(
-            ProposedRuleItem(change, source, text, tuple(sorted(stacks)))
+            ProposedRuleItem(
+                change,
+                source,
+                text,
+                tuple(sorted(stacks)),
+                reason=str(declared[source, change, text].get("reason") or ""),
+                selector=dict(declared[source, change, text].get("selector") or {}),
+                paths=tuple(map(str, declared[source, change, text].get("paths") or ())),
+                managers=tuple(map(str, declared[source, change, text].get("managers") or ())),
+            )
             for (source, change, text), stacks in sorted(proposed.items())
         ),
     )

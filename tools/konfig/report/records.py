@@ -127,6 +127,23 @@ class ProposedRuleItem:
     source: str
     text: str  # the rule in words (report.previews.proposed_rule_text)
     stacks: tuple[str, ...]
+    reason: str = ""
+    selector: Mapping[str, Any] = field(default_factory=dict)  # as declared
+    paths: tuple[str, ...] = ()
+    managers: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """An item of ``konfig report --json``'s ``ignoreRulesProposed``."""
+        return {
+            "change": self.change,
+            "source": self.source,
+            "text": self.text,
+            "reason": self.reason,
+            "selector": dict(self.selector),
+            "paths": list(self.paths),
+            "managers": list(self.managers),
+            "stacks": list(self.stacks),
+        }
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,14 @@ Deployment; golden: ``golden/ignored-noisy-stack.md`` (``KONFIG_UPDATE_GOLDEN=1`
 from __future__ import annotations
 
 import copy
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 from fleet import deployment, object_id, preview_doc, stack_doc
 
+from konfig import contracts
 from konfig.engine.diff import compare
 from konfig.engine.ignore import autoscaled, ignore_fields, rules_from
 from konfig.report import comment, pull_request
@@ -22,8 +24,8 @@ SHA = "0123456789abcdef0123456789abcdef01234567"
 RUN = "https://github.example/acme/config/actions/runs/42"
 
 
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / f"{name}.md"
+def check_golden(name: str, text: str, *, suffix: str = "md") -> None:
+    path = GOLDEN / f"{name}.{suffix}"
     if os.environ.get("KONFIG_UPDATE_GOLDEN") == "1":
         path.write_text(text, encoding="utf-8")
     assert path.is_file(), f"{path} missing: run with KONFIG_UPDATE_GOLDEN=1 and review it"
@@ -166,6 +168,43 @@ def test_rules_a_pull_request_adds_are_listed_in_their_own_section() -> None:
     ) in text
     assert text.index("⚠️ Dangers") < text.index("🙈 Ignore rules this change proposes")
     check_golden("ignore-rules-proposed", text)
+
+
+def test_report_json_carries_them() -> None:
+    """``konfig report --json``: the proposed rules, each once with its stacks, as data
+    (contract report.schema.json); golden ``golden/ignore-rules-proposed.json``."""
+    preview = proposed_preview(stacks=2)
+    report = pull_request.build(pull_request.Inputs(previews=[preview]), sha=SHA, run_url=RUN)
+    data = comment.to_json(report)
+    assert contracts.violations("report", data) == []
+    assert data["ignoreRulesProposed"] == [
+        {
+            "change": "added",
+            "source": f"{PATH}/stack.yaml ignore[0]",
+            "text": f"{PATH}/stack.yaml ignore[0]: Deployment /spec/replicas "
+            "(scaled by the | team)",
+            "reason": "scaled by the | team",
+            "selector": {"kind": "Deployment"},
+            "paths": ["/spec/replicas"],
+            "managers": [],
+            "stacks": [PATH],
+        },
+        {
+            "change": "removed",
+            "source": "konfig.yaml ignore[2]",
+            "text": report.proposed_rules[1].text,
+            "reason": "injected by the mesh",
+            "selector": {},
+            "paths": ["/spec/template/spec/containers[name=istio-proxy]"],
+            "managers": ["istio"],
+            "stacks": ["appops/shop/prod", "appops/shop1/prod"],
+        },
+    ]
+    check_golden("ignore-rules-proposed", json.dumps(data, indent=2) + "\n", suffix="json")
+    # none proposed: an empty list, not a missing key
+    del preview["ignoreRulesProposed"]
+    plain = pull_request.build(pull_request.Inputs(previews=[preview]), sha=SHA, run_url=RUN)
+    assert comment.to_json(plain)["ignoreRulesProposed"] == []
 
 
 def test_the_grouped_comment_lists_them_too() -> None:
