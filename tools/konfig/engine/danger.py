@@ -54,6 +54,8 @@ PREVIOUS_NAME_ANNOTATION = "konfig.io/previous-name"
 # said of a danger that comes only from fields someone changed in the cluster
 DRIFT = " (drift: the cluster already differs; apply sets it back)"
 RENAME_SIMILARITY = 0.9  # a delete and a create this alike (their fields) are a rename
+# the kinds whose deletion deletes other objects with them (a ``cascade``)
+CASCADING = frozenset({"Namespace", "CustomResourceDefinition"})
 
 # Known immutable fields, per (group, kind): a change to one (or below it) is a replace
 # even when the server's dry-run could not tell yet (e.g. validated at apply).
@@ -472,7 +474,7 @@ def _access(change: Change) -> Danger | None:
 def _cascade(change: Change, ctx: Context) -> Danger | None:
     if change.action != "delete" or change.runtime != "Kubernetes":
         return None
-    if change.kind not in ("Namespace", "CustomResourceDefinition"):
+    if change.kind not in CASCADING:
         return None
     held = (ctx.held or {}).get(change.id)
     if change.kind == "Namespace":
@@ -547,9 +549,7 @@ def held_objects(reader: ClusterReader, changes: Sequence[Change]) -> dict[str, 
     doomed = [
         c
         for c in changes
-        if c.action == "delete"
-        and c.runtime == "Kubernetes"
-        and c.kind in ("Namespace", "CustomResourceDefinition")
+        if c.action == "delete" and c.runtime == "Kubernetes" and c.kind in CASCADING
     ]
     if not doomed:
         return held
@@ -621,15 +621,16 @@ def confirmed_cascades(
     reader: ClusterReader,
     version: str | None = None,
 ) -> dict[str, int]:
-    """The Namespace deletions of ``plan`` that are confirmed cascades: Namespace id ->
-    the live objects the confirmation counted. A confirmation counts when ``guard``
+    """The Namespace and CRD deletions of ``plan`` that are confirmed cascades: their id
+    -> the live objects the confirmation counted. A confirmation counts when ``guard``
     holds the plan's confirmation digest, which binds each cascade's live count
-    (:func:`~konfig.engine.guards.confirmation_digest`); the prune guard
-    ``namespace-in-use`` then lets the Namespace go with no more than that many objects
-    of other owners in it (else it keeps it, as without a confirmation)."""
+    (:func:`~konfig.engine.guards.confirmation_digest`); the prune guards
+    ``namespace-in-use`` and ``crd-in-use`` then let the Namespace or CRD go with no
+    more than that many objects of other owners in it, or custom resources of its kind
+    (else they keep it, as without a confirmation)."""
     given = guard.confirmed.get(plan.path) if guard is not None else None
     if not given or not any(
-        c.action == "delete" and c.kind == "Namespace" and c.runtime == "Kubernetes"
+        c.action == "delete" and c.kind in CASCADING and c.runtime == "Kubernetes"
         for c in plan.changes
     ):
         return {}
@@ -639,7 +640,7 @@ def confirmed_cascades(
     return {
         c.id: d.objects
         for c in assessed.changes
-        if c.kind == "Namespace"
+        if c.kind in CASCADING
         for d in c.dangers
         if d.name == "cascade" and d.objects is not None
     }

@@ -152,12 +152,31 @@ class ProtectedNamespace:
 
 
 @dataclass(frozen=True)
-class _InUse:
-    """A guard that keeps an object while objects of other owners need it."""
+class InUse:
+    """A guard that keeps an object while objects of other owners need it, unless its
+    deletion is a confirmed cascade (``cascades``: the object's id -> the live objects
+    the confirmation counted, :func:`konfig.engine.danger.confirmed_cascades`) and no
+    more than that are there: then it goes, and what goes with it is in ``taken``."""
 
     reader: ClusterReader
     members: frozenset[str]
     set_id: str
+    cascades: Mapping[str, int] = field(default_factory=dict)
+    taken: dict[str, list[str]] = field(default_factory=dict, compare=False)
+
+    def _judged(
+        self, guard: str, candidate: Candidate, what: str, others: Sequence[str]
+    ) -> Objection | None:
+        confirmed = self.cascades.get(candidate.id)
+        if others and confirmed is not None and len(others) <= confirmed:
+            self.taken[candidate.id] = list(others)
+            return None
+        if others and confirmed is not None:
+            what += (
+                f" ({len(others)}, more than the {confirmed} the confirmed cascade counted: "
+                "preview it again and confirm the new digest)"
+            )
+        return self._kept(guard, what, others)
 
     def _kept(self, guard: str, what: str, others: Sequence[str]) -> Objection | None:
         if not others:
@@ -165,7 +184,9 @@ class _InUse:
         shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
         return Objection(
             guard,
-            f"kept {what} ({shown}); it stays in the inventory and is pruned once they are gone",
+            f"kept {what} ({shown}); it stays in the inventory and is pruned once they are "
+            "gone, or with them once its cascade is confirmed (konfig.yaml dangers.confirm: "
+            "[cascade], then --confirm STACK=DIGEST as the preview names it: docs/danger.md)",
             keep_member=True,
         )
 
@@ -201,14 +222,10 @@ def others_in_namespace(
 
 
 @dataclass(frozen=True)
-class NamespaceHoldsOthers(_InUse):
+class NamespaceHoldsOthers(InUse):
     """Keep a Namespace that still holds objects of other owners (every listable kind),
-    unless its deletion is a confirmed cascade (``cascades``: the Namespace's id -> the
-    live objects the confirmation counted, :func:`konfig.engine.danger.confirmed_cascades`)
-    and it holds no more than that: then it goes, and what goes with it is in ``taken``."""
+    unless its deletion is a confirmed cascade that counted them (:class:`InUse`)."""
 
-    cascades: Mapping[str, int] = field(default_factory=dict)
-    taken: dict[str, list[str]] = field(default_factory=dict, compare=False)
     name: str = "namespace-in-use"
 
     def objection(self, candidate: Candidate) -> Objection | None:
@@ -216,17 +233,8 @@ class NamespaceHoldsOthers(_InUse):
         if ref.kind != "Namespace" or ref.api_version != "v1":
             return None
         others = others_in_namespace(ref.name, self._listed(ref.name), self.members, self.set_id)
-        confirmed = self.cascades.get(candidate.id)
-        if others and confirmed is not None and len(others) <= confirmed:
-            self.taken[candidate.id] = others
-            return None
         what = f"Namespace {ref.name}: it still holds objects of other owners"
-        if others and confirmed is not None:
-            what += (
-                f" ({len(others)}, more than the {confirmed} the confirmed cascade counted: "
-                "preview it again and confirm the new digest)"
-            )
-        return self._kept(self.name, what, others)
+        return self._judged(self.name, candidate, what, others)
 
     def _listed(self, namespace: str) -> list[tuple[str, str, Mapping[str, Any]]]:
         listed: list[tuple[str, str, Mapping[str, Any]]] = []
@@ -273,8 +281,10 @@ def others_of_kind(
 
 
 @dataclass(frozen=True)
-class CrdHasInstances(_InUse):
-    """Keep a CRD whose custom resources other owners hold (deleting it deletes them)."""
+class CrdHasInstances(InUse):
+    """Keep a CRD whose custom resources other owners hold (deleting it deletes them,
+    cluster-wide), unless its deletion is a confirmed cascade that counted them
+    (:class:`InUse`)."""
 
     name: str = "crd-in-use"
 
@@ -293,7 +303,7 @@ class CrdHasInstances(_InUse):
             f"CustomResourceDefinition {candidate.ref.name}: deleting it would delete custom "
             "resources of other owners"
         )
-        return self._kept(self.name, what, others)
+        return self._judged(self.name, candidate, what, others)
 
 
 def prune_guards(
@@ -303,13 +313,16 @@ def prune_guards(
     cascades: Mapping[str, int] | None = None,
 ) -> tuple[PruneGuard, ...]:
     """The prune guards in the order they are asked (the cheap, local ones first);
-    ``cascades``: the confirmed ones (:class:`NamespaceHoldsOthers`)."""
+    ``cascades``: the confirmed ones (a Namespace's or a CRD's, :class:`InUse`); the
+    two in-use guards share one ``taken``."""
     members = inventory.ids()
+    confirmed = dict(cascades or {})
+    taken: dict[str, list[str]] = {}
     return (
         OwnershipProven(inventory),
         ProtectedNamespace(),
-        NamespaceHoldsOthers(reader, members, set_id, dict(cascades or {})),
-        CrdHasInstances(reader, members, set_id),
+        NamespaceHoldsOthers(reader, members, set_id, confirmed, taken),
+        CrdHasInstances(reader, members, set_id, confirmed, taken),
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from konfig.engine import ordering
 from konfig.engine.guards import (
     Candidate,
-    NamespaceHoldsOthers,
+    InUse,
     first_objection,
     prune_guards,
 )
@@ -46,9 +46,9 @@ def prune(
     cascades: Mapping[str, int] | None = None,
 ) -> None:
     """Delete owned objects dependents first; survivors stay in ``run.exists``.
-    ``cascades``: the confirmed cascades (Namespace id -> the live objects confirmed,
-    :func:`konfig.engine.danger.confirmed_cascades`): such a Namespace goes with the
-    objects of other owners it holds, and its result names them."""
+    ``cascades``: the confirmed cascades (a Namespace's or a CRD's id -> the live objects
+    confirmed, :func:`konfig.engine.danger.confirmed_cascades`): such a Namespace or CRD
+    goes with the objects of other owners it holds, and its result names them."""
     if not changes:
         return
     kube, options = run.kube, run.options
@@ -80,8 +80,8 @@ def prune(
     guards = prune_guards(current, RunReader(run), set_id_of(run.path), cascades)
     taken: dict[str, list[str]] = {}
     for guard in guards:
-        if isinstance(guard, NamespaceHoldsOthers):
-            taken = guard.taken
+        if isinstance(guard, InUse):
+            taken = guard.taken  # one for both in-use guards (prune_guards)
     run.emit(
         Event(
             run.path,

@@ -190,7 +190,9 @@ def test_namespace_holding_others_objects_stays_in_the_inventory() -> None:
         "kept Namespace web: it still holds objects of other owners (ConfigMap/cfg, "
     )
     assert found.reason.endswith(
-        " ...); it stays in the inventory and is pruned once they are gone"
+        " ...); it stays in the inventory and is pruned once they are gone,"
+        " or with them once its cascade is confirmed (konfig.yaml dangers.confirm: [cascade], "
+        "then --confirm STACK=DIGEST as the preview names it: docs/danger.md)"
     )
     # the guard judges Namespaces only
     cm = candidate("v1:ConfigMap:web:x", obj("v1", "ConfigMap", "x", "web"))
@@ -226,9 +228,24 @@ def test_crd_with_others_custom_resources_is_kept() -> None:
     assert found.reason == (
         "kept CustomResourceDefinition widgets.example.com: deleting it would delete custom "
         "resources of other owners (Widget/theirs in web); it stays in the inventory and is "
-        "pruned once they are gone"
+        "pruned once they are gone,"
+        " or with them once its cascade is confirmed (konfig.yaml dangers.confirm: [cascade], "
+        "then --confirm STACK=DIGEST as the preview names it: docs/danger.md)"
     )
     assert listing.listed == [("example.com/v1", "Widget", None)]  # all namespaces
+
+
+def test_crd_of_a_confirmed_cascade_goes_with_what_it_counted() -> None:
+    listing = Listing([obj("example.com/v1", "Widget", n, "web") for n in ("a", "b")])
+    members = frozenset[str]()
+    counted = CrdHasInstances(listing, members, SET_ID, {CRD_ID: 2})
+    assert counted.objection(candidate(CRD_ID, CRD)) is None
+    assert counted.taken == {CRD_ID: ["Widget/a in web", "Widget/b in web"]}
+    # one more than the confirmation counted: kept, and says so
+    fewer = CrdHasInstances(listing, members, SET_ID, {CRD_ID: 1})
+    found = fewer.objection(candidate(CRD_ID, CRD))
+    assert found is not None and found.keep_member and fewer.taken == {}
+    assert "(2, more than the 1 the confirmed cascade counted: preview it again" in found.reason
 
 
 def test_crd_without_others_instances_or_not_served_may_go() -> None:
