@@ -160,3 +160,40 @@ def test_a_rule_that_hides_what_the_pull_request_changes(
     live = deployment(kube, ns)
     assert live["spec"]["replicas"] == 3
     assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27.3"
+
+
+def test_a_rule_the_pull_request_drops_sets_the_field_back_at_merge(
+    repo_builder: RepoBuilder, konfig: KonfigRunner, cluster: Cluster, kube: Kube, tmp_path: Path
+) -> None:
+    """Main ignores replicas and the team scaled to 5; a pull request drops the rule
+    (with a new image). Its preview still applies the rule (the base's): replicas is not
+    shown as a change. At merge the rule is gone, and apply sets replicas back to what
+    the repository declares: drift the pull request's change does not make, so it is
+    not counted in the digest (docs/review.md), and the merge applies as reviewed."""
+    ns = unique("p27rd")
+    root, stack = repo_builder.root, f"{ns}/prod"
+    repo_builder.write(".gitignore", "/.cache/\n")
+    repo_builder.stack(ns, "prod", main=main_k(ns), stack_yaml=STACK_YAML + HIDE_REPLICAS)
+    git_init(root)
+    git_commit(root, "main: the team scales by hand")
+    res = konfig("--root", str(root), "apply", "--yes", stack,
+                 f"--kubeconfig={cluster.kubeconfig}")  # fmt: skip
+    assert res.code == 0, res.out + res.err
+    base = tmp_path / "base"
+    shutil.copytree(root, base, ignore=shutil.ignore_patterns(".cache", ".git"))
+    cluster.kubectl("scale", "deployment", "web", "-n", ns, "--replicas=5")
+    repo_builder.stack(ns, "prod", main=main_k(ns, image="nginx:1.27.4"), stack_yaml=STACK_YAML)
+    git_commit(root, "pr: new image, and no more scaling by hand")
+    doc, comment = reviewed_comment(konfig, root, cluster, stack, base, tmp_path)
+    assert [r["change"] for r in doc["ignoreRulesProposed"]] == ["removed"]
+    (entry,) = doc["stacks"]
+    deploy = f"apps/v1:Deployment:{ns}:web"
+    (obj,) = [o for o in entry["review"]["objects"] if o["id"] == deploy]
+    assert list(obj["fields"]) == ["spec.template.spec.containers[name=web].image"]
+
+    res = merge(konfig, root, cluster, stack, comment)
+    assert res.code == 0, res.out + res.err
+    assert f"appops/{stack}: the reviewed change" in res.err, res.err
+    live = deployment(kube, ns)
+    assert live["spec"]["replicas"] == 3  # the rule is gone: set back to the declared 3
+    assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27.4"
