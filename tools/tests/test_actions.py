@@ -212,7 +212,13 @@ def test_changed_stacks_outputs_json(config_repo: tuple[RepoBuilder, str], tmp_p
     assert result.outputs["stack-count"] == "2" and result.outputs["deleted-count"] == "0"
     assert result.outputs["has-changes"] == "true"
     # Two stacks, the default sharding (ten a shard): one shard of the three has work.
-    shards = json.loads(result.outputs["shards"])
+    # The output: each shard's counts; the lists in the shards file.
+    assert json.loads(result.outputs["shards"]) == [
+        {"index": 0, "stacks": 2, "deleted": 0},
+        {"index": 1, "stacks": 0, "deleted": 0},
+        {"index": 2, "stacks": 0, "deleted": 0},
+    ]
+    shards = json.loads(Path(result.outputs["shards-file"]).read_text())
     assert [json.loads(c["stacks"]) for c in shards] == [
         ["appops/alpha/dev", "appops/my app/dev"],
         [],
@@ -294,13 +300,48 @@ def test_ten_thousand_stacks_travel_as_files_never_in_an_output_input_or_argumen
     assert the_old_output > ONE_VARIABLE  # what `stacks` was, in one output
     [konfig_step, matrix_step] = sorted(changed.output_bytes)
     assert changed.output_bytes[konfig_step] < 1024, changed.output_bytes  # counts only
-    shards = json.loads(changed.outputs["shards"])
-    assert sum(len(json.loads(s["stacks"])) for s in shards) == 10_000
-    # the shard matrix: each stack once (no second list beside it), under GitHub's 1 MB
-    # of outputs a job (counted in UTF-16: 2 bytes a character here)
-    assert changed.output_bytes[matrix_step] < the_old_output * 1.3
-    assert 2 * changed.output_bytes[matrix_step] < 1_000_000
+    # the shard matrix: each shard's counts only (it held every stack, about 0.96 MB in
+    # UTF-16 against GitHub's 1 MB of outputs a job); the lists in the shards file
+    assert changed.output_bytes[matrix_step] < 1024, changed.output_bytes
+    sizes = json.loads(changed.outputs["shards"])
+    assert [s["index"] for s in sizes] == list(range(8))
+    assert sum(s["stacks"] for s in sizes) == 10_000
+    whole = json.loads(Path(changed.outputs["shards-file"]).read_text(encoding="utf-8"))
+    assert [len(json.loads(s["stacks"])) for s in whole] == [s["stacks"] for s in sizes]
     assert changed.largest_env < 1024
+
+    # preview.yml's verify shards: each computes its own stacks from the same commits
+    # (its step run as the runner would, konfig on PATH), and together they are the
+    # change set, each stack once, each shard's count the one of the output
+    [job_step] = [
+        s for s in _workflow_jobs("preview.yml")["verify"]["steps"] if s.get("id") == "stacks"
+    ]
+    picked: list[str] = []
+    for shard in sizes:
+        out = tmp_path / f"shard-{shard['index']}.out"
+        out.write_text("")
+        env = {
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "HOME": str(tmp_path),
+            "GITHUB_OUTPUT": str(out),
+            "RUNNER_TEMP": str(tmp_path / f"runner-{shard['index']}"),
+            "BASE_SHA": base,
+            "HEAD_SHA": head,
+            "SHARD": str(shard["index"]),
+            "SHARDS": job_step["env"]["SHARDS"],
+            "COUNT": str(shard["stacks"]),
+        }
+        done = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", job_step["run"]],
+            cwd=root, env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        [line] = [x for x in out.read_text().splitlines() if x.startswith("stacks=")]
+        mine = json.loads(line.removeprefix("stacks="))
+        assert mine == json.loads(whole[shard["index"]]["stacks"])
+        assert len(line) < ONE_VARIABLE  # one shard's list: one step output, one input
+        picked += mine
+    assert sorted(picked) == sorted(listed)
 
     # apply.yml: the pending stacks as files, to the apply action, to konfig apply
     kubeconfig = tmp_path / "kubeconfig"
@@ -331,6 +372,11 @@ def test_ten_thousand_stacks_travel_as_files_never_in_an_output_input_or_argumen
     assert len(refused) == 1, applied.log[-3000:]
     assert refused[0].startswith("error: appops/p0000/dev, appops/p0000/prod, ")
     assert " and 9,995 more: kubeconfig " in refused[0] and len(refused[0]) < 1024, refused
+
+
+def _workflow_jobs(name: str) -> dict[str, Any]:
+    data = yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text(encoding="utf-8"))
+    return dict(data["jobs"])
 
 
 def _git(root: Path, *args: str) -> str:

@@ -405,6 +405,11 @@ def test_the_first_comment_starts_with_the_unprivileged_run() -> None:
     assert "needs.pull-request.outputs.inline != 'true'" in cluster["dangers"]["if"]
 
 
+def offline_head(steps: list[dict[str, Any]]) -> str:
+    [offline] = [s for s in steps if "konfig preview --offline" in s.get("run", "")]
+    return str(offline["env"]["HEAD_SHA"])
+
+
 def test_each_verify_shard_computes_its_part_of_the_offline_preview() -> None:
     """Issues 29/33: with several shards of work the offline preview is computed per
     shard, in the unprivileged shard jobs (the PR's KCL, a scrubbed environment), over
@@ -415,7 +420,12 @@ def test_each_verify_shard_computes_its_part_of_the_offline_preview() -> None:
     [count] = [s for s in jobs["changed"]["steps"] if s.get("id") == "changed"]
     steps = jobs["verify"]["steps"]
     [pick] = [s for s in steps if s.get("id") == "shard"]
-    assert "$deleted != []" in pick["run"] and "DELETED" in pick["env"]
+    assert "(env.DELETED | tonumber) > 0" in pick["run"] and "DELETED" in pick["env"]
+    # its stacks: konfig matrix --shard over the same commits, with the same N
+    [mine] = [s for s in steps if s.get("id") == "stacks"]
+    assert mine["env"]["SHARDS"] == count["with"]["shards"]
+    assert '--shard "$SHARD/$SHARDS"' in mine["run"]
+    assert mine["env"]["HEAD_SHA"] == offline_head(steps)
     [offline] = [s for s in steps if "konfig preview --offline" in s.get("run", "")]
     assert offline["env"]["SHARDS"] == count["with"]["shards"]
     assert offline["env"]["SHARD"] == "${{ matrix.shard }}"
@@ -522,71 +532,121 @@ def test_apply_and_drift_refuse_every_ref_but_the_default_branch(workflow: str) 
 # Linux's limit on one environment variable or argument (MAX_ARG_STRLEN).
 ONE_VARIABLE = 128 * 1024
 PICK = re.compile(
-    r"\$\{\{ fromJSON\((?:needs\.[\w-]+|steps\.[\w-]+)\.outputs\.shards\)"
-    r"\[(?P<index>0|matrix\.shard)\]\.(?P<field>stacks|deleted) \}\}"
+    r"\$\{\{ fromJSON\(needs\.[\w-]+\.outputs\.shards\)"
+    r"\[matrix\.shard\]\.(?P<field>stacks|deleted) \}\}"
 )
 
 
-def _shard_steps() -> list[tuple[str, dict[str, Any]]]:
+def _steps_reading(text: str) -> list[tuple[str, dict[str, Any]]]:
     return [
         (f"{workflow}:{name}", step)
         for workflow in ("preview.yml", *PRIVILEGED)
         for name, job in _jobs(workflow).items()
         for step in job.get("steps", [])
-        if "outputs.shards" in json.dumps(step.get("env", {}))
+        if text in json.dumps(step.get("env", {}))
     ]
 
 
-def test_a_shard_job_reads_its_own_shard_never_the_whole_matrix(tmp_path: Path) -> None:
-    """At 10,000 changed stacks the `shards` output is larger than one environment
-    variable may be: each step that picks a shard's stacks gets that shard's part alone
-    (`fromJSON(...outputs.shards)[i].stacks`), and its script, run here with the values
-    a runner would give it, prints the shard's stacks as step outputs."""
-    from konfig.commands.matrix import shards
+def _run_step(step: dict[str, Any], env: dict[str, str], out: Path) -> dict[str, str]:
+    out.write_text("")
+    done = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", step["run"]],
+        env={"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(out), **env},
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return dict(line.split("=", 1) for line in out.read_text().splitlines())
+
+
+def test_the_shards_output_holds_counts_and_each_shard_job_takes_its_own_stacks(
+    tmp_path: Path,
+) -> None:
+    """Issue 33 item 3: at 10,000 changed stacks the lists are more than one environment
+    variable may hold and near GitHub's 1 MB of outputs a job; the `shards` output holds
+    each shard's counts only. The shard jobs' first steps read their own counts (and say
+    whether there is work; a shard the job before did not make is an error), the preview
+    shards take their lists from the pull-request job's shards file (an artifact of the
+    same run), and the one-shard-of-work steps read the stacks files. Each step's script
+    runs here with the values a runner would give it. (The verify shards compute theirs
+    with `konfig matrix --shard I/N`: test_actions' 10,000-stack test runs that step.)"""
+    from konfig.commands.matrix import shard_sizes, shards
     from konfig.pipeline.sharding import ShardPolicy
 
     stacks = [f"appops/project-{i:05d}-service/environment-{i % 10}" for i in range(10_000)]
     whole = shards(stacks, ["appops/gone/dev"], 8, ShardPolicy())
-    assert len(json.dumps(whole)) > ONE_VARIABLE  # why the whole output cannot be passed
-    steps = _shard_steps()
-    assert len(steps) == 4, [name for name, _ in steps]
-    for name, step in steps:
+    assert len(json.dumps(whole)) > ONE_VARIABLE  # why the lists cannot be passed
+    sizes = shard_sizes(whole)
+    assert len(json.dumps(sizes)) < 1024
+    out = tmp_path / "out"
+
+    # the first step of every shard job: its counts, whether it has work
+    firsts = _steps_reading("outputs.shards)[matrix.shard]")
+    assert {name for name, _ in firsts} == {"preview.yml:verify", "preview-cluster.yml:preview"}
+    for name, step in firsts:
         for index in (0, 7):
-            env = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(tmp_path / "out")}
+            env = {}
             for key, value in step["env"].items():
-                if "outputs.shards" in value:
-                    picked = PICK.fullmatch(value)
-                    assert picked, f"{name}: {key} reads the whole shards output: {value}"
-                    at = 0 if picked["index"] == "0" else index
-                    env[key] = whole[at][picked["field"]]
-                    assert len(env[key]) < ONE_VARIABLE
-                elif value == "${{ matrix.shard }}":
-                    env[key] = str(index)
+                picked = PICK.fullmatch(value)
+                if picked:
+                    env[key] = str(sizes[index][picked["field"]])
+                elif "outputs.shards" in value:
+                    raise AssertionError(f"{name}: {key} reads the whole shards output: {value}")
                 else:
-                    env[key] = "1" if "used-shards" in value else value
-            (tmp_path / "out").write_text("")
-            done = subprocess.run(
-                ["bash", "-e", "-o", "pipefail", "-c", step["run"]],
-                env=env, capture_output=True, text=True,
-            )  # fmt: skip
-            assert done.returncode == 0, f"{name} shard {index}: {done.stderr}"
-            lines = dict(line.split("=", 1) for line in (tmp_path / "out").read_text().splitlines())
-            at = 0 if "[0]" in json.dumps(step["env"]) else index
-            assert json.loads(lines["stacks"]) == json.loads(whole[at]["stacks"]), name
-            if "deleted" in lines:
-                assert json.loads(lines["deleted"]) == json.loads(whole[at]["deleted"])
-            if "work" in lines:
-                assert lines["work"] == "true"
-    # a shard the job before did not make is an error, not an empty shard
-    [(name, step)] = [(n, s) for n, s in steps if "preview.yml:verify" in n]
-    env = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(tmp_path / "out"), "STACKS": ""}
-    done = subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", step["run"]],
-        env={**env, "SHARD": "9"},
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode != 0 and "no shard 9" in done.stderr, done.stderr
+                    assert value == "${{ matrix.shard }}", (name, key, value)
+                    env[key] = str(index)
+            lines = _run_step(step, env, out)
+            assert lines["work"] == "true", (name, index)
+            if "count" in lines:
+                assert int(lines["count"]) == len(json.loads(whole[index]["stacks"]))
+        empty = dict.fromkeys(step["env"], "0") | {"SHARD": "3"}
+        assert _run_step(step, empty, out)["work"] == "false", name
+        missing = dict.fromkeys(step["env"], "") | {"SHARD": "9"}
+        done = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", step["run"]],
+            env={"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(out), **missing},
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert done.returncode != 0 and "no shard 9" in done.stderr, (name, done.stderr)
+
+    # the preview shards: their lists from the shards file the pull-request job uploads
+    [pr_job] = [j for n, j in _jobs("preview-cluster.yml").items() if n == "pull-request"]
+    [upload] = [s for s in pr_job["steps"] if s.get("with", {}).get("name") == "konfig-changed"]
+    assert "changed.shards.json" in upload["with"]["path"]
+    steps = _jobs("preview-cluster.yml")["preview"]["steps"]
+    [download] = [s for s in steps if s.get("with", {}).get("name") == "konfig-changed"]
+    assert "run-id" not in download["with"]  # this run's, the privileged job's
+    [pick] = [s for s in steps if s.get("id") == "shard"]
+    temp = tmp_path / "runner"
+    (temp / "changed").mkdir(parents=True)
+    (temp / "changed" / "changed.shards.json").write_text(json.dumps(whole))
+    for index in (0, 7):
+        lines = _run_step(pick, {"SHARD": str(index), "RUNNER_TEMP": str(temp)}, out)
+        assert json.loads(lines["stacks"]) == json.loads(whole[index]["stacks"])
+        assert json.loads(lines["deleted"]) == json.loads(whole[index]["deleted"])
+        assert lines["work"] == "true"
+
+    # one shard of work (`used-shards` 1): every stack, from the stacks files
+    few = ["appops/a b/dev", "appops/c/prod"]
+    (tmp_path / "stacks.json").write_text(json.dumps(few))
+    (tmp_path / "deleted.json").write_text(json.dumps(["appops/gone/dev"]))
+    inline = _steps_reading("outputs.stacks-file")
+    assert {name for name, _ in inline} == {"preview.yml:changed", "preview-requested.yml:small"}
+    for name, step in inline:
+        env = {}
+        for key, value in step["env"].items():
+            if "deleted-stacks-file" in value:
+                env[key] = str(tmp_path / "deleted.json")
+            elif "stacks-file" in value:
+                env[key] = str(tmp_path / "stacks.json")
+            else:
+                assert "used-shards" in value, (name, key, value)
+                env[key] = "1"
+        lines = _run_step(step, env, out)
+        assert json.loads(lines["stacks"]) == few, name
+        if "deleted" in lines:
+            assert json.loads(lines["deleted"]) == ["appops/gone/dev"]
+        if "inline" in lines:
+            assert lines["inline"] == "true"
 
 
 def test_opentofu_comes_from_its_own_setup_action_unless_a_runner_builds_it() -> None:

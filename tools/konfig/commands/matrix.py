@@ -4,12 +4,16 @@ The CI system is the distributed engine: many changed stacks spread over several
 jobs, each given a JSON array of stacks. Two forms:
 
 - ``--shards N`` (what the workflows use): exactly N shards, ``{"index", "stacks",
-  "deleted"}`` each, for a *static* matrix ``shard: [0, ..., N-1]`` whose jobs pick
-  their own with ``fromJSON(needs.<job>.outputs.shards)[matrix.shard]``. Both GitHub
-  and Gitea run that; Gitea does not expand a matrix built from a job output. How many
-  of them get stacks follows the number of stacks (konfig.yaml ``sharding``), and each
-  stack's shard is a hash of its path (``konfig.pipeline.sharding``): stable between
-  pushes. Every deleted stack is in shard 0. ``--shard I/N`` prints one.
+  "deleted"}`` each, for a *static* matrix ``shard: [0, ..., N-1]``. Both GitHub and
+  Gitea run that; Gitea (1.26, 1.27) does not expand a matrix built from a job output.
+  How many of them get stacks follows the number of stacks (konfig.yaml ``sharding``),
+  and each stack's shard is a hash of its path (``konfig.pipeline.sharding``): stable
+  between pushes. Every deleted stack is in shard 0. Printed with each shard's lists;
+  the ``shards`` output (``--github-output``) holds only each shard's counts, so a job's
+  outputs stay a few hundred bytes whatever the number of stacks (GitHub keeps 1 MB of a
+  job's outputs): a matrix job sees in ``fromJSON(needs.<job>.outputs.shards)
+  [matrix.shard]`` whether it has work, and takes its stacks with ``--shard I/N`` from
+  the same change set (or from the printed file).
 - ``--max-jobs N``: at most N non-empty chunks ``{"index", "stacks"}``, usable as a
   dynamic ``strategy.matrix.include`` on GitHub only.
 
@@ -66,6 +70,19 @@ def shards(
             "deleted": gone if index == 0 else "[]",
         }
         for index in range(slots)
+    ]
+
+
+def shard_sizes(parts: list[dict[str, Any]]) -> list[dict[str, int]]:
+    """Each shard's index and how many stacks and deleted stacks it holds: the ``shards``
+    output, which must not grow with the stacks."""
+    return [
+        {
+            "index": part["index"],
+            "stacks": len(json.loads(part["stacks"])),
+            "deleted": len(json.loads(part["deleted"])),
+        }
+        for part in parts
     ]
 
 
@@ -130,7 +147,8 @@ def _parse_shard(text: str) -> tuple[int, int]:
     "--github-output",
     is_flag=True,
     help="Append `shards` (or, with --max-jobs, `matrix`) and `count` to $GITHUB_OUTPUT "
-    "(with --shards also `used`: how many shards have work).",
+    "(with --shards: `shards` holds each shard's counts only, {index, stacks, deleted}, "
+    "and `used` says how many shards have work).",
 )
 @click.pass_context
 def command(
@@ -161,8 +179,9 @@ def command(
         outputs = {"shard": json.dumps(result)}
     elif slots is not None:
         result = shards(stacks, deleted, slots, _policy(ctx))
-        used = sum(1 for s in result if s["stacks"] != "[]" or s["deleted"] != "[]")
-        outputs = {"shards": json.dumps(result), "count": str(len(result)), "used": str(used)}
+        sizes = shard_sizes(result)
+        used = sum(1 for s in sizes if s["stacks"] or s["deleted"])
+        outputs = {"shards": json.dumps(sizes), "count": str(len(result)), "used": str(used)}
     else:
         result = chunks(stacks, max_jobs or 16, keep_one=bool(deleted))
         outputs = {"matrix": json.dumps(result), "count": str(len(result))}
