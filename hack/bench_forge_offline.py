@@ -190,12 +190,16 @@ def breakdown(state: E2E, head: str, t0: float, ends: dict[str, float]) -> dict[
     critical path split by kind."""
     runs = [state.wait_run("preview.yml", head, "pull_request"), state.cluster_run(head)]
     jobs = []
+    # which runner took each job that ran (issue 29 item 5: the shards on every runner)
+    runners: dict[str, str] = {}
     for run in runs:
         name = Path(str(run.get("path", "")).split("@")[0]).name
         for job in state.forge.jobs(state.repo, int(run["id"])):
             log = state.forge.job_log(state.repo, int(job["id"]))
             jobs.append(timeline.job_of(name, job, log))
-    out: dict[str, Any] = {"table": timeline.table(jobs, t0)}
+            if job.get("runner_name"):
+                runners[f"{name}: {job['name']}"] = str(job["runner_name"])
+    out: dict[str, Any] = {"table": timeline.table(jobs, t0), "runners": runners}
     for what, end in ends.items():
         out[what] = {k: round(v, 1) for k, v in timeline.breakdown(jobs, t0, end).items()}
     return out
@@ -251,6 +255,11 @@ def report(name: str, stacks: int, result: dict[str, Any]) -> list[str]:
         lines.append("timed out before the final comment")
     if "breakdown" in result:
         lines.append(result["breakdown"]["table"])
+        taken: dict[str, list[str]] = {}
+        for job, runner in sorted(result["breakdown"].get("runners", {}).items()):
+            taken.setdefault(runner, []).append(job)
+        lines.append(f"jobs per runner ({len(taken)} runners took jobs):")
+        lines += [f"  {runner}: {len(jobs)}: {', '.join(jobs)}" for runner, jobs in taken.items()]
     return lines
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import click
 
 from konfig.commands._common import repository_root
-from konfig.commands._console import echo_json
+from konfig.commands._console import echo_json, warn
 from konfig.commands._options import stack_list
 from konfig.commands._outputs import append_github_output, github_output_file
 from konfig.errors import EXIT_OK, KonfigError, UsageError
@@ -178,7 +178,16 @@ def command(
         result = shards(stacks, deleted, count, _policy(ctx))[index]
         outputs = {"shard": json.dumps(result)}
     elif slots is not None:
-        result = shards(stacks, deleted, slots, _policy(ctx))
+        policy = _policy(ctx)
+        unique = len(dict.fromkeys(stacks))
+        if shard_count(unique, MAX_SHARDS, policy) > slots:
+            warn(
+                f"konfig.yaml sharding.maxShards is {policy.max_shards}, but the workflow's "
+                f"matrix has {slots} jobs: {unique} stacks go to {slots} shards. To spread "
+                f"wider, raise the `shards` input and both matrix lists with it "
+                f"(docs/forges.md, 'The fan-out')"
+            )
+        result = shards(stacks, deleted, slots, policy)
         sizes = shard_sizes(result)
         used = sum(1 for s in sizes if s["stacks"] or s["deleted"])
         outputs = {"shards": json.dumps(sizes), "count": str(len(result)), "used": str(used)}

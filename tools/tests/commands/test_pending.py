@@ -53,8 +53,13 @@ def test_matrix_fixed_shards_for_a_static_matrix(
         [],
     ]
     assert [json.loads(s["deleted"]) for s in shards] == [["appops/gone/dev"], [], [], []]
+    # the output: each shard's counts, never its stacks (issue 33 item 3)
     text = out.read_text(encoding="utf-8")
-    assert text.startswith("shards<<KONFIG_EOF_") and json.dumps(shards) in text
+    counts = [{"index": 0, "stacks": 5, "deleted": 1}] + [
+        {"index": i, "stacks": 0, "deleted": 0} for i in (1, 2, 3)
+    ]
+    assert text.startswith("shards<<KONFIG_EOF_") and json.dumps(counts) in text
+    assert "appops/p/s 0" not in text
     assert "count<<" in text and "used<<KONFIG_EOF_" in text
 
     # 2,000 stacks over 8 shards: all 8 used, each stack where its hash puts it, and
@@ -108,6 +113,14 @@ def test_matrix_follows_konfig_yaml_sharding(
     assert used(1) == 1
     assert used(40) == 3  # maxShards
     assert used(40, slots=2) == 2  # the matrix's length
+    # ... which bounds konfig.yaml's maxShards: said, with what to change
+    capped = konfig("matrix", "--stacks", json.dumps([f"a/b/s{i}" for i in range(40)]),
+                    "--shards", "2", cwd=tmp_path)  # fmt: skip
+    assert capped.code == 0, capped.err
+    assert "maxShards is 3" in capped.err and "2 jobs" in capped.err, capped.err
+    assert "docs/forges.md" in capped.err
+    quiet = konfig("matrix", "--stacks", '["a/b/c"]', "--shards", "2", cwd=tmp_path)
+    assert "maxShards" not in quiet.err  # one shard of work: nothing held back
     res = konfig("matrix", "--stacks", '["a/b/c"]', "--shards", "8", "--github-output")
     assert res.code == 0 and "used<<" in out.read_text(encoding="utf-8")
     conf.write_text("sharding:\n  stacksPerShard: 0\n", encoding="utf-8")
