@@ -340,13 +340,20 @@ def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() 
         assert "--pr" in small["steps"][i]["run"] and "$HEAD_SHA" in small["steps"][i]["run"]
     # the first comment before the wait for the Specs, the live one after the preview
     assert order.index("offline") < posts[0][0] < order.index("live") < posts[1][0]
+    # `small` downloads what it waited for in the wait step itself (konfig pr --download:
+    # each artifact unpacked as data in a folder of its own), from the run it waited on
+    assert "--download konfig-offline --download-dir" in waits[0]["run"]
+    assert "--download konfig-specs-0 --download konfig-verify-0" in waits[1]["run"]
+    assert not any("download-artifact" in st.get("uses", "") and "konfig-offline" in
+                   json.dumps(st) for st in small["steps"])  # fmt: skip
     for name, job in (("small", small), ("pull-request", privileged["pull-request"])):
-        [download] = [
-            st for st in job["steps"] if st.get("with", {}).get("pattern") == "konfig-offline*"
-        ]
-        assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}", name
-        # every part in its own folder (each is offline-preview.json): never merged
-        assert "merge-multiple" not in download["with"], name
+        if name == "pull-request":
+            [download] = [
+                st for st in job["steps"] if st.get("with", {}).get("pattern") == "konfig-offline*"
+            ]
+            assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}", name
+            # every part in its own folder (each is offline-preview.json): never merged
+            assert "merge-multiple" not in download["with"], name
         [render] = [st for st in job["steps"] if "--offline-preview" in st.get("run", "")]
         assert '--base-sha "$BASE_SHA"' in render["run"], name
         assert render["env"]["BASE_SHA"] == "${{ steps.pr.outputs.base-sha }}"  # the forge's

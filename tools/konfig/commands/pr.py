@@ -9,16 +9,19 @@ API: never from the artifact or the branch, which the pull request controls.
 from __future__ import annotations
 
 import os
+import shutil
 import time
+from pathlib import Path
 
 import click
 
-from konfig.commands._console import info
+from konfig.commands._console import info, warn
 from konfig.commands._options import forge_options
 from konfig.commands._outputs import append_github_output, github_output_file
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
-from konfig.forge.client import DEFAULT_MARKER, GitHub, parse_repo
-from konfig.forge.runs import wait_for_artifacts
+from konfig.forge.artifacts import MAX_BYTES, ArtifactError, unpack
+from konfig.forge.client import DEFAULT_MARKER, GitHub, GitHubError, parse_repo
+from konfig.forge.runs import RunProgress, wait_for_artifacts
 from konfig.forge.sticky import find_own_comment, own_login
 from konfig.pipeline.reusing import previous_run as previous_of
 
@@ -86,10 +89,26 @@ from konfig.pipeline.reusing import previous_run as previous_of
     help="--wait-run: stop waiting after this long.",
 )
 @click.option(
+    "--download",
+    "downloads",
+    multiple=True,
+    metavar="NAME",
+    help="--wait-run: once the wait is over (ready, or the run ended), download artifact "
+    "NAME of that run, if it has one, and unpack it into --download-dir/NAME, as data "
+    "(a zip whose every member must be a plain file inside that folder). Repeatable.",
+)
+@click.option(
+    "--download-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="--download: where each artifact's folder is made (they must not exist yet).",
+)
+@click.option(
     "--github-output",
     is_flag=True,
     help="Also write `found`, `number`, `fork`, `live`, `base-sha`, `base-ref`, "
-    "`head-sha` (and `previous-run`, `waited`) to $GITHUB_OUTPUT.",
+    "`head-sha` (and `previous-run`, `waited`, `downloaded`) to $GITHUB_OUTPUT.",
 )
 @forge_options(token_help="Environment variable holding the token (pull requests: read).")
 def command(
@@ -102,6 +121,8 @@ def command(
     wait_run: int | None,
     wait_artifacts: tuple[str, ...],
     wait_timeout: float,
+    downloads: tuple[str, ...],
+    download_dir: Path | None,
     github_output: bool,
     api_url: str,
     token_env: str,
@@ -123,6 +144,11 @@ def command(
             "--wait-run and --wait-artifact go together",
             hint='e.g. --wait-run "$RUN_ID" --wait-artifact konfig-offline',
         )
+    if downloads and (wait_run is None or download_dir is None):
+        raise UsageError(
+            "--download goes with --wait-run and --download-dir",
+            hint='e.g. --download konfig-offline --download-dir "$RUNNER_TEMP/offline"',
+        )
     if len(head_sha) not in (40, 64) or any(c not in "0123456789abcdef" for c in head_sha):
         raise UsageError(f"--head-sha {head_sha!r} is not a full commit id (hex, lower case)")
     output = github_output_file() if github_output else None
@@ -138,8 +164,11 @@ def command(
             pulls = [p for p in pulls if p.base_ref == base_ref]
         run = _previous_run(client, repo, pulls[0].number, author) if pulls and previous_run else ""
         waited = ""
+        got: list[str] = []
         if pulls and wait_run is not None:
-            waited = _wait(client, repo, wait_run, wait_artifacts, wait_timeout)
+            waited, progress = _wait(client, repo, wait_run, wait_artifacts, wait_timeout)
+            if waited != "timeout" and download_dir is not None:
+                got = _download(client, repo, wait_run, progress, downloads, download_dir)
     if not pulls:
         into = f" into {base_ref}" if base_ref else ""
         info(f"no open pull request{into} has head {head_sha} (closed, or pushed to since)")
@@ -165,6 +194,7 @@ def command(
             {
                 **({"previous-run": run} if previous_run else {}),
                 **({"waited": waited} if waited else {}),
+                **({"downloaded": " ".join(got)} if downloads else {}),
                 "found": "true",
                 "number": str(pr.number),
                 "fork": "true" if pr.fork else "false",
@@ -186,7 +216,40 @@ def _previous_run(client: GitHub, repo: str, number: int, author: str | None) ->
     return (previous_of(found.body) or "") if found is not None else ""
 
 
-def _wait(client: GitHub, repo: str, run_id: int, names: tuple[str, ...], timeout: float) -> str:
+def _download(
+    client: GitHub,
+    repo: str,
+    run_id: int,
+    progress: RunProgress,
+    names: tuple[str, ...],
+    into: Path,
+) -> list[str]:
+    """Download and unpack each artifact of ``names`` the run has (by the id the wait
+    last read) into ``into/<name>``; the names downloaded."""
+    got: list[str] = []
+    for name in dict.fromkeys(names):
+        artifact_id = progress.artifact_id(name)
+        if artifact_id is None:
+            info(f"run {run_id} has no artifact {name}: not downloaded")
+            continue
+        started = time.monotonic()
+        try:
+            data = client.download_artifact(repo, artifact_id, limit=MAX_BYTES)
+            files = unpack(data, into / name, name=name)
+        except (ArtifactError, GitHubError) as exc:
+            # nothing of it is kept: the step that reads it finds it missing and says so
+            shutil.rmtree(into / name, ignore_errors=True)
+            warn(f"{exc}: not downloaded")
+            continue
+        took = time.monotonic() - started
+        info(f"downloaded {name} ({len(files)} files, {len(data)} bytes, {took:.1f} s)")
+        got.append(name)
+    return got
+
+
+def _wait(
+    client: GitHub, repo: str, run_id: int, names: tuple[str, ...], timeout: float
+) -> tuple[str, RunProgress]:
     """Wait for run ``run_id``'s artifacts ``names`` (:func:`wait_for_artifacts`)."""
     started = time.monotonic()
     outcome, progress = wait_for_artifacts(
@@ -204,4 +267,4 @@ def _wait(client: GitHub, repo: str, run_id: int, names: tuple[str, ...], timeou
         missing = ", ".join(n for n in names if n not in progress.artifacts)
         why = "ended" if outcome == "ended" else f"is still {progress.status} after {took:.0f} s"
         info(f"run {run_id} {why} without {missing}")
-    return outcome
+    return outcome, progress

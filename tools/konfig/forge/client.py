@@ -127,6 +127,7 @@ class GitHub:
         if not token:
             raise UsageError("no GitHub token", hint="set GITHUB_TOKEN (or pass --token-env NAME)")
         self.api_url = api_url.rstrip("/")
+        self._token = token
         # GitHub asks for requests made one at a time (every request here is) and a
         # second between writes (GitHub's best practices for integrations); PyGithub's
         # default also spaces reads by 0.25 s, which made each comment or wait of the
@@ -234,6 +235,7 @@ class GitHub:
             if not isinstance(run, dict):
                 raise GitHubError(f"GET {path} answered {type(run).__name__}, not an object")
             names: set[str] = set()
+            ids: dict[str, int] = {}
             for page in range(1, pages + 1):
                 _, data = self._gh.requester.requestJsonAndCheck(
                     "GET", f"{path}/artifacts", parameters={"per_page": 100, "page": page}
@@ -241,12 +243,48 @@ class GitHub:
                 listed = data.get("artifacts") if isinstance(data, dict) else None
                 if not isinstance(listed, list):
                     raise GitHubError(f"GET {path}/artifacts answered no `artifacts` list")
-                names |= {str(a["name"]) for a in listed if isinstance(a, dict) and "name" in a}
+                for a in listed:
+                    if isinstance(a, dict) and "name" in a:
+                        names.add(str(a["name"]))
+                        if isinstance(a.get("id"), int):
+                            ids.setdefault(str(a["name"]), a["id"])
                 if len(listed) < 100:
                     break
-            return RunProgress(str(run.get("status") or ""), frozenset(names))
+            return RunProgress(
+                str(run.get("status") or ""), frozenset(names), tuple(sorted(ids.items()))
+            )
 
         return self._call(f"GET {path}", "read the workflow run and its artifacts", call)
+
+    def download_artifact(self, repo: str, artifact_id: int, *, limit: int) -> bytes:
+        """Artifact ``artifact_id``'s zip archive (GitHub and Gitea: ``GET
+        .../actions/artifacts/{id}/zip``, answered with a redirect to the archive: the
+        token goes with it only to the API's own host), at most ``limit`` bytes."""
+        path = f"/repos/{repo}/actions/artifacts/{artifact_id}/zip"
+
+        def call() -> bytes:
+            # (requests drops the Authorization header on a redirect to another host)
+            with requests.Session() as session:
+                answer = session.get(
+                    self.api_url + path,
+                    headers={"Authorization": f"token {self._token}"},
+                    timeout=60,
+                    stream=True,
+                )
+                with answer:
+                    if answer.status_code != 200:
+                        raise GitHubError(
+                            f"GET {path} answered {answer.status_code}: "
+                            f"{answer.text[:200] if answer.status_code < 500 else ''}".rstrip(": ")
+                        )
+                    data = bytearray()
+                    for chunk in answer.iter_content(1 << 20):
+                        data += chunk
+                        if len(data) > limit:
+                            raise GitHubError(f"GET {path}: the archive is over {limit} bytes")
+                    return bytes(data)
+
+        return self._call(f"GET {path}", "download the artifact", call)
 
     def merged_pull(self, repo: str, merge_sha: str, *, pages: int = 5) -> int | None:
         """The pull request merged as commit ``merge_sha`` (its merge commit, as the forge

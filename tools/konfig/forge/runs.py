@@ -25,6 +25,11 @@ class RunProgress:
 
     status: str
     artifacts: frozenset[str]
+    # each artifact's id (to download it), by name
+    ids: tuple[tuple[str, int], ...] = ()
+
+    def artifact_id(self, name: str) -> int | None:
+        return next((i for n, i in self.ids if n == name), None)
 
     @property
     def ended(self) -> bool:

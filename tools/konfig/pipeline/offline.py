@@ -163,8 +163,9 @@ def _write_tree(
     What a compile reads is the compile cache's contract (konfig.build.cache): the
     stack's files, its project's, the modules its entry files import (transitively),
     ``kcl.mod``. Written here: the top-level files (konfig.yaml, kcl.mod, ...), every
-    ``kcl.mod``/``kcl.mod.lock`` and ``project.yaml``, the stacks' projects but the other
-    stacks of them, every module a ``.k`` file of those imports, transitively; then,
+    project's ``project.yaml``, the stacks' projects but the other stacks of them, every
+    module a ``.k`` file of those imports, transitively, and the ``kcl.mod`` of the
+    folders above what is written; then,
     once the stacks are found there, each entry file (a ``kcl.yaml`` may list one
     anywhere in the repository, the render entry lives in base/) with its package and
     what it imports. Not the rest: a one-stack pull request in a repository of a
@@ -177,8 +178,8 @@ def _write_tree(
     graph = _import_graph(root, files, state) if files else None
     keep: set[str] = {p for p in also if p in files}
     for path in files:
-        name = path.rpartition("/")[2]
-        if "/" not in path or name in _ALWAYS_WRITTEN:
+        parts = path.split("/")
+        if len(parts) == 1 or (len(parts) == 3 and parts[0] == APPOPS and parts[2] == PROJECT_FILE):
             keep.add(path)
             continue
         owner = layout.stack_of(path)
@@ -209,6 +210,7 @@ def _write_tree(
 
     if graph is not None:
         keep = with_imports(keep)
+    keep |= _module_files(keep, files)
     tree = _Tree(root, dest)
     tree.add({p: files[p] for p in keep})
     if graph is None or not stacks:
@@ -232,12 +234,28 @@ def _write_tree(
                 entries.add(rel)
                 entries.update(by_module.get(module_of(rel), ()))
     more = with_imports(entries) - keep
+    more |= _module_files(more, files) - keep
     tree.add({p: files[p] for p in more})
     return tree
 
 
-# written wherever they are: what finds the projects and the KCL modules' roots
-_ALWAYS_WRITTEN = frozenset({"kcl.mod", "kcl.mod.lock", PROJECT_FILE})
+def _module_files(paths: Collection[str], files: Mapping[str, str]) -> set[str]:
+    """The ``kcl.mod`` and ``kcl.mod.lock`` of every folder that holds one of ``paths``,
+    or holds a folder that does (where KCL finds a module's root)."""
+    folders: set[str] = set()
+    for path in paths:
+        folder = path
+        while "/" in folder:
+            folder = folder.rpartition("/")[0]
+            if folder in folders:
+                break
+            folders.add(folder)
+    return {
+        f"{folder}/{name}"
+        for folder in folders
+        for name in ("kcl.mod", "kcl.mod.lock")
+        if f"{folder}/{name}" in files
+    }
 
 
 def _import_graph(root: Path, files: Mapping[str, str], state: Path | None) -> ImportGraph:

@@ -129,3 +129,74 @@ def test_wait_run_needs_an_artifact(github_server: FakeGitHub, konfig: KonfigRun
     res = konfig(*args(github_server, "--wait-run", "7"))
     assert res.code == 2
     assert "--wait-run and --wait-artifact go together" in res.err
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_downloads_the_artifacts_once_ready_without_sending_the_token_elsewhere(
+    github_server: FakeGitHub, konfig: KonfigRunner, output: Path, tmp_path: Path
+) -> None:
+    """The wait step downloads what it waited for (no download-artifact step, a node
+    process and the runner's fetch of that action): each artifact unpacked in a folder of
+    its own; the archive comes through a redirect to another host, which never gets the
+    token."""
+    github_server.heads[(REPO, 12)] = HEAD
+    github_server.runs[(REPO, 7)] = ("in_progress", ["konfig-specs-0", "konfig-verify-0"])
+    github_server.artifact_zips[(REPO, "konfig-specs-0")] = _zip(
+        {"appops/shop/dev/spec.yaml": b"resources: []\n"}
+    )
+    github_server.artifact_zips[(REPO, "konfig-verify-0")] = _zip(
+        {"compile.json": b"{}", "test.json": b"{}", "junit.xml": b"<testsuites/>"}
+    )
+    into = tmp_path / "shard"
+    res = konfig(
+        *args(github_server, "--wait-run", "7", "--wait-artifact", "konfig-verify-0"),
+        "--download", "konfig-specs-0", "--download", "konfig-verify-0",
+        "--download", "konfig-preview-0", "--download-dir", str(into), "--github-output",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    found = outputs(output)
+    assert found["waited"] == "ready"
+    assert found["downloaded"] == "konfig-specs-0 konfig-verify-0"
+    files = sorted(p.relative_to(into).as_posix() for p in into.rglob("*") if p.is_file())
+    assert files == [
+        "konfig-specs-0/appops/shop/dev/spec.yaml",
+        "konfig-verify-0/compile.json",
+        "konfig-verify-0/junit.xml",
+        "konfig-verify-0/test.json",
+    ]
+    assert "run 7 has no artifact konfig-preview-0" in res.err
+    assert github_server.blob_auth == ["", ""]  # the archive's host never saw the token
+
+
+def test_a_hostile_archive_is_refused(
+    github_server: FakeGitHub, konfig: KonfigRunner, output: Path, tmp_path: Path
+) -> None:
+    github_server.heads[(REPO, 12)] = HEAD
+    github_server.runs[(REPO, 7)] = ("completed", ["konfig-offline"])
+    github_server.artifact_zips[(REPO, "konfig-offline")] = _zip(
+        {"offline-preview.json": b"{}", "../../escaped": b"x"}
+    )
+    into = tmp_path / "offline"
+    res = konfig(
+        *args(github_server, "--wait-run", "7", "--wait-artifact", "konfig-offline"),
+        "--download", "konfig-offline", "--download-dir", str(into), "--github-output",
+    )  # fmt: skip
+    # refused, nothing of it kept, the wait's answer still given (the comment then says
+    # the offline preview is missing)
+    assert res.code == 0 and "'../../escaped' is not a path inside it" in res.err, res.err
+    assert not (tmp_path / "escaped").exists() and not (into.parent.parent / "escaped").exists()
+    assert not (into / "konfig-offline").exists()
+    found = outputs(output)
+    assert found["found"] == "true" and found["waited"] == "ready" and found["downloaded"] == ""
+    lone = konfig(*args(github_server, "--download", "konfig-offline"))
+    assert lone.code == 2 and "--download goes with --wait-run and --download-dir" in lone.err
