@@ -128,10 +128,8 @@ class GitHub:
             raise UsageError("no GitHub token", hint="set GITHUB_TOKEN (or pass --token-env NAME)")
         self.api_url = api_url.rstrip("/")
         self._token = token
-        # GitHub asks for requests made one at a time (every request here is) and a
-        # second between writes (GitHub's best practices for integrations); PyGithub's
-        # default also spaces reads by 0.25 s, which made each comment or wait of the
-        # pull-request round (three to five reads in a row) about a second slower.
+        # one request at a time, a second between writes (GitHub's rules); reads are not
+        # spaced (PyGithub's 0.25 s default cost the PR round a second a comment)
         kwargs: dict[str, Any] = {"seconds_between_requests": None, "seconds_between_writes": 1.0}
         if not throttle:
             kwargs.update(seconds_between_requests=None, seconds_between_writes=None)
@@ -257,14 +255,12 @@ class GitHub:
         return self._call(f"GET {path}", "read the workflow run and its artifacts", call)
 
     def download_artifact(self, repo: str, artifact_id: int, *, limit: int) -> bytes:
-        """Artifact ``artifact_id``'s zip archive (GitHub and Gitea: ``GET
-        .../actions/artifacts/{id}/zip``, answered with a redirect to the archive: the
-        token goes with it only to the API's own host), at most ``limit`` bytes."""
+        """Artifact ``artifact_id``'s zip (``GET .../actions/artifacts/{id}/zip``: a redirect
+        to it; the token only to the API's host), at most ``limit`` bytes."""
         path = f"/repos/{repo}/actions/artifacts/{artifact_id}/zip"
 
         def call() -> bytes:
-            # (requests drops the Authorization header on a redirect to another host)
-            with requests.Session() as session:
+            with requests.Session() as session:  # (no Authorization to another host)
                 answer = session.get(
                     self.api_url + path,
                     headers={"Authorization": f"token {self._token}"},
@@ -273,10 +269,7 @@ class GitHub:
                 )
                 with answer:
                     if answer.status_code != 200:
-                        raise GitHubError(
-                            f"GET {path} answered {answer.status_code}: "
-                            f"{answer.text[:200] if answer.status_code < 500 else ''}".rstrip(": ")
-                        )
+                        raise GitHubError(f"GET {path} answered {answer.status_code}")
                     data = bytearray()
                     for chunk in answer.iter_content(1 << 20):
                         data += chunk
