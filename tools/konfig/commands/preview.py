@@ -139,6 +139,17 @@ EXIT_CHANGES = 2
     "the spec contract, and one bad file refuses the folder.",
 )
 @click.option(
+    "--base-cache",
+    "base_cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="--offline: the base side compiles with the compile cache in DIR (made when "
+    "missing), never with .cache/konfig, which in CI holds entries the pull request's "
+    "own runs wrote (docs/security.md). DIR must lie outside the repository: in CI an "
+    "empty folder, or the cache of a trusted run of the default branch.",
+)
+@click.option(
     "--deleted",
     "deleted",
     multiple=True,
@@ -208,6 +219,7 @@ def command(
     specs: Path | None,
     reuse: tuple[Path, ...],
     base_specs: Path | None,
+    base_cache: Path | None,
     offline: bool,
     base: str | None,
     head: str | None,
@@ -239,7 +251,8 @@ def command(
       konfig preview --offline --base origin/main --format json --out preview.json
       konfig preview --specs specs/ --reuse previous.json --format json -- guestbook/dev
     """
-    if offline or base is not None or head is not None or shard is not None or base_specs:
+    offline_only = (base, head, shard, base_specs, base_cache)
+    if offline or any(o is not None for o in offline_only):
         _refuse_with_offline(
             offline=offline,
             base=base,
@@ -264,6 +277,8 @@ def command(
         root = repository_root(ctx)
         state = cache_state(root, enabled=not no_cache, git_required=True)
         assert base is not None
+        separate = base_cache is not None
+        base_state = _base_cache(root, base_cache) if base_cache and not no_cache else None
         slot = None if shard is None else _slot(shard, load_repo_config(root))
         done = offline_preview(
             root,
@@ -275,6 +290,8 @@ def command(
             meter=compile_progress(enabled=fmt == "text" and out is None),
             shard=slot,
             base_specs=base_specs,
+            base_state=base_state,
+            separate_base=separate,
         )
         report_problems(ctx, done.changes.problems)
         return _emit(done.preview, fmt, out, show_diff, detailed_exitcode)
@@ -378,10 +395,30 @@ def _slot(text: str, config: RepoConfig) -> Slot:
         raise UsageError(f"--shard {exc}") from None
 
 
+def _base_cache(root: Path, folder: Path) -> Path:
+    """``--base-cache``'s folder, made when missing; one inside the repository is refused
+    (a pull request can commit files there: they would stand for base Specs)."""
+    real = folder.resolve()
+    if real == root.resolve() or root.resolve() in real.parents:
+        raise UsageError(
+            f"--base-cache {folder} lies inside the repository {root}: a commit can put "
+            "files there, which would stand for the base side's Specs",
+            hint='use a folder outside it, e.g. --base-cache "$RUNNER_TEMP/konfig-base-cache"',
+        )
+    try:
+        real.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"--base-cache {folder}: cannot make the folder ({exc.strerror or exc})",
+            hint="give a writable folder",
+        ) from exc
+    return real
+
+
 def _refuse_with_offline(*, offline: bool, base: str | None, given: dict[str, bool]) -> None:
     if not offline:
         raise UsageError(
-            "--base, --head, --shard and --base-specs are options of --offline",
+            "--base, --head, --shard, --base-specs and --base-cache are options of --offline",
             hint="add --offline",
         )
     if base is None:

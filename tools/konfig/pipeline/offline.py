@@ -10,7 +10,10 @@ changes and a unified diff), so the report groups, masks and budgets it the same
 - Both commits are read from git objects and written to temporary folders (the user's
   work tree, index and refs are untouched); both compile through the compile cache,
   keyed by the same blob ids as a work-tree compile, so a base already compiled on the
-  default branch costs nothing.
+  default branch costs nothing. The base side may have a cache of its own
+  (``base_state``): in CI the merge side's cache holds entries the pull request's own
+  earlier run wrote, which must never stand for the base (docs/security.md, "The
+  compile cache across pushes").
 - A Secret's keys from encrypted files: "changed" when the ciphertext's digest (which
   compile records) differs, "new" when the key is new; nothing is ever decrypted.
 - Terraform resources: the diff of their configuration; nothing is planned.
@@ -82,6 +85,8 @@ def offline_preview(
     meter: MeterFactory | None = None,
     shard: Slot | None = None,
     base_specs: Path | None = None,
+    base_state: Path | None = None,
+    separate_base: bool = False,
 ) -> OfflinePreview:
     """The render diff of ``head`` merged into ``base`` against ``base`` (refs or
     commit ids of the repository at ``root``), for every stack the merge affects; with
@@ -89,7 +94,14 @@ def offline_preview(
     of ``konfig matrix --shards``, the deleted stacks in shard 0). ``base_specs``: a
     folder of the base commit's Specs (``konfig compile --out``, a cache a trusted run
     of the default branch wrote): the stacks it holds are read from it, as hostile data
-    (:func:`konfig.build.specfiles.read_listed`), not compiled at the base."""
+    (:func:`konfig.build.specfiles.read_listed`), not compiled at the base.
+
+    ``state`` is the cache of the change set and of the merge side's compile;
+    ``separate_base``: the base side compiles with ``base_state`` instead (its compile
+    and import caches; None: no cache), so no entry of ``state`` ever stands for a base
+    Spec."""
+    if not separate_base:
+        base_state = state
     base_sha, head_sha = gitrepo.rev_parse_all(root, [base, head])
     merge = gitwrite.merge_tree(root, base_sha, head_sha)
     changed = [_file_change(c) for c in gitrepo.diff_trees(root, base_sha, merge)]
@@ -115,7 +127,7 @@ def offline_preview(
         # adds, changes or drops (listed: engine.ignore.proposed_rules)
         stack_files = {f"{p}/{STACK_FILE}" for p in affected}
         base_tree = _write_tree(
-            root, base_files, set(to_compile), state, Path(tmp) / "base", also=stack_files
+            root, base_files, set(to_compile), base_state, Path(tmp) / "base", also=stack_files
         )
         merge_repo = discover(merge_tree.dest)
         base_repo = discover(base_tree.dest)
@@ -123,7 +135,7 @@ def offline_preview(
             merge_repo, affected, merge_files, state, jobs, settings, meter, merge_tree
         )
         before = _compile(
-            base_repo, to_compile, base_files, state, jobs, settings, meter, base_tree
+            base_repo, to_compile, base_files, base_state, jobs, settings, meter, base_tree
         )
         before.update({p: CompileResult(p, spec, None, 0.0) for p, spec in cached.items()})
         stacks = {s.path: s for s in merge_repo.stacks}
