@@ -191,12 +191,16 @@ def test_no_workflow_runs_on_pull_request_target() -> None:
 
 def test_the_pull_request_workflow_holds_no_secret_and_no_write_permission() -> None:
     """preview.yml runs the pull request's KCL (and a PR may edit it): no secret, no
-    environment, nothing but `contents: read` for its token."""
+    environment, nothing but `read` for its token (`contents`; the jobs that restore an
+    earlier run's compile cache also read the runs and the pull request: konfig pr)."""
     assert set(_triggers("preview.yml")) == {"pull_request"}
     text = (ROOT / ".github/workflows/preview.yml").read_text(encoding="utf-8")
     assert "secrets." not in text and "environment:" not in text
     for name, job in _jobs("preview.yml").items():
-        assert job["permissions"] == {"contents": "read"}, name
+        granted = job["permissions"]
+        assert granted.get("contents") == "read", name
+        assert set(granted) <= {"contents", "actions", "pull-requests"}, name
+        assert set(granted.values()) == {"read"}, name
 
 
 def test_secrets_only_in_default_branch_jobs_of_their_environment() -> None:
@@ -305,7 +309,12 @@ def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() 
     uploads = [st["with"]["name"] for st in steps if "upload-artifact" in st.get("uses", "")]
     # the offline preview first (the first comment waits for it), the results last
     # (the live preview waits for them, the Specs uploaded before)
-    assert uploads == ["konfig-offline", "konfig-specs-0", "konfig-verify-0"]
+    assert uploads == [
+        "konfig-offline",
+        "konfig-specs-0",
+        "konfig-verify-0",
+        "konfig-compile-cache-0",  # for the next push (issue 33 item 2): last
+    ]
     assert "labeled" in _triggers("preview.yml")["pull_request"]["types"]
 
     privileged = _jobs("preview-cluster.yml")
@@ -462,7 +471,13 @@ def test_one_shard_of_work_runs_in_one_job_per_half() -> None:
     # the same action, the same artifacts as a shard job's
     uploads = {st["with"]["name"] for st in steps if "upload-artifact" in st.get("uses", "")}
     # (and the offline preview, issue 29)
-    assert uploads == {"konfig-verify-0", "konfig-specs-0", "konfig-offline"}
+    # (and the compile cache for the next push, issue 33 item 2)
+    assert uploads == {
+        "konfig-verify-0",
+        "konfig-specs-0",
+        "konfig-offline",
+        "konfig-compile-cache-0",
+    }
 
     privileged = _jobs("preview-cluster.yml")
     assert privileged["pull-request"]["outputs"]["inline"] == (

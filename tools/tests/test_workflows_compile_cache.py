@@ -33,3 +33,52 @@ def test_every_offline_preview_compiles_its_base_side_with_a_cache_outside_the_c
         given = re.findall(r'--base-cache "([^"]+)"', step["run"])
         assert len(given) == 1, f"{where}: the offline preview has no --base-cache"
         assert given[0].startswith("$RUNNER_TEMP/"), f"{where}: --base-cache {given[0]}"
+
+
+def _jobs(workflow: str) -> dict[str, Any]:
+    doc = yaml.safe_load((ROOT / ".github" / "workflows" / workflow).read_text(encoding="utf-8"))
+    return dict(doc["jobs"])
+
+
+def test_the_pull_requests_own_cache_restores_its_own_side_only() -> None:
+    """Each job that compiles a pull request's stacks restores the compile cache its
+    previous run uploaded (`konfig pr --own-artifact`: the newest run of preview.yml for
+    this pull request) into the checkout's .cache/konfig/compile, which the offline
+    preview's base side never reads (--base-cache), and uploads its own for the next
+    push. The base-side Specs come only from a push run of apply.yml at the base
+    commit (`--base-artifact`), never from the pull request's run."""
+    jobs = [job for job in _jobs("preview.yml").values() if "steps" in job]
+    restoring = [
+        job for job in jobs if any("--own-artifact" in s.get("run", "") for s in job["steps"])
+    ]
+    assert restoring, "no job of preview.yml restores the pull request's compile cache"
+    for job in restoring:
+        steps = job["steps"]
+        [ask] = [s for s in steps if "--own-artifact" in s.get("run", "")]
+        assert re.search(r"--own-artifact preview\.yml:konfig-compile-cache-", ask["run"])
+        assert "--base-artifact apply.yml:konfig-base-specs" in ask["run"]
+        assert ask.get("continue-on-error") is True  # a cache only costs compiles
+        downloads = [s for s in steps if "download-artifact" in s.get("uses", "")]
+        by_run = {s["with"]["run-id"]: s for s in downloads}
+        step = "${{ steps." + ask["id"]
+        own = by_run[step + ".outputs.own-run }}"]
+        base = by_run[step + ".outputs.base-run }}"]
+        assert own["with"]["name"].startswith("konfig-compile-cache-")
+        assert base["with"]["name"] == "konfig-base-specs"
+        assert "base" not in own["with"]["path"]  # never where the base side reads
+        [restore] = [s for s in steps if "earlier-cache" in s.get("run", "")]
+        assert ".cache/konfig/compile" in restore["run"] and "[0-9a-f]{64}" in restore["run"]
+        uploads = [s for s in steps if "upload-artifact" in s.get("uses", "")]
+        [up] = [s for s in uploads if s["with"]["name"].startswith("konfig-compile-cache-")]
+        assert up["with"]["path"] == ".cache/konfig/compile/" and up is steps[-1]
+        assert set(job["permissions"].values()) == {"read"}
+
+
+def test_the_default_branch_uploads_its_base_side_specs_on_gitea() -> None:
+    steps = _jobs("apply.yml")["base-specs"]["steps"]
+    [upload] = [s for s in steps if "upload-artifact" in s.get("uses", "")]
+    assert upload["with"]["name"] == "konfig-base-specs"
+    assert upload["if"] == "steps.forge.outputs.scoped == 'false'"
+    [compile_] = [s for s in steps if "konfig compile --all" in s.get("run", "")]
+    assert "if" not in compile_  # both forges compile; GitHub saves a cache, Gitea uploads
+    assert _jobs("apply.yml")["base-specs"]["if"] == "github.event_name == 'push'"

@@ -20,8 +20,14 @@ from konfig.commands._options import forge_options
 from konfig.commands._outputs import append_github_output, github_output_file
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.forge.artifacts import MAX_BYTES, ArtifactError, unpack
-from konfig.forge.client import DEFAULT_MARKER, GitHub, GitHubError, parse_repo
-from konfig.forge.runs import RunProgress, wait_for_artifacts
+from konfig.forge.client import DEFAULT_MARKER, GitHub, GitHubError, PullRequest, parse_repo
+from konfig.forge.runs import (
+    RunProgress,
+    latest_with_artifact,
+    of_branch_push,
+    of_pull_request,
+    wait_for_artifacts,
+)
 from konfig.forge.sticky import find_own_comment, own_login
 from konfig.pipeline.reusing import previous_run as previous_of
 
@@ -105,10 +111,31 @@ from konfig.pipeline.reusing import previous_run as previous_of
     help="--download: where each artifact's folder is made (they must not exist yet).",
 )
 @click.option(
+    "--own-artifact",
+    "own_artifact",
+    default=None,
+    metavar="WORKFLOW:NAME",
+    help="Also name the newest run of workflow file WORKFLOW for this pull request that "
+    "uploaded artifact NAME: `own-run` (empty: none). The unprivileged run restores its "
+    "compile cache from there (docs/speed.md): data of the pull request's own, for its "
+    "own side only.",
+)
+@click.option(
+    "--base-artifact",
+    "base_artifact",
+    default=None,
+    metavar="WORKFLOW:NAME",
+    help="Also name the newest run of WORKFLOW on a push to the pull request's base "
+    "branch at its base commit that uploaded artifact NAME: `base-run` (empty: none). "
+    "The base-side Specs of the offline preview come from there (a run only a push to "
+    "that branch starts: docs/security.md).",
+)
+@click.option(
     "--github-output",
     is_flag=True,
     help="Also write `found`, `number`, `fork`, `live`, `base-sha`, `base-ref`, "
-    "`head-sha` (and `previous-run`, `waited`, `downloaded`) to $GITHUB_OUTPUT.",
+    "`head-sha` (and `previous-run`, `waited`, `downloaded`, `own-run`, `base-run`) to "
+    "$GITHUB_OUTPUT.",
 )
 @forge_options(token_help="Environment variable holding the token (pull requests: read).")
 def command(
@@ -123,6 +150,8 @@ def command(
     wait_timeout: float,
     downloads: tuple[str, ...],
     download_dir: Path | None,
+    own_artifact: str | None,
+    base_artifact: str | None,
     github_output: bool,
     api_url: str,
     token_env: str,
@@ -151,6 +180,8 @@ def command(
         )
     if len(head_sha) not in (40, 64) or any(c not in "0123456789abcdef" for c in head_sha):
         raise UsageError(f"--head-sha {head_sha!r} is not a full commit id (hex, lower case)")
+    own = _workflow_artifact("--own-artifact", own_artifact)
+    based = _workflow_artifact("--base-artifact", base_artifact)
     output = github_output_file() if github_output else None
     token = os.environ.get(token_env, "")
     if not token:
@@ -169,6 +200,7 @@ def command(
             waited, progress = _wait(client, repo, wait_run, wait_artifacts, wait_timeout)
             if waited != "timeout" and download_dir is not None:
                 got = _download(client, repo, wait_run, progress, downloads, download_dir)
+        found_runs = _artifact_runs(client, repo, pulls[0], own, based) if pulls else {}
     if not pulls:
         into = f" into {base_ref}" if base_ref else ""
         info(f"no open pull request{into} has head {head_sha} (closed, or pushed to since)")
@@ -195,6 +227,7 @@ def command(
                 **({"previous-run": run} if previous_run else {}),
                 **({"waited": waited} if waited else {}),
                 **({"downloaded": " ".join(got)} if downloads else {}),
+                **found_runs,
                 "found": "true",
                 "number": str(pr.number),
                 "fork": "true" if pr.fork else "false",
@@ -214,6 +247,59 @@ def _previous_run(client: GitHub, repo: str, number: int, author: str | None) ->
         client.list_comments(repo, number), marker=DEFAULT_MARKER, author=login
     )
     return (previous_of(found.body) or "") if found is not None else ""
+
+
+def _workflow_artifact(option: str, given: str | None) -> tuple[str, str] | None:
+    if given is None:
+        return None
+    workflow, sep, name = given.partition(":")
+    if not sep or not workflow or not name or "/" in workflow:
+        raise UsageError(
+            f"{option} {given!r} is not WORKFLOW:NAME",
+            hint=f"e.g. {option} preview.yml:konfig-compile-cache-0 (the workflow's file name)",
+        )
+    return workflow, name
+
+
+def _artifact_runs(
+    client: GitHub,
+    repo: str,
+    pr: PullRequest,
+    own: tuple[str, str] | None,
+    based: tuple[str, str] | None,
+) -> dict[str, str]:
+    """`own-run` and `base-run` (:func:`konfig.forge.runs.latest_with_artifact`)."""
+    found: dict[str, str] = {}
+
+    def artifacts(run_id: int) -> frozenset[str]:
+        return client.run_progress(repo, run_id).artifacts
+
+    if own is not None:
+        workflow, name = own
+        run = latest_with_artifact(
+            client.list_runs(repo),
+            lambda r: of_pull_request(
+                r, workflow, pr.number, head_repo=pr.head_repo or "", head_ref=pr.head_ref
+            ),
+            artifacts,
+            name,
+        )
+        found["own-run"] = "" if run is None else str(run)
+        info(f"{name} of an earlier {workflow} run of #{pr.number}: {run or 'none'}")
+    if based is not None:
+        workflow, name = based
+        run = latest_with_artifact(
+            client.list_runs(repo, event="push", head_sha=pr.base_sha),
+            lambda r: of_branch_push(
+                r, workflow, repo=pr.base_repo, branch=pr.base_ref, sha=pr.base_sha
+            ),
+            artifacts,
+            name,
+        )
+        found["base-run"] = "" if run is None else str(run)
+        where = f"{pr.base_ref} at {pr.base_sha[:12]}"
+        info(f"{name} of a {workflow} run on a push to {where}: {run or 'none'}")
+    return found
 
 
 def _download(

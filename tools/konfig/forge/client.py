@@ -26,7 +26,7 @@ from github import Auth, Github, GithubException
 from urllib3.util import Retry
 
 from konfig.errors import KonfigError, UsageError
-from konfig.forge.runs import RunProgress
+from konfig.forge.runs import RunProgress, WorkflowRun, run_from_json
 from konfig.pipeline.approvals import Approval
 from konfig.report.budget import COMMENT_LIMIT, chars
 
@@ -88,6 +88,7 @@ class PullRequest:
     base_sha: str
     labels: tuple[str, ...] = ()  # the label names (set by people with triage rights)
     author: str = ""  # who opened it
+    head_ref: str = ""  # the head branch's name (in head_repo)
 
     @property
     def fork(self) -> bool:
@@ -278,6 +279,27 @@ class GitHub:
                     return bytes(data)
 
         return self._call(f"GET {path}", "download the artifact", call)
+
+    def list_runs(self, repo: str, *, pages: int = 3, **filters: str) -> list[WorkflowRun]:
+        """A repository's workflow runs, newest first, ``pages`` of 50 at most; ``filters``
+        as both forges take them (``event``, ``head_sha``)."""
+        path = f"/repos/{repo}/actions/runs"
+
+        def call() -> list[WorkflowRun]:
+            found: list[WorkflowRun] = []
+            for page in range(1, pages + 1):
+                _, data = self._gh.requester.requestJsonAndCheck(
+                    "GET", path, parameters={**filters, "per_page": 50, "page": page}
+                )
+                listed = data.get("workflow_runs") if isinstance(data, dict) else None
+                if not isinstance(listed, list):
+                    raise GitHubError(f"GET {path} answered no `workflow_runs` list")
+                found += [r for r in map(run_from_json, listed) if r is not None]
+                if len(listed) < 50:
+                    break
+            return found
+
+        return self._call(f"GET {path}", "list the workflow runs", call)
 
     def merged_pull(self, repo: str, merge_sha: str, *, pages: int = 5) -> int | None:
         """The pull request merged as commit ``merge_sha`` (its merge commit, as the forge
@@ -597,6 +619,7 @@ def _pull(item: Any) -> PullRequest:
             if isinstance(label, dict)
         ),
         author=str((item.get("user") or {}).get("login") or ""),
+        head_ref=str(head.get("ref") or ""),
     )
 
 

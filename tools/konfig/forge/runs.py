@@ -91,3 +91,92 @@ def wait_for_artifacts(
         if left <= 0:
             return "timeout", progress
         sleep(min(pause(now - started), left))
+
+
+@dataclass(frozen=True)
+class WorkflowRun:
+    """One run in the forge's list of a repository's workflow runs (GitHub's and
+    Gitea's ``GET /repos/{repo}/actions/runs``), the fields that say whose it is.
+
+    The two forges name a run's workflow and ref differently: GitHub's ``path`` is the
+    workflow file (``.github/workflows/preview.yml``) with the branch in
+    ``head_branch`` and the repository it came from in ``head_repository``; Gitea's is
+    ``<file name>@<ref>``, the ref of a pull request's run being
+    ``refs/pull/<number>/head`` (a ref only the forge writes), with no
+    ``head_repository``."""
+
+    id: int
+    event: str
+    path: str
+    head_branch: str
+    head_sha: str
+    head_repo: str  # "owner/name"; "" when the forge does not say (Gitea)
+
+
+def run_from_json(data: object) -> WorkflowRun | None:
+    """A run of the forge's list, or None for an entry that is not one."""
+    if not isinstance(data, dict) or not isinstance(data.get("id"), int):
+        return None
+    head_repo = data.get("head_repository")
+    return WorkflowRun(
+        id=data["id"],
+        event=str(data.get("event") or ""),
+        path=str(data.get("path") or ""),
+        head_branch=str(data.get("head_branch") or ""),
+        head_sha=str(data.get("head_sha") or ""),
+        head_repo=str(head_repo.get("full_name") or "") if isinstance(head_repo, dict) else "",
+    )
+
+
+def of_pull_request(
+    run: WorkflowRun, workflow: str, number: int, *, head_repo: str, head_ref: str
+) -> bool:
+    """Whether ``run`` is a ``pull_request`` run of ``workflow`` (its file name) for
+    pull request ``number``, whose head is branch ``head_ref`` of ``head_repo``.
+
+    Gitea: the ref in its path is the pull request's own. GitHub: a pull request's run
+    names its head branch and the repository it lives in, which only that repository's
+    owner can push to (a fork's pull request from a branch of the same name is another
+    repository)."""
+    if run.path == f"{workflow}@refs/pull/{number}/head":
+        return True
+    return (
+        run.event == "pull_request"
+        and run.path.split("@", 1)[0] == f".github/workflows/{workflow}"
+        and bool(head_ref)
+        and run.head_branch == head_ref
+        and bool(head_repo)
+        and run.head_repo == head_repo
+    )
+
+
+def of_branch_push(run: WorkflowRun, workflow: str, *, repo: str, branch: str, sha: str) -> bool:
+    """Whether ``run`` is a ``push`` run of ``workflow`` on ``branch`` of ``repo`` (the
+    default branch: only those who may push to it start one) at commit ``sha``."""
+    if run.event != "push" or run.head_sha != sha:
+        return False
+    if run.path == f"{workflow}@refs/heads/{branch}":
+        return True  # Gitea
+    return (
+        run.path.split("@", 1)[0] == f".github/workflows/{workflow}"
+        and run.head_branch == branch
+        and run.head_repo == repo
+    )
+
+
+def latest_with_artifact(
+    runs: Sequence[WorkflowRun],
+    matches: Callable[[WorkflowRun], bool],
+    artifacts: Callable[[int], frozenset[str]],
+    name: str,
+    *,
+    tries: int = 5,
+) -> int | None:
+    """The newest run of ``runs`` that ``matches`` and has uploaded artifact ``name``
+    (``artifacts(run id)`` asks the forge), looking at ``tries`` matching runs at most
+    (a cancelled run may have uploaded nothing); None: none."""
+    mine = sorted((r for r in runs if matches(r)), key=lambda r: r.id, reverse=True)
+    for run in mine[:tries]:
+        if name in artifacts(run.id):
+            return run.id
+    return None

@@ -12,7 +12,12 @@ from konfig.forge.runs import (
     FAST_INTERVAL,
     SLOWEST_INTERVAL,
     RunProgress,
+    WorkflowRun,
     intervals,
+    latest_with_artifact,
+    of_branch_push,
+    of_pull_request,
+    run_from_json,
     wait_for_artifacts,
 )
 
@@ -113,3 +118,87 @@ def test_fast_while_the_artifacts_are_due_then_backing_off() -> None:
     assert script.polls < 150, script.polls
     pause = intervals(1.0)
     assert [pause(0), pause(10), pause(FAST_FOR), pause(FAST_FOR + 1)] == [1.0, 1.0, 1.5, 2.25]
+
+
+# Which earlier run's artifacts a run may take (issue 33 item 2, docs/security.md "The
+# compile cache across pushes"): the runs as the two forges list them.
+
+BASE = "b" * 40
+HEAD = "c" * 40
+
+
+def gitea_run(id: int, path: str, event: str = "pull_request", sha: str = HEAD) -> WorkflowRun:
+    # Gitea: `<file>@<ref>`, no head_repository, head_branch empty for refs/pull/N/head
+    return WorkflowRun(id, event, path, "", sha, "")
+
+
+def github_run(
+    id: int, workflow: str, event: str, branch: str, repo: str, sha: str = HEAD
+) -> WorkflowRun:
+    return WorkflowRun(id, event, f".github/workflows/{workflow}", branch, sha, repo)
+
+
+def test_a_run_of_the_pull_request_is_its_own_on_both_forges() -> None:
+    mine = {"head_repo": "acme/config", "head_ref": "topic"}
+    assert of_pull_request(gitea_run(1, "preview.yml@refs/pull/7/head"), "preview.yml", 7, **mine)
+    # another pull request's run, another workflow, a branch's push run: not its own
+    assert not of_pull_request(
+        gitea_run(2, "preview.yml@refs/pull/8/head"), "preview.yml", 7, **mine
+    )
+    assert not of_pull_request(gitea_run(3, "apply.yml@refs/pull/7/head"), "preview.yml", 7, **mine)
+    assert not of_pull_request(
+        gitea_run(4, "preview.yml@refs/heads/topic", "push"), "preview.yml", 7, **mine
+    )
+    gh = github_run(5, "preview.yml", "pull_request", "topic", "acme/config")
+    assert of_pull_request(gh, "preview.yml", 7, **mine)
+    # a fork's pull request from a branch of the same name lives in another repository
+    fork = github_run(6, "preview.yml", "pull_request", "topic", "mallory/config")
+    assert not of_pull_request(fork, "preview.yml", 7, **mine)
+    # pull_request_target runs the base branch's definition; a push is not the PR's run
+    for event in ("pull_request_target", "push"):
+        other = github_run(7, "preview.yml", event, "topic", "acme/config")
+        assert not of_pull_request(other, "preview.yml", 7, **mine)
+    # unknown head (a deleted fork): nothing on GitHub is its own
+    assert not of_pull_request(gh, "preview.yml", 7, head_repo="", head_ref="topic")
+
+
+def test_a_base_run_is_a_push_to_the_base_branch_at_the_base_commit() -> None:
+    def is_base(run: WorkflowRun) -> bool:
+        return of_branch_push(run, "apply.yml", repo="acme/config", branch="main", sha=BASE)
+
+    assert is_base(gitea_run(1, "apply.yml@refs/heads/main", "push", BASE))
+    assert is_base(github_run(2, "apply.yml", "push", "main", "acme/config", BASE))
+    # another commit, another branch, another workflow
+    assert not is_base(gitea_run(3, "apply.yml@refs/heads/main", "push", HEAD))
+    assert not is_base(gitea_run(4, "apply.yml@refs/heads/topic", "push", BASE))
+    assert not is_base(gitea_run(5, "preview.yml@refs/heads/main", "push", BASE))
+    # a pull request's run at the base commit, e.g. a fork whose branch is named main
+    assert not is_base(gitea_run(6, "apply.yml@refs/pull/7/head", "pull_request", BASE))
+    assert not is_base(github_run(7, "apply.yml", "pull_request", "main", "mallory/config", BASE))
+    assert not is_base(github_run(8, "apply.yml", "push", "main", "mallory/config", BASE))
+    # dispatched by hand: not what a push to the branch ran
+    assert not is_base(gitea_run(9, "apply.yml@refs/heads/main", "workflow_dispatch", BASE))
+
+
+def test_the_newest_run_that_uploaded_the_artifact() -> None:
+    runs = [gitea_run(i, f"preview.yml@refs/pull/{7 if i != 14 else 8}/head") for i in range(9, 15)]
+    uploaded = {9: {"konfig-compile-cache-0"}, 11: {"konfig-compile-cache-0"}, 14: {"x"}}
+    asked: list[int] = []
+
+    def artifacts(run_id: int) -> frozenset[str]:
+        asked.append(run_id)
+        return frozenset(uploaded.get(run_id, ()))
+
+    def mine(r: WorkflowRun) -> bool:
+        return of_pull_request(r, "preview.yml", 7, head_repo="", head_ref="")
+
+    # 13, 12 (cancelled, nothing uploaded), then 11; 14 is another pull request's
+    assert latest_with_artifact(runs, mine, artifacts, "konfig-compile-cache-0") == 11
+    assert asked == [13, 12, 11]
+    asked.clear()
+    assert latest_with_artifact(runs, mine, artifacts, "konfig-compile-cache-0", tries=2) is None
+    assert asked == [13, 12]
+    assert run_from_json({"id": "x"}) is None
+    assert run_from_json(
+        {"id": 3, "event": "push", "path": "a.yml@refs/heads/main", "head_sha": BASE}
+    ) == WorkflowRun(3, "push", "a.yml@refs/heads/main", "", BASE, "")

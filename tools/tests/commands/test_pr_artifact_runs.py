@@ -1,0 +1,97 @@
+"""`konfig pr --own-artifact / --base-artifact`: which earlier run's artifacts the
+unprivileged run takes (issue 33 item 2): its own pull request's previous run for its
+compile cache, a push to the base branch at the base commit for the base-side Specs
+(docs/security.md, "The compile cache across pushes"). Against the fake GitHub; the
+same lookups on Gitea run in the forge e2e (tools/tests/test_forge_incremental.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures.github_server import FakeGitHub
+from fixtures.repos import KonfigRunner
+
+REPO = "acme/config"
+HEAD = "a" * 40
+BASE = "0" * 40  # the fake's base commit of every pull request
+
+
+@pytest.fixture
+def output(github_server: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    github_server.tokens["tok"] = None
+    monkeypatch.setenv("GITHUB_TOKEN", "tok")
+    path = tmp_path / "github_output"
+    path.write_text("", encoding="utf-8")
+    monkeypatch.setenv("GITHUB_OUTPUT", str(path))
+    return path
+
+
+def outputs(path: Path) -> dict[str, str]:
+    found: dict[str, str] = {}
+    lines = iter(path.read_text(encoding="utf-8").splitlines())
+    for line in lines:
+        name, delim = line.split("<<", 1)
+        found[name] = "\n".join(iter(lines.__next__, delim))
+    return found
+
+
+def run(
+    id: int, workflow: str, event: str, branch: str, repo: str = REPO, sha: str = HEAD
+) -> dict[str, Any]:
+    return {
+        "id": id,
+        "event": event,
+        "path": f".github/workflows/{workflow}",
+        "head_branch": branch,
+        "head_sha": sha,
+        "head_repository": {"full_name": repo},
+    }
+
+
+def test_own_and_base_runs_are_found_and_nobody_elses(
+    github_server: FakeGitHub, konfig: KonfigRunner, output: Path
+) -> None:
+    github_server.heads[(REPO, 12)] = HEAD  # head branch `topic` of acme/config
+    cache = "konfig-compile-cache-0"
+    github_server.run_list[REPO] = [
+        # newest first: a fork's pull request from a branch of the same name, with the
+        # artifact; the pull request's own newest run, cancelled before its upload; the
+        # one before, with it
+        run(60, "preview.yml", "pull_request", "topic", repo="mallory/config"),
+        run(59, "preview.yml", "pull_request", "topic"),
+        run(58, "preview.yml", "pull_request", "topic"),
+        # at the base commit: a fork's pull request whose branch is named main, with
+        # the artifact; the push to main
+        run(57, "apply.yml", "pull_request", "main", repo="mallory/config", sha=BASE),
+        run(56, "apply.yml", "push", "main", sha=BASE),
+    ]
+    for id, names in {60: [cache], 59: [], 58: [cache], 57: ["konfig-base-specs"]}.items():
+        github_server.runs[(REPO, id)] = ("completed", names)
+    github_server.runs[(REPO, 56)] = ("completed", ["konfig-base-specs"])
+    res = konfig(
+        "pr", "--repo", REPO, "--head-sha", HEAD, "--api-url", github_server.url,
+        "--own-artifact", f"preview.yml:{cache}",
+        "--base-artifact", "apply.yml:konfig-base-specs", "--github-output",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    got = outputs(output)
+    assert got["own-run"] == "58" and got["base-run"] == "56"
+    assert "konfig-compile-cache-0 of an earlier preview.yml run of #12: 58" in res.err
+    # the base runs were asked for by event and commit
+    asked = [r.query for r in github_server.requests if r.path.endswith("/actions/runs")]
+    assert {"event": ["push"], "head_sha": [BASE], "per_page": ["50"], "page": ["1"]} in asked
+
+
+def test_none_found_is_empty_and_a_bad_option_is_a_usage_error(
+    github_server: FakeGitHub, konfig: KonfigRunner, output: Path
+) -> None:
+    github_server.heads[(REPO, 12)] = HEAD
+    base = ["pr", "--repo", REPO, "--head-sha", HEAD, "--api-url", github_server.url]
+    res = konfig(*base, "--own-artifact", "preview.yml:x", "--github-output")
+    assert res.code == 0, res.err
+    assert outputs(output)["own-run"] == ""
+    for bad in ("preview.yml", ":x", ".github/workflows/preview.yml:x"):
+        res = konfig(*base, "--own-artifact", bad)
+        assert res.code == 2 and "WORKFLOW:NAME" in res.err
