@@ -449,7 +449,11 @@ def test_each_verify_shard_computes_its_part_of_the_offline_preview() -> None:
     assert 'env -i "PATH=$PATH"' in offline["run"]
     assert "github.event.pull_request.base.sha" in offline["env"]["BASE_SHA"]
     uploads = [s["with"] for s in steps if "upload-artifact" in s.get("uses", "")]
-    assert {"name": "konfig-offline-${{ matrix.shard }}"}.items() <= uploads[-1].items()
+    # its part of the offline preview, then (issue 33 item 2) its compile cache, last
+    assert [u["name"] for u in uploads[-2:]] == [
+        "konfig-offline-${{ matrix.shard }}",
+        "konfig-compile-cache-${{ matrix.shard }}",
+    ]
     # the offline preview compiles the base and the merge: the whole history
     [checkout] = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
     assert checkout["with"]["fetch-depth"] == 0
