@@ -60,7 +60,7 @@ def test_the_pull_requests_own_cache_restores_its_own_side_only() -> None:
     for job in restoring:
         steps = job["steps"]
         [ask] = [s for s in steps if "--own-artifact" in s.get("run", "")]
-        assert re.search(r'--own-artifact "?preview\.yml:konfig-compile-cache-', ask["run"])
+        assert re.search(r'--own-artifact "?preview\.yml:konfig-verify-', ask["run"])
         assert "--base-artifact apply.yml:konfig-base-specs" in ask["run"]
         assert ask.get("continue-on-error") is True  # a cache only costs compiles
         downloads = [s for s in steps if "download-artifact" in s.get("uses", "")]
@@ -68,14 +68,25 @@ def test_the_pull_requests_own_cache_restores_its_own_side_only() -> None:
         step = "${{ steps." + ask["id"]
         own = by_run[step + ".outputs.own-run }}"]
         base = by_run[step + ".outputs.base-run }}"]
-        assert own["with"]["name"].startswith("konfig-compile-cache-")
+        assert own["with"]["name"].startswith("konfig-verify-")
         assert base["with"]["name"] == "konfig-base-specs"
         assert "base" not in own["with"]["path"]  # never where the base side reads
-        [restore] = [s for s in steps if "earlier-cache" in s.get("run", "")]
+        [restore] = [s for s in steps if "earlier/compile-cache" in s.get("run", "")]
         assert ".cache/konfig/compile" in restore["run"] and "[0-9a-f]{64}" in restore["run"]
+        # The cache rides in the results' artifact (konfig-verify-<shard>, compile-cache/):
+        # no artifact of its own, so a run of 8 shards stays at 24 artifacts, under the 30
+        # Gitea lists to actions/download-artifact (which reads one page).
+        at = steps.index(restore)
+        [copy] = [s for s in steps[at + 1 :] if "compile-cache" in s.get("run", "")]
         uploads = [s for s in steps if "upload-artifact" in s.get("uses", "")]
-        [up] = [s for s in uploads if s["with"]["name"].startswith("konfig-compile-cache-")]
-        assert up["with"]["path"] == ".cache/konfig/compile/" and up is steps[-1]
+        [up] = [s for s in uploads if s["with"]["name"] == own["with"]["name"]]
+        assert steps.index(copy) < steps.index(up)
+        folder = copy["run"].split('"')[1].rsplit("/", 1)[0]  # $RUNNER_TEMP/<results>
+        assert (
+            f"{folder}/compile-cache".replace("$RUNNER_TEMP", "${{ runner.temp }}")
+            in up["with"]["path"]
+        )
+        assert not [s for s in uploads if "cache" in s["with"]["name"]]
         assert set(job["permissions"].values()) == {"read"}
 
 

@@ -256,7 +256,7 @@ def _workflow_artifact(option: str, given: str | None) -> tuple[str, str] | None
     if not sep or not workflow or not name or "/" in workflow:
         raise UsageError(
             f"{option} {given!r} is not WORKFLOW:NAME",
-            hint=f"e.g. {option} preview.yml:konfig-compile-cache-0 (the workflow's file name)",
+            hint=f"e.g. {option} preview.yml:konfig-verify-0 (the workflow's file name)",
         )
     return workflow, name
 

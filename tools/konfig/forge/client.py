@@ -33,6 +33,9 @@ from konfig.report.budget import COMMENT_LIMIT, chars
 _T = TypeVar("_T")
 
 DEFAULT_API_URL = "https://api.github.com"
+# A page of a list both forges page: GitHub takes per_page (up to 100), Gitea limit (up
+# to 50, 30 when not given); both are sent.
+PAGE = 50
 # GitHub rejects issue comment bodies longer than this with HTTP 422.
 DEFAULT_MARKER = "konfig:preview"
 # The author of every comment made with GitHub Actions' GITHUB_TOKEN, which may not call
@@ -224,7 +227,7 @@ class GitHub:
 
         return self._call(f"GET {path}?state=open", "list the open pull requests", call)
 
-    def run_progress(self, repo: str, run_id: int, *, pages: int = 5) -> RunProgress:
+    def run_progress(self, repo: str, run_id: int, *, pages: int = 10) -> RunProgress:
         """Workflow run ``run_id``'s status and the artifacts it has uploaded so far
         (GitHub and Gitea: ``GET .../actions/runs/{id}`` and ``.../artifacts``)."""
         path = f"/repos/{repo}/actions/runs/{run_id}"
@@ -236,8 +239,11 @@ class GitHub:
             names: set[str] = set()
             ids: dict[str, int] = {}
             for page in range(1, pages + 1):
+                # GitHub's page size is per_page, Gitea's limit (at most 50; 30 unasked)
                 _, data = self._gh.requester.requestJsonAndCheck(
-                    "GET", f"{path}/artifacts", parameters={"per_page": 100, "page": page}
+                    "GET",
+                    f"{path}/artifacts",
+                    parameters={"per_page": PAGE, "limit": PAGE, "page": page},
                 )
                 listed = data.get("artifacts") if isinstance(data, dict) else None
                 if not isinstance(listed, list):
@@ -247,7 +253,7 @@ class GitHub:
                         names.add(str(a["name"]))
                         if isinstance(a.get("id"), int):
                             ids.setdefault(str(a["name"]), a["id"])
-                if len(listed) < 100:
+                if len(listed) < PAGE:
                     break
             return RunProgress(
                 str(run.get("status") or ""), frozenset(names), tuple(sorted(ids.items()))
@@ -281,7 +287,7 @@ class GitHub:
         return self._call(f"GET {path}", "download the artifact", call)
 
     def list_runs(self, repo: str, *, pages: int = 3, **filters: str) -> list[WorkflowRun]:
-        """A repository's workflow runs, newest first, ``pages`` of 50 at most; ``filters``
+        """A repository's workflow runs, newest first, ``pages`` of PAGE at most; ``filters``
         as both forges take them (``event``, ``head_sha``)."""
         path = f"/repos/{repo}/actions/runs"
 
@@ -289,13 +295,15 @@ class GitHub:
             found: list[WorkflowRun] = []
             for page in range(1, pages + 1):
                 _, data = self._gh.requester.requestJsonAndCheck(
-                    "GET", path, parameters={**filters, "per_page": 50, "page": page}
+                    "GET",
+                    path,
+                    parameters={**filters, "per_page": PAGE, "limit": PAGE, "page": page},
                 )
                 listed = data.get("workflow_runs") if isinstance(data, dict) else None
                 if not isinstance(listed, list):
                     raise GitHubError(f"GET {path} answered no `workflow_runs` list")
                 found += [r for r in map(run_from_json, listed) if r is not None]
-                if len(listed) < 50:
+                if len(listed) < PAGE:
                     break
             return found
 

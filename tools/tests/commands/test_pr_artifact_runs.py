@@ -54,7 +54,7 @@ def test_own_and_base_runs_are_found_and_nobody_elses(
     github_server: FakeGitHub, konfig: KonfigRunner, output: Path
 ) -> None:
     github_server.heads[(REPO, 12)] = HEAD  # head branch `topic` of acme/config
-    cache = "konfig-compile-cache-0"
+    cache = "konfig-verify-0"
     github_server.run_list[REPO] = [
         # newest first: a fork's pull request from a branch of the same name, with the
         # artifact; the pull request's own newest run, cancelled before its upload; the
@@ -78,10 +78,11 @@ def test_own_and_base_runs_are_found_and_nobody_elses(
     assert res.code == 0, res.err
     got = outputs(output)
     assert got["own-run"] == "58" and got["base-run"] == "56"
-    assert "konfig-compile-cache-0 of an earlier preview.yml run of #12: 58" in res.err
+    assert "konfig-verify-0 of an earlier preview.yml run of #12: 58" in res.err
     # the base runs were asked for by event and commit
     asked = [r.query for r in github_server.requests if r.path.endswith("/actions/runs")]
-    assert {"event": ["push"], "head_sha": [BASE], "per_page": ["50"], "page": ["1"]} in asked
+    expected = {"event": ["push"], "head_sha": [BASE], "per_page": ["50"], "limit": ["50"]}
+    assert {**expected, "page": ["1"]} in asked
 
 
 def test_none_found_is_empty_and_a_bad_option_is_a_usage_error(

@@ -182,7 +182,7 @@ def test_a_base_run_is_a_push_to_the_base_branch_at_the_base_commit() -> None:
 
 def test_the_newest_run_that_uploaded_the_artifact() -> None:
     runs = [gitea_run(i, f"preview.yml@refs/pull/{7 if i != 14 else 8}/head") for i in range(9, 15)]
-    uploaded = {9: {"konfig-compile-cache-0"}, 11: {"konfig-compile-cache-0"}, 14: {"x"}}
+    uploaded = {9: {"konfig-verify-0"}, 11: {"konfig-verify-0"}, 14: {"x"}}
     asked: list[int] = []
 
     def artifacts(run_id: int) -> frozenset[str]:
@@ -193,10 +193,10 @@ def test_the_newest_run_that_uploaded_the_artifact() -> None:
         return of_pull_request(r, "preview.yml", 7, head_repo="", head_ref="")
 
     # 13, 12 (cancelled, nothing uploaded), then 11; 14 is another pull request's
-    assert latest_with_artifact(runs, mine, artifacts, "konfig-compile-cache-0") == 11
+    assert latest_with_artifact(runs, mine, artifacts, "konfig-verify-0") == 11
     assert asked == [13, 12, 11]
     asked.clear()
-    assert latest_with_artifact(runs, mine, artifacts, "konfig-compile-cache-0", tries=2) is None
+    assert latest_with_artifact(runs, mine, artifacts, "konfig-verify-0", tries=2) is None
     assert asked == [13, 12]
     assert run_from_json({"id": "x"}) is None
     assert run_from_json(
