@@ -2,7 +2,8 @@
 """A base-model change across N stacks on the local forge: push -> offline comment.
 
     .venv/bin/python hack/bench_forge_offline.py [--stacks 1000] [--seed 42]
-        [--no-live] [--no-warm-up] [--timeout 2400] [--json FILE] [--keep]
+        [--no-live] [--no-warm-up] [--no-second-push] [--timeout 2400] [--json FILE]
+        [--keep]
 
 Issue 29 item 5: a base-model change touching 1,000 stacks gets its offline comment
 within 60 s of the push. This runs that round the way a team's repository would:
@@ -21,7 +22,14 @@ within 60 s of the push. This runs that round the way a team's repository would:
   (``base/pkg/models/frontend/container.k``, as hack/bench_offline.py), every stack's
   golden updated as its author would, pushed, opened. Timed from the API call that
   opens it (a push to a branch without a pull request runs nothing) to the first
-  Konfig comment (the offline preview: its first line says so) and to the live one.
+  Konfig comment (the offline preview: its first line says so) and to the live one;
+- then (unless ``--no-second-push``) a second push to that pull request changing one
+  stack (issue 33 item 2): every stack is still affected, the unprivileged jobs restore
+  the compile cache of the first push's run and (Gitea) the base-side Specs of
+  ``apply.yml``'s run on main, the live preview re-uses the unchanged stacks. Timed
+  from the ``git push`` to the offline comment for the new head and to the live one;
+  the entries restored, the base-side Specs' run and the comment's re-use line are
+  read from the runs' logs and the comment.
 
 Printed: those times, the forge's CPU seconds over each (Gitea, PostgreSQL, the runners
 and every job step: ``Forge.cpu_seconds``), the load average before, at each comment and
@@ -230,10 +238,52 @@ def one_round(
     result: dict[str, Any] = {"head": head, "load_at_open": load()}
     t0 = time.time()
     pr = state.open_pr(branch, branch, head)
+    result["pr"] = pr.number
     result.update(wait_comments(state, pr.number, head, t0, live=live, timeout=timeout))
     ends = {k: result[k]["at"] for k in ("offline", "final") if k in result}
     if ends:
         result["breakdown"] = breakdown(state, head, t0, ends)
+    return result
+
+
+RESTORED = re.compile(r"(\d+) compile cache entries restored")
+BASE_SPECS_RUN = re.compile(r"konfig-base-specs of a apply\.yml run on a push to \S+ at \w+: (\w+)")
+REUSED = re.compile(r"♻️ ([\d,]+) stacks? re-used from `(\w+)`")
+
+
+def push_again(
+    state: E2E,
+    branch: str,
+    number: int,
+    edits: dict[str, str],
+    goldens: list[str],
+    *,
+    live: bool,
+    timeout: float,
+) -> dict[str, Any]:
+    """A second push to pull request ``number`` (issue 33 item 2), timed from the push
+    to its comments; what the runs re-used, from their logs and the comment."""
+    state.git("checkout", "-q", branch)
+    for rel, text in edits.items():
+        (state.work / rel).write_text(text, encoding="utf-8")
+    konfig("test", "--update", *goldens, cwd=state.work)
+    state.git("add", "-A")
+    state.git("commit", "-qm", f"{branch}: one stack again")
+    head = state.git("rev-parse", "HEAD")
+    result: dict[str, Any] = {"head": head, "load_at_open": load(), "from": "git push"}
+    t0 = time.time()
+    state.git("push", "-q", "origin", f"{branch}:{branch}")
+    state.git("checkout", "-q", "main")
+    result.update(wait_comments(state, number, head, t0, live=live, timeout=timeout))
+    ends = {k: result[k]["at"] for k in ("offline", "final") if k in result}
+    if ends:
+        result["breakdown"] = breakdown(state, head, t0, ends)
+    logs = state.logs(state.wait_run("preview.yml", head, "pull_request"))
+    result["entries_restored"] = sum(int(n) for n in RESTORED.findall(logs))
+    result["base_specs_runs"] = sorted(set(BASE_SPECS_RUN.findall(logs)))
+    final = result.get("final", {}).get("body", "")
+    reused = REUSED.search(final)
+    result["live_reused"] = int(reused[1].replace(",", "")) if reused else 0
     return result
 
 
@@ -243,7 +293,7 @@ def report(name: str, stacks: int, result: dict[str, Any]) -> list[str]:
         if key in result:
             got = result[key]
             lines.append(
-                f"PR opened -> {label}: {got['seconds']:.1f} s, forge CPU "
+                f"{result.get('from', 'PR opened')} -> {label}: {got['seconds']:.1f} s, forge CPU "
                 f"{got['forge_cpu']:.1f} s, load {got['load']}"
             )
             path = result.get("breakdown", {}).get(key)
@@ -251,6 +301,12 @@ def report(name: str, stacks: int, result: dict[str, Any]) -> list[str]:
                 lines.append(
                     "  critical path: " + ", ".join(f"{k} {v:.1f} s" for k, v in path.items())
                 )
+    if "entries_restored" in result:
+        lines.append(
+            f"compile cache entries restored: {result['entries_restored']}; base-side Specs "
+            f"from apply.yml run(s) {result['base_specs_runs'] or 'none'}; the live comment "
+            f"says {result['live_reused']} stacks re-used"
+        )
     if result.get("timed_out"):
         lines.append("timed out before the final comment")
     if "breakdown" in result:
@@ -269,6 +325,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--no-live", action="store_true", help="no cluster: offline comment only")
     parser.add_argument("--no-warm-up", action="store_true", help="no one-stack round first")
+    parser.add_argument(
+        "--no-second-push", action="store_true", help="no push changing one stack afterwards"
+    )
     parser.add_argument("--timeout", type=float, default=2400, help="seconds a round may take")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--keep", action="store_true", help="leave the scratch folder")
@@ -369,17 +428,37 @@ def main() -> int:
         )
         if not figures["offline_counts_every_stack"]:
             say(f"the offline comment does not count {count} stacks:\n{offline[:3000]}")
+        if not args.no_second_push and "pr" in big:
+            stack = sorted((work / "appops").glob("*/*/main.k"))[-1]
+            rel = str(stack.relative_to(work))
+            text = stack.read_text(encoding="utf-8")
+            edited = re.sub(r'("ENV" = "[^"]*")', r'\1, "PUSH" = "two"', text, count=1)
+            say(f"the second push (one stack changed: {rel})")
+            again = push_again(
+                state, "base-model", big["pr"], {rel: edited},
+                [str(stack.parent.relative_to(work))], live=live, timeout=args.timeout,
+            )  # fmt: skip
+            rounds.append(("second push changing one stack", count, again))
+            figures["second_push"] = again
+            say(
+                f"second push: {again['entries_restored']} compile cache entries restored, "
+                f"base-side Specs from run(s) {again['base_specs_runs']}, live comment "
+                f"re-used {again['live_reused']} stacks"
+            )
         figures["load_after"] = load()
         say(f"load average after: {os.getloadavg()}")
         for name, n, result in rounds:
             print("\n".join(report(name, n, result)))
         if args.json:
             slim = json.loads(json.dumps(figures, default=str))
-            for key in ("one_stack", "base_model"):
+            for key in ("one_stack", "base_model", "second_push"):
                 for part in ("offline", "final"):
                     slim.get(key, {}).get(part, {}).pop("body", None)
             args.json.write_text(json.dumps(slim, indent=1) + "\n", encoding="utf-8")
         ok = "offline" in big and figures["offline_counts_every_stack"]
+        if "second_push" in figures:
+            again = figures["second_push"]
+            ok = ok and "offline" in again and again["entries_restored"] > 0
         return 0 if ok else 1
     finally:
         say("taking the forge and the cluster down")

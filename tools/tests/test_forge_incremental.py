@@ -137,4 +137,48 @@ def test_a_push_that_changes_one_of_two_stacks_re_previews_one_and_reuses_the_ot
     logs = e2e.logs(e2e.cluster_run(head2))
     # (one stack a shard in this repository: the two are in different shards, or one)
     assert re.search(rf"1 of [12] stacks re-used from {head1[:12]}: {ECHO_DEV}\b", logs), logs
+    _assert_the_compile_cache_was_carried(e2e, pr.number, head1, head2)
     print("\nforge incremental timings (s):", json.dumps(TIMINGS, indent=1), file=sys.stderr)
+
+
+def _cache_entries(state: E2E, run: dict[str, Any]) -> dict[str, str]:
+    """The compile cache entries ``run``'s jobs uploaded (konfig-verify-<shard>'s
+    compile-cache/): key -> stack."""
+    found: dict[str, str] = {}
+    for name, text in state.artifact_texts(run).items():
+        if re.fullmatch(r"konfig-verify-\d+/compile-cache/[0-9a-f]{2}/[0-9a-f]{64}\.json", name):
+            entry = json.loads(text)
+            found[entry["key"]] = entry["stack"]
+    return found
+
+
+def _assert_the_compile_cache_was_carried(state: E2E, number: int, head1: str, head2: str) -> None:
+    """Issue 33 item 2: the second push's unprivileged run restored the compile cache of
+    the first push's run (the pull request's own, found through the forge's API) and took
+    the base-side Specs from apply.yml's push run on main at the base commit."""
+    run1 = state.wait_run("preview.yml", head1, "pull_request")
+    run2 = state.wait_run("preview.yml", head2, "pull_request")
+    logs2 = state.logs(run2)
+    found = re.findall(
+        rf"konfig-verify-\d+ of an earlier preview\.yml run of #{number}: (\w+)", logs2
+    )
+    assert found and set(found) == {str(run1["id"])}, logs2
+    restored = sum(int(n) for n in re.findall(r"(\d+) compile cache entries restored", logs2))
+    entries1, entries2 = _cache_entries(state, run1), _cache_entries(state, run2)
+    # guestbook/dev at the first head: the second run compiles it at the second head only,
+    # so its entry in the second run's cache is one it restored
+    dev1 = {key for key, stack in entries1.items() if stack == DEV}
+    assert dev1 and dev1 <= set(entries2), (entries1, entries2)
+    assert {key for key, stack in entries2.items() if stack == DEV} - dev1, entries2
+    assert restored >= len(entries1) > 0, (restored, entries1)
+    TIMINGS["compile cache entries restored by the second push's run"] = restored
+    # the base side: the artifact of apply.yml's push run on main at the base commit
+    [(base, run_id)] = set(
+        re.findall(
+            r"konfig-base-specs of a apply\.yml run on a push to main at (\w+): (\w+)", logs2
+        )
+    )
+    assert run_id != "none", logs2
+    run = state.forge.get(f"/repos/{state.repo}/actions/runs/{run_id}")
+    assert run["event"] == "push" and run["path"] == "apply.yml@refs/heads/main", run
+    assert run["head_sha"].startswith(base), run
