@@ -21,6 +21,7 @@ from konfig.commands._outputs import append_github_output, github_output_file
 from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.forge.artifacts import MAX_BYTES, ArtifactError, unpack
 from konfig.forge.client import DEFAULT_MARKER, GitHub, GitHubError, PullRequest, parse_repo
+from konfig.forge.runlist import list_runs, run_progress
 from konfig.forge.runs import (
     RunProgress,
     latest_with_artifact,
@@ -272,12 +273,12 @@ def _artifact_runs(
     found: dict[str, str] = {}
 
     def artifacts(run_id: int) -> frozenset[str]:
-        return client.run_progress(repo, run_id).artifacts
+        return run_progress(client, repo, run_id).artifacts
 
     if own is not None:
         workflow, name = own
         run = latest_with_artifact(
-            client.list_runs(repo),
+            list_runs(client, repo),
             lambda r: of_pull_request(
                 r, workflow, pr.number, head_repo=pr.head_repo or "", head_ref=pr.head_ref
             ),
@@ -289,7 +290,7 @@ def _artifact_runs(
     if based is not None:
         workflow, name = based
         run = latest_with_artifact(
-            client.list_runs(repo, event="push", head_sha=pr.base_sha),
+            list_runs(client, repo, event="push", head_sha=pr.base_sha),
             lambda r: of_branch_push(
                 r, workflow, repo=pr.base_repo, branch=pr.base_ref, sha=pr.base_sha
             ),
@@ -339,7 +340,7 @@ def _wait(
     """Wait for run ``run_id``'s artifacts ``names`` (:func:`wait_for_artifacts`)."""
     started = time.monotonic()
     outcome, progress = wait_for_artifacts(
-        lambda: client.run_progress(repo, run_id),
+        lambda: run_progress(client, repo, run_id),
         names,
         timeout=timeout,
         clock=time.monotonic,

@@ -26,16 +26,12 @@ from github import Auth, Github, GithubException
 from urllib3.util import Retry
 
 from konfig.errors import KonfigError, UsageError
-from konfig.forge.runs import RunProgress, WorkflowRun, run_from_json
 from konfig.pipeline.approvals import Approval
 from konfig.report.budget import COMMENT_LIMIT, chars
 
 _T = TypeVar("_T")
 
 DEFAULT_API_URL = "https://api.github.com"
-# A page of a list both forges page: GitHub takes per_page (up to 100), Gitea limit (up
-# to 50, 30 when not given); both are sent.
-PAGE = 50
 # GitHub rejects issue comment bodies longer than this with HTTP 422.
 DEFAULT_MARKER = "konfig:preview"
 # The author of every comment made with GitHub Actions' GITHUB_TOKEN, which may not call
@@ -227,40 +223,6 @@ class GitHub:
 
         return self._call(f"GET {path}?state=open", "list the open pull requests", call)
 
-    def run_progress(self, repo: str, run_id: int, *, pages: int = 10) -> RunProgress:
-        """Workflow run ``run_id``'s status and the artifacts it has uploaded so far
-        (GitHub and Gitea: ``GET .../actions/runs/{id}`` and ``.../artifacts``)."""
-        path = f"/repos/{repo}/actions/runs/{run_id}"
-
-        def call() -> RunProgress:
-            _, run = self._gh.requester.requestJsonAndCheck("GET", path)
-            if not isinstance(run, dict):
-                raise GitHubError(f"GET {path} answered {type(run).__name__}, not an object")
-            names: set[str] = set()
-            ids: dict[str, int] = {}
-            for page in range(1, pages + 1):
-                # GitHub's page size is per_page, Gitea's limit (at most 50; 30 unasked)
-                _, data = self._gh.requester.requestJsonAndCheck(
-                    "GET",
-                    f"{path}/artifacts",
-                    parameters={"per_page": PAGE, "limit": PAGE, "page": page},
-                )
-                listed = data.get("artifacts") if isinstance(data, dict) else None
-                if not isinstance(listed, list):
-                    raise GitHubError(f"GET {path}/artifacts answered no `artifacts` list")
-                for a in listed:
-                    if isinstance(a, dict) and "name" in a:
-                        names.add(str(a["name"]))
-                        if isinstance(a.get("id"), int):
-                            ids.setdefault(str(a["name"]), a["id"])
-                if len(listed) < PAGE:
-                    break
-            return RunProgress(
-                str(run.get("status") or ""), frozenset(names), tuple(sorted(ids.items()))
-            )
-
-        return self._call(f"GET {path}", "read the workflow run and its artifacts", call)
-
     def download_artifact(self, repo: str, artifact_id: int, *, limit: int) -> bytes:
         """Artifact ``artifact_id``'s zip (``GET .../actions/artifacts/{id}/zip``: a redirect
         to it; the token only to the API's host), at most ``limit`` bytes."""
@@ -286,28 +248,13 @@ class GitHub:
 
         return self._call(f"GET {path}", "download the artifact", call)
 
-    def list_runs(self, repo: str, *, pages: int = 3, **filters: str) -> list[WorkflowRun]:
-        """A repository's workflow runs, newest first, ``pages`` of PAGE at most; ``filters``
-        as both forges take them (``event``, ``head_sha``)."""
-        path = f"/repos/{repo}/actions/runs"
-
-        def call() -> list[WorkflowRun]:
-            found: list[WorkflowRun] = []
-            for page in range(1, pages + 1):
-                _, data = self._gh.requester.requestJsonAndCheck(
-                    "GET",
-                    path,
-                    parameters={**filters, "per_page": PAGE, "limit": PAGE, "page": page},
-                )
-                listed = data.get("workflow_runs") if isinstance(data, dict) else None
-                if not isinstance(listed, list):
-                    raise GitHubError(f"GET {path} answered no `workflow_runs` list")
-                found += [r for r in map(run_from_json, listed) if r is not None]
-                if len(listed) < PAGE:
-                    break
-            return found
-
-        return self._call(f"GET {path}", "list the workflow runs", call)
+    def get_json(self, path: str, what: str, parameters: dict[str, Any] | None = None) -> Any:
+        """``GET path`` of the API with ``parameters``: its JSON (``what``: for the error)."""
+        return self._call(
+            f"GET {path}",
+            what,
+            lambda: self._gh.requester.requestJsonAndCheck("GET", path, parameters=parameters)[1],
+        )
 
     def merged_pull(self, repo: str, merge_sha: str, *, pages: int = 5) -> int | None:
         """The pull request merged as commit ``merge_sha`` (its merge commit, as the forge

@@ -4,7 +4,7 @@ The privileged half of the pull-request pipeline starts when the unprivileged ru
 requested (docs/security.md, "The first comment: who may post what"), not when it
 ended: it waits here for the artifacts it reads (the offline preview, then the
 compiled Specs and results), each still read as hostile data afterwards. The forge is asked by
-:meth:`konfig.forge.client.GitHub.run_progress`; this module only decides, from plain
+:func:`konfig.forge.runlist.run_progress`; this module only decides, from plain
 data, when to stop waiting.
 """
 
