@@ -3,6 +3,7 @@ compile settings from the environment."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -35,9 +36,43 @@ LAYOUT_ERRORS = "layout_errors"
 
 
 def repository_root(ctx: click.Context) -> Path:
-    """The repository root (``--root``, else walking up to kcl.mod), without discovery."""
+    """The repository root (``--root``, else walking up to kcl.mod), without discovery;
+    refused when git tracks a file in konfig's cache folder (:func:`refuse_tracked_cache`)."""
     root = (ctx.obj or {}).get("root") if ctx.obj else None
-    return find_root(Path(root) if root else None)
+    found = find_root(Path(root) if root else None)
+    refuse_tracked_cache(found)
+    return found
+
+
+@functools.cache  # once a process: a command asks for the root several times
+def refuse_tracked_cache(root: Path) -> None:
+    """konfig trusts what its cache folder (``.cache/konfig``) holds: compiled Specs by
+    key, the import graph, documents found valid. A checkout writes every file git
+    tracks, ignored or not (``git add -f``), so a pull request that commits one there
+    would plant a Spec, hide an import or skip a contract check in every run on its
+    checkout: refuse to run on such a repository (docs/security.md, "konfig's cache
+    folder is never part of the repository")."""
+    from konfig.detect import gitcmd, gitrepo
+    from konfig.errors import KonfigError
+    from konfig.repo.settings import CACHE_DIR
+
+    if not (root / ".git").exists() and not gitrepo.is_repo(root):
+        return
+    try:
+        tracked = gitrepo.tracked_under(root, CACHE_DIR)
+    except gitcmd.GitError:
+        return  # git refuses the repository: the caches are not used (cache_state)
+    if tracked:
+        shown = ", ".join(tracked[:3]) + (
+            f" and {len(tracked) - 3} more" if len(tracked) > 3 else ""
+        )
+        raise KonfigError(
+            f"{tracked[0]}: refused (repo/tracked-cache): git tracks {len(tracked)} file(s) in "
+            f"konfig's cache folder {CACHE_DIR}/ ({shown}); konfig would trust them (a compiled "
+            "Spec, the import graph, a document found valid), so nothing is run",
+            hint=f"remove them from the repository (`git rm -r --cached {CACHE_DIR}`) and keep "
+            "the folder ignored (.gitignore: /.cache/); konfig writes it itself",
+        )
 
 
 def load_repository(
