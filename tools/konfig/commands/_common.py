@@ -52,27 +52,37 @@ def refuse_tracked_cache(root: Path) -> None:
     would plant a Spec, hide an import or skip a contract check in every run on its
     checkout: refuse to run on such a repository (docs/security.md, "konfig's cache
     folder is never part of the repository")."""
-    from konfig.detect import gitcmd, gitrepo
     from konfig.errors import KonfigError
     from konfig.repo.settings import CACHE_DIR
 
-    if not (root / ".git").exists() and not gitrepo.is_repo(root):
-        return
-    try:
-        tracked = gitrepo.tracked_under(root, CACHE_DIR)
-    except gitcmd.GitError:
-        return  # git refuses the repository: the caches are not used (cache_state)
+    tracked = _tracked_under(root, CACHE_DIR)
     if tracked:
-        shown = ", ".join(tracked[:3]) + (
-            f" and {len(tracked) - 3} more" if len(tracked) > 3 else ""
-        )
         raise KonfigError(
-            f"{tracked[0]}: refused (repo/tracked-cache): git tracks {len(tracked)} file(s) in "
-            f"konfig's cache folder {CACHE_DIR}/ ({shown}); konfig would trust them (a compiled "
+            f"{tracked[0]}: refused (repo/tracked-cache): git tracks {_listed(tracked)} in "
+            f"konfig's cache folder {CACHE_DIR}/; konfig would trust them (a compiled "
             "Spec, the import graph, a document found valid), so nothing is run",
             hint=f"remove them from the repository (`git rm -r --cached {CACHE_DIR}`) and keep "
             "the folder ignored (.gitignore: /.cache/); konfig writes it itself",
         )
+
+
+def _tracked_under(root: Path, rel: str) -> list[str]:
+    """The files git tracks below ``rel`` in the repository at ``root``: none when it
+    is no git repository or git refuses it (then no checkout wrote them either)."""
+    from konfig.detect import gitcmd, gitrepo
+
+    if not (root / ".git").exists() and not gitrepo.is_repo(root):
+        return []
+    try:
+        return gitrepo.tracked_under(root, rel)
+    except gitcmd.GitError:
+        return []
+
+
+def _listed(tracked: list[str], shown: int = 3) -> str:
+    """ "N file(s) (a, b, c and 2 more)"."""
+    more = f" and {len(tracked) - shown} more" if len(tracked) > shown else ""
+    return f"{len(tracked)} file(s) ({', '.join(tracked[:shown])}{more})"
 
 
 def load_repository(
@@ -265,23 +275,17 @@ def _refuse_tracked(root: Path, workroot: Path) -> None:
     ``.terraform/``, the lock file, any override or ``.tfvars``): refuse a run when git
     tracks a file there, as a pull request that commits one into the ignored cache
     folder would (the checkout writes it)."""
-    from konfig.detect import gitrepo
     from konfig.errors import KonfigError
 
     try:
         rel = workroot.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return  # outside the repository: no checkout writes there
-    if not gitrepo.is_repo(root):
-        return
-    tracked = gitrepo.tracked_under(root, rel)
+    tracked = _tracked_under(root, rel)
     if tracked:
-        shown = ", ".join(tracked[:5]) + (
-            f" and {len(tracked) - 5} more" if len(tracked) > 5 else ""
-        )
         raise KonfigError(
-            f"refused (terraform/forbidden): git tracks {len(tracked)} file(s) in the OpenTofu "
-            f"working directories {rel}/ ({shown}); OpenTofu would use them (a provider "
+            f"refused (terraform/forbidden): git tracks {_listed(tracked, 5)} in the OpenTofu "
+            f"working directories {rel}/; OpenTofu would use them (a provider "
             "binary, a lock file, an override, variable values), so nothing is run",
             hint=f"remove them from the repository (`git rm -r --cached {rel}`); Konfig "
             "writes that folder itself",
