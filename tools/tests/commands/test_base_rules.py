@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from fixtures.cluster import Cluster
 from fixtures.repos import KonfigRunner, RepoBuilder
+from fixtures.webstack import HIDE_REPLICAS, web_main
 from kubeutil import unique
 
 from konfig.engine.kube import Kube
@@ -20,34 +21,6 @@ from konfig.engine.kube import Kube
 pytestmark = pytest.mark.cluster
 
 STACK_YAML = "name: dev\nkubernetes:\n  context: admin\n"
-HIDE_REPLICAS = """\
-ignore:
-  - selector: {kind: Deployment}
-    paths: [/spec/replicas]
-    reason: the team scales by hand
-"""
-
-MAIN = """\
-import base.pkg.models.frontend
-
-extras: frontend.Manifests {{
-    manifests = [
-        {{apiVersion = "v1", kind = "Namespace", metadata.name = "{ns}"}}
-        {{
-            apiVersion = "apps/v1", kind = "Deployment"
-            metadata = {{name = "web", namespace = "{ns}"}}
-            spec = {{
-                replicas = {replicas}
-                selector.matchLabels.app = "web"
-                template = {{
-                    metadata.labels.app = "web"
-                    spec.containers = [{{name = "web", image = "nginx:1.27.3"}}]
-                }}
-            }}
-        }}
-    ]
-}}
-"""
 
 
 def applied_stack(
@@ -57,7 +30,7 @@ def applied_stack(
     base branch's checkout the pull request is previewed against."""
     ns = unique("bsrules")
     root = repo_builder.root
-    repo_builder.stack(ns, "dev", main=MAIN.format(ns=ns, replicas=3), stack_yaml=STACK_YAML)
+    repo_builder.stack(ns, "dev", main=web_main(ns, 3), stack_yaml=STACK_YAML)
     res = konfig("apply", f"{ns}/dev", "--yes", "--allow-dirty",
                  f"--kubeconfig={cluster.kubeconfig}", cwd=root)  # fmt: skip
     assert res.code == 0, res.out + res.err
@@ -73,9 +46,7 @@ def test_a_rule_the_pull_request_adds_cannot_hide_its_own_change(
     root = repo_builder.root
     kc = f"--kubeconfig={cluster.kubeconfig}"
     # the pull request: replicas 3 -> 1, and a rule that ignores replicas
-    repo_builder.stack(
-        ns, "dev", main=MAIN.format(ns=ns, replicas=1), stack_yaml=STACK_YAML + HIDE_REPLICAS
-    )
+    repo_builder.stack(ns, "dev", main=web_main(ns, 1), stack_yaml=STACK_YAML + HIDE_REPLICAS)
     deployment = f"apps/v1:Deployment:{ns}:web"
 
     # with its own rules the change is gone: the rule hides it (kept live, not counted)
@@ -140,7 +111,7 @@ def test_a_pull_request_cannot_relax_the_danger_policy_for_itself(
     ns, base = applied_stack(repo_builder, konfig, cluster, tmp_path)
     kc = f"--kubeconfig={cluster.kubeconfig}"
     # the pull request scales to 0 (capacity) and drops capacity from the policy
-    repo_builder.stack(ns, "dev", main=MAIN.format(ns=ns, replicas=0), stack_yaml=STACK_YAML)
+    repo_builder.stack(ns, "dev", main=web_main(ns, 0), stack_yaml=STACK_YAML)
     config.write_text(
         config.read_text(encoding="utf-8").replace("  confirm: [capacity]\n", "  confirm: []\n"),
         encoding="utf-8",
@@ -196,14 +167,14 @@ def test_a_merged_change_is_held_to_the_policy_before_it(
     )
     ns = unique("bspolicy")
     kc = f"--kubeconfig={cluster.kubeconfig}"
-    repo_builder.stack(ns, "dev", main=MAIN.format(ns=ns, replicas=3), stack_yaml=STACK_YAML)
+    repo_builder.stack(ns, "dev", main=web_main(ns, 3), stack_yaml=STACK_YAML)
     _git(root, "init", "-q", "-b", "main")
     _git(root, "add", "-A")
     _git(root, "commit", "-q", "-m", "base")
     before = _git(root, "rev-parse", "HEAD")
     res = konfig("apply", f"{ns}/dev", "--yes", kc, cwd=root)
     assert res.code == 0, res.out + res.err
-    repo_builder.stack(ns, "dev", main=MAIN.format(ns=ns, replicas=0), stack_yaml=STACK_YAML)
+    repo_builder.stack(ns, "dev", main=web_main(ns, 0), stack_yaml=STACK_YAML)
     config.write_text(
         config.read_text(encoding="utf-8").replace("  confirm: [capacity]\n", "  confirm: []\n"),
         encoding="utf-8",

@@ -14,6 +14,7 @@ import pytest
 from fixtures.cluster import Cluster
 from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import KonfigRunner, RepoBuilder
+from fixtures.webstack import HIDE_REPLICAS, web_main
 from kubeutil import unique
 
 from konfig.engine.kube import Kube
@@ -21,38 +22,10 @@ from konfig.engine.kube import Kube
 pytestmark = pytest.mark.cluster
 
 STACK_YAML = "name: prod\nkubernetes:\n  context: admin\n"
-HIDE_REPLICAS = """\
-ignore:
-  - selector: {kind: Deployment}
-    paths: [/spec/replicas]
-    reason: the team scales by hand
-"""
-
-MAIN = """\
-import base.pkg.models.frontend
-
-extras: frontend.Manifests {{
-    manifests = [
-        {{apiVersion = "v1", kind = "Namespace", metadata.name = "{ns}"}}
-        {{
-            apiVersion = "apps/v1", kind = "Deployment"
-            metadata = {{name = "web", namespace = "{ns}"}}
-            spec = {{
-                replicas = {replicas}
-                selector.matchLabels.app = "web"
-                template = {{
-                    metadata.labels.app = "web"
-                    spec.containers = [{{name = "web", image = "{image}"}}]
-                }}
-            }}
-        }}
-    ]
-}}
-"""
 
 
 def main_k(ns: str, *, replicas: int = 3, image: str = "nginx:1.27.3") -> str:
-    return MAIN.format(ns=ns, replicas=replicas, image=image)
+    return web_main(ns, replicas, image)
 
 
 def applied(
