@@ -14,12 +14,18 @@ the pinned Gitea and act_runner, five runners):
   trigger `hack/forge up` installs, a runner that lost the race for a job stayed idle
   beside the queue (eight jobs on one runner here, with every task's creation slowed by
   0.7 s in the database as a loaded machine slows it).
+- that trigger never closes a deadlock with Gitea's own transactions: a run insert and a
+  job hand-out of the same repository, interleaved as Gitea orders their updates, both
+  commit (an aborted run insert is a push with no run at all).
 """
 
 from __future__ import annotations
 
+import queue
 import subprocess
+import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,11 +68,17 @@ jobs:
 """
 
 
-def _psql(forge: Forge, sql: str) -> str:
+def _psql_cmd(forge: Forge, database: str) -> list[str]:
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin/psql"))
     assert found, "psql of the forge's PostgreSQL not found"
-    cmd = [str(found[-1]), "-h", "127.0.0.1", "-p", str(forge.info["postgres_port"])]
-    cmd += ["-U", "postgres", "-d", "gitea", "-v", "ON_ERROR_STOP=1", "-qAtc", sql]
+    return [
+        str(found[-1]), "-h", "127.0.0.1", "-p", str(forge.info["postgres_port"]),
+        "-U", "postgres", "-d", database,
+    ]  # fmt: skip
+
+
+def _psql(forge: Forge, sql: str, database: str = "gitea") -> str:
+    cmd = [*_psql_cmd(forge, database), "-v", "ON_ERROR_STOP=1", "-qAtc", sql]
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
 
 
@@ -148,3 +160,104 @@ def test_a_fan_out_runs_on_every_runner_and_a_matrix_from_outputs_is_not_expande
         f"{sorted(expected)} (run took {took:.0f} s): "
         + ", ".join(f"{j['name']}@{j['runner_name']}" for j in fan)
     )
+
+
+class _Session:
+    """One psql connection fed a statement at a time; ``mark`` waits until every
+    statement sent before it has finished (psql runs them in order)."""
+
+    def __init__(self, cmd: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            [*cmd, "-qAtX", "-v", "ON_ERROR_STOP=0"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def send(self, sql: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(sql + "\n")
+        self.proc.stdin.flush()
+
+    def mark(self, name: str, timeout: float = 30) -> None:
+        self.send(f"\\echo MARK {name}")
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            self.seen.append(line.rstrip("\n"))
+            if line.strip() == f"MARK {name}":
+                return
+
+    def close(self) -> str:
+        self.send("\\q")
+        self.proc.wait(timeout=30)
+        while not self.lines.empty():
+            self.seen.append(self.lines.get().rstrip("\n"))
+        return "\n".join(self.seen)
+
+
+def test_the_requeue_trigger_never_deadlocks_a_run_insert(forge: Forge) -> None:
+    """Gitea's InsertRun updates the repository's run counts first and its tasks-version
+    row last; a job hand-out updates the job (the trigger fires), then the run and the
+    repository's counts. Both, interleaved on a copy of the three tables with the trigger
+    `hack/forge up` installed on Gitea's database, must commit: PostgreSQL aborts one of
+    a deadlocked pair, and an aborted InsertRun is a pull request's push with no run."""
+    fn = _psql(forge, "SELECT pg_get_functiondef('konfig_requeue_idle_runners'::regproc)")
+    trigger = _psql(
+        forge,
+        "SELECT pg_get_triggerdef(oid) FROM pg_trigger "
+        "WHERE tgname = 'konfig_requeue_idle_runners'",
+    )
+    assert "konfig_requeue_idle_runners" in fn and trigger.strip(), (fn, trigger)
+    db = f"requeue_{uuid.uuid4().hex[:8]}"
+    _psql(forge, f"CREATE DATABASE {db}")
+    try:
+        _psql(
+            forge,
+            "CREATE TABLE repository (id bigint PRIMARY KEY, num_action_runs int);"
+            "CREATE TABLE action_run_job (id bigint PRIMARY KEY, task_id bigint, status int);"
+            "CREATE TABLE action_tasks_version (id bigint PRIMARY KEY, version bigint);"
+            "INSERT INTO repository VALUES (1, 0);"
+            # the job handed out, and one still waiting (status 5) behind it
+            "INSERT INTO action_run_job VALUES (1, 0, 5), (2, 0, 5);"
+            "INSERT INTO action_tasks_version VALUES (1, 10), (2, 20);",
+            database=db,
+        )
+        _psql(forge, fn, database=db)
+        _psql(forge, trigger.strip(), database=db)
+        insert, handout = _Session(_psql_cmd(forge, db)), _Session(_psql_cmd(forge, db))
+        insert.send("BEGIN; UPDATE repository SET num_action_runs = num_action_runs + 1;")
+        insert.mark("counts")
+        handout.send("BEGIN; UPDATE action_run_job SET task_id = 7, status = 6 WHERE id = 1;")
+        handout.mark("job")
+        # neither waits for its mark from here: either may block on the other
+        insert.send("UPDATE action_tasks_version SET version = version + 1 WHERE id = 1;")
+        time.sleep(0.5)
+        handout.send("UPDATE repository SET num_action_runs = num_action_runs + 1;")
+        time.sleep(0.5)
+        insert.send("COMMIT;")
+        insert.mark("committed")
+        handout.send("COMMIT;")
+        handout.mark("committed")
+        out = insert.close() + "\n" + handout.close()
+        assert "deadlock" not in out.lower() and "ERROR" not in out, out
+        counts = _psql(forge, "SELECT num_action_runs FROM repository", database=db)
+        versions = _psql(forge, "SELECT version FROM action_tasks_version ORDER BY id", db)
+        job = _psql(forge, "SELECT task_id FROM action_run_job WHERE id = 1", database=db)
+        # both transactions committed: the run insert's count and bump, the hand-out's
+        # count and job, and the trigger moved every version row once at the hand-out's
+        # commit (so a runner that lost the race asks again)
+        assert counts.split() == ["2"], counts
+        assert job.split() == ["7"], job
+        assert versions.split() == ["12", "21"], versions
+    finally:
+        _psql(forge, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
