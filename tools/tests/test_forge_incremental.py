@@ -187,4 +187,7 @@ def _assert_the_compile_cache_was_carried(
         )
     )
     assert base_runs == {(applied["head_sha"][:12], str(applied["id"]))}, logs2
+    # both downloaded by konfig, as data, in the step that found them
+    assert re.search(r"downloaded konfig-base-specs \(\d+ files", logs2), logs2
+    assert re.search(r"downloaded konfig-verify-\d+ \(\d+ files", logs2), logs2
     assert applied["event"] == "push" and applied["path"] == "apply.yml@refs/heads/main"

@@ -60,26 +60,30 @@ def test_the_pull_requests_own_cache_restores_its_own_side_only() -> None:
     for job in restoring:
         steps = job["steps"]
         [ask] = [s for s in steps if "--own-artifact" in s.get("run", "")]
-        assert re.search(r'--own-artifact "?preview\.yml:konfig-verify-', ask["run"])
-        assert "--base-artifact apply.yml:konfig-base-specs" in ask["run"]
+        script = ask["run"]
+        own = re.search(
+            r'--own-artifact "?preview\.yml:(konfig-verify-[^" ]+)"? --download "?([^" ]+)', script
+        )
+        assert own and own[1] == own[2], script  # downloads what it found, from that run
+        assert "--base-artifact apply.yml:konfig-base-specs --download konfig-base-specs" in script
+        assert '--download-dir "$RUNNER_TEMP/earlier"' in script
         assert ask.get("continue-on-error") is True  # a cache only costs compiles
-        downloads = [s for s in steps if "download-artifact" in s.get("uses", "")]
-        by_run = {s["with"]["run-id"]: s for s in downloads}
-        step = "${{ steps." + ask["id"]
-        own = by_run[step + ".outputs.own-run }}"]
-        base = by_run[step + ".outputs.base-run }}"]
-        assert own["with"]["name"].startswith("konfig-verify-")
-        assert base["with"]["name"] == "konfig-base-specs"
-        assert "base" not in own["with"]["path"]  # never where the base side reads
-        [restore] = [s for s in steps if "earlier/compile-cache" in s.get("run", "")]
-        assert ".cache/konfig/compile" in restore["run"] and "[0-9a-f]{64}" in restore["run"]
+        # konfig unpacks the archives as data: no download-artifact step reads them
+        assert not [s for s in steps if "download-artifact" in s.get("uses", "")]
+        # the base-side Specs go where only the base side reads them, the pull request's
+        # own entries (by their file names only) into the checkout's cache
+        assert 'mv "$RUNNER_TEMP/earlier/konfig-base-specs" "$RUNNER_TEMP/base-specs"' in script
+        assert f'cache="$RUNNER_TEMP/earlier/{own[1]}/compile-cache"' in script
+        assert ".cache/konfig/compile" in script and "[0-9a-f]{64}" in script
+        restore = ask
+        own_name = own[1].replace("$SHARD", "${{ matrix.shard }}")
         # The cache rides in the results' artifact (konfig-verify-<shard>, compile-cache/):
         # no artifact of its own, so a run of 8 shards stays at 24 artifacts, under the 30
         # Gitea lists to actions/download-artifact (which reads one page).
         at = steps.index(restore)
         [copy] = [s for s in steps[at + 1 :] if "compile-cache" in s.get("run", "")]
         uploads = [s for s in steps if "upload-artifact" in s.get("uses", "")]
-        [up] = [s for s in uploads if s["with"]["name"] == own["with"]["name"]]
+        [up] = [s for s in uploads if s["with"]["name"] == own_name]
         assert steps.index(copy) < steps.index(up)
         folder = copy["run"].split('"')[1].rsplit("/", 1)[0]  # $RUNNER_TEMP/<results>
         assert (

@@ -100,9 +100,11 @@ from konfig.pipeline.reusing import previous_run as previous_of
     "downloads",
     multiple=True,
     metavar="NAME",
-    help="--wait-run: once the wait is over (ready, or the run ended), download artifact "
-    "NAME of that run, if it has one, and unpack it into --download-dir/NAME, as data "
-    "(a zip whose every member must be a plain file inside that folder). Repeatable.",
+    help="Download artifact NAME, if the run it comes from has one, and unpack it into "
+    "--download-dir/NAME, as data (a zip whose every member must be a plain file inside "
+    "that folder): from the run --own-artifact or --base-artifact found when NAME is "
+    "theirs, else from the --wait-run run once the wait is over (ready, or the run "
+    "ended). Repeatable.",
 )
 @click.option(
     "--download-dir",
@@ -174,15 +176,19 @@ def command(
             "--wait-run and --wait-artifact go together",
             hint='e.g. --wait-run "$RUN_ID" --wait-artifact konfig-offline',
         )
-    if downloads and (wait_run is None or download_dir is None):
-        raise UsageError(
-            "--download goes with --wait-run and --download-dir",
-            hint='e.g. --download konfig-offline --download-dir "$RUNNER_TEMP/offline"',
-        )
     if len(head_sha) not in (40, 64) or any(c not in "0123456789abcdef" for c in head_sha):
         raise UsageError(f"--head-sha {head_sha!r} is not a full commit id (hex, lower case)")
     own = _workflow_artifact("--own-artifact", own_artifact)
     based = _workflow_artifact("--base-artifact", base_artifact)
+    found_names = {spec[1] for spec in (own, based) if spec is not None}
+    # each name downloaded from the run found for it, the others from the waited run
+    from_wait = tuple(n for n in downloads if n not in found_names)
+    if downloads and (download_dir is None or (from_wait and wait_run is None)):
+        raise UsageError(
+            "--download goes with --download-dir and a run to download from "
+            "(--wait-run, or the NAME of --own-artifact/--base-artifact)",
+            hint='e.g. --download konfig-offline --download-dir "$RUNNER_TEMP/offline"',
+        )
     output = github_output_file() if github_output else None
     token = os.environ.get(token_env, "")
     if not token:
@@ -200,8 +206,14 @@ def command(
         if pulls and wait_run is not None:
             waited, progress = _wait(client, repo, wait_run, wait_artifacts, wait_timeout)
             if waited != "timeout" and download_dir is not None:
-                got = _download(client, repo, wait_run, progress, downloads, download_dir)
-        found_runs = _artifact_runs(client, repo, pulls[0], own, based) if pulls else {}
+                got = _download(client, repo, wait_run, progress, from_wait, download_dir)
+        found_runs: dict[str, str] = {}
+        if pulls:
+            found_runs, sources = _artifact_runs(client, repo, pulls[0], own, based)
+            for name in dict.fromkeys(n for n in downloads if n in found_names):
+                if name in sources and download_dir is not None:
+                    run_id, at = sources[name]
+                    got += _download(client, repo, run_id, at, (name,), download_dir)
     if not pulls:
         into = f" into {base_ref}" if base_ref else ""
         info(f"no open pull request{into} has head {head_sha} (closed, or pushed to since)")
@@ -268,12 +280,16 @@ def _artifact_runs(
     pr: PullRequest,
     own: tuple[str, str] | None,
     based: tuple[str, str] | None,
-) -> dict[str, str]:
-    """`own-run` and `base-run` (:func:`konfig.forge.runs.latest_with_artifact`)."""
+) -> tuple[dict[str, str], dict[str, tuple[int, RunProgress]]]:
+    """`own-run` and `base-run` (:func:`konfig.forge.runs.latest_with_artifact`), and the
+    run each artifact name was found in, with what the forge said of it (its ids)."""
     found: dict[str, str] = {}
+    seen: dict[int, RunProgress] = {}
+    sources: dict[str, tuple[int, RunProgress]] = {}
 
     def artifacts(run_id: int) -> frozenset[str]:
-        return run_progress(client, repo, run_id).artifacts
+        seen[run_id] = run_progress(client, repo, run_id)
+        return seen[run_id].artifacts
 
     if own is not None:
         workflow, name = own
@@ -286,6 +302,8 @@ def _artifact_runs(
             name,
         )
         found["own-run"] = "" if run is None else str(run)
+        if run is not None:
+            sources[name] = (run, seen[run])
         info(f"{name} of an earlier {workflow} run of #{pr.number}: {run or 'none'}")
     if based is not None:
         workflow, name = based
@@ -298,9 +316,11 @@ def _artifact_runs(
             name,
         )
         found["base-run"] = "" if run is None else str(run)
+        if run is not None:
+            sources[name] = (run, seen[run])
         where = f"{pr.base_ref} at {pr.base_sha[:12]}"
         info(f"{name} of a {workflow} run on a push to {where}: {run or 'none'}")
-    return found
+    return found, sources
 
 
 def _download(

@@ -6,6 +6,8 @@ same lookups on Gitea run in the forge e2e (tools/tests/test_forge_incremental.p
 
 from __future__ import annotations
 
+import io
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +98,60 @@ def test_none_found_is_empty_and_a_bad_option_is_a_usage_error(
     for bad in ("preview.yml", ":x", ".github/workflows/preview.yml:x"):
         res = konfig(*base, "--own-artifact", bad)
         assert res.code == 2 and "WORKFLOW:NAME" in res.err
+
+
+def _zip(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return buf.getvalue()
+
+
+def test_the_found_runs_artifacts_are_downloaded_as_data(
+    github_server: FakeGitHub, konfig: KonfigRunner, output: Path, tmp_path: Path
+) -> None:
+    """The same step that finds the earlier runs downloads their artifacts (no
+    download-artifact step per artifact: a node process and the runner's fetch of that
+    action each), each unpacked as data in a folder of its own; a name whose run was not
+    found is not downloaded, and one with no run to come from is a usage error."""
+    github_server.heads[(REPO, 12)] = HEAD
+    github_server.run_list[REPO] = [
+        run(58, "preview.yml", "pull_request", "topic"),
+        run(56, "apply.yml", "push", "main", sha=BASE),
+    ]
+    github_server.runs[(REPO, 58)] = ("completed", ["konfig-verify-0"])
+    github_server.runs[(REPO, 56)] = ("completed", ["konfig-base-specs"])
+    entry = "compile-cache/ab/" + "ab" * 32 + ".json"
+    github_server.artifact_zips[(REPO, "konfig-verify-0")] = _zip({entry: b"{}"})
+    github_server.artifact_zips[(REPO, "konfig-base-specs")] = _zip(
+        {"appops/shop/dev/spec.yaml": b"resources: []\n", "../escaped": b"x"}
+    )
+    into = tmp_path / "earlier"
+    base = ["pr", "--repo", REPO, "--head-sha", HEAD, "--api-url", github_server.url]
+    res = konfig(
+        *base, "--own-artifact", "preview.yml:konfig-verify-0",
+        "--base-artifact", "apply.yml:konfig-base-specs",
+        "--download", "konfig-verify-0", "--download", "konfig-base-specs",
+        "--download-dir", str(into), "--github-output",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    got = outputs(output)
+    assert got["own-run"] == "58" and got["base-run"] == "56"
+    # the hostile base archive is refused whole, the other unpacked
+    assert got["downloaded"] == "konfig-verify-0", res.err
+    assert "'../escaped' is not a path inside it" in res.err
+    files = sorted(p.relative_to(into).as_posix() for p in into.rglob("*") if p.is_file())
+    assert files == [f"konfig-verify-0/{entry}"]
+    assert not (tmp_path / "escaped").exists()
+    assert github_server.blob_auth == ["", ""]  # the archives' host never saw the token
+
+    github_server.runs[(REPO, 58)] = ("completed", [])  # cancelled before its upload
+    none = konfig(
+        *base, "--own-artifact", "preview.yml:konfig-verify-0", "--download",
+        "konfig-verify-0", "--download-dir", str(tmp_path / "none"), "--github-output",
+    )  # fmt: skip
+    assert none.code == 0, none.err
+    assert not (tmp_path / "none").exists()
+    lone = konfig(*base, "--download", "konfig-verify-0", "--download-dir", str(into))
+    assert lone.code == 2 and "a run to download from" in lone.err, lone.err

@@ -199,4 +199,4 @@ def test_a_hostile_archive_is_refused(
     found = outputs(output)
     assert found["found"] == "true" and found["waited"] == "ready" and found["downloaded"] == ""
     lone = konfig(*args(github_server, "--download", "konfig-offline"))
-    assert lone.code == 2 and "--download goes with --wait-run and --download-dir" in lone.err
+    assert lone.code == 2 and "--download goes with --download-dir" in lone.err
