@@ -6,13 +6,11 @@ same lookups on Gitea run in the forge e2e (tools/tests/test_forge_incremental.p
 
 from __future__ import annotations
 
-import io
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.github_server import FakeGitHub
+from fixtures.github_server import FakeGitHub, artifact_zip, github_outputs
 from fixtures.repos import KonfigRunner
 
 REPO = "acme/config"
@@ -28,15 +26,6 @@ def output(github_server: FakeGitHub, tmp_path: Path, monkeypatch: pytest.Monkey
     path.write_text("", encoding="utf-8")
     monkeypatch.setenv("GITHUB_OUTPUT", str(path))
     return path
-
-
-def outputs(path: Path) -> dict[str, str]:
-    found: dict[str, str] = {}
-    lines = iter(path.read_text(encoding="utf-8").splitlines())
-    for line in lines:
-        name, delim = line.split("<<", 1)
-        found[name] = "\n".join(iter(lines.__next__, delim))
-    return found
 
 
 def run(
@@ -78,7 +67,7 @@ def test_own_and_base_runs_are_found_and_nobody_elses(
         "--base-artifact", "apply.yml:konfig-base-specs", "--github-output",
     )  # fmt: skip
     assert res.code == 0, res.err
-    got = outputs(output)
+    got = github_outputs(output)
     assert got["own-run"] == "58" and got["base-run"] == "56"
     assert "konfig-verify-0 of an earlier preview.yml run of #12: 58" in res.err
     # the base runs were asked for by event and commit
@@ -94,18 +83,10 @@ def test_none_found_is_empty_and_a_bad_option_is_a_usage_error(
     base = ["pr", "--repo", REPO, "--head-sha", HEAD, "--api-url", github_server.url]
     res = konfig(*base, "--own-artifact", "preview.yml:x", "--github-output")
     assert res.code == 0, res.err
-    assert outputs(output)["own-run"] == ""
+    assert github_outputs(output)["own-run"] == ""
     for bad in ("preview.yml", ":x", ".github/workflows/preview.yml:x"):
         res = konfig(*base, "--own-artifact", bad)
         assert res.code == 2 and "WORKFLOW:NAME" in res.err
-
-
-def _zip(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
-    return buf.getvalue()
 
 
 def test_the_found_runs_artifacts_are_downloaded_as_data(
@@ -123,8 +104,8 @@ def test_the_found_runs_artifacts_are_downloaded_as_data(
     github_server.runs[(REPO, 58)] = ("completed", ["konfig-verify-0"])
     github_server.runs[(REPO, 56)] = ("completed", ["konfig-base-specs"])
     entry = "compile-cache/ab/" + "ab" * 32 + ".json"
-    github_server.artifact_zips[(REPO, "konfig-verify-0")] = _zip({entry: b"{}"})
-    github_server.artifact_zips[(REPO, "konfig-base-specs")] = _zip(
+    github_server.artifact_zips[(REPO, "konfig-verify-0")] = artifact_zip({entry: b"{}"})
+    github_server.artifact_zips[(REPO, "konfig-base-specs")] = artifact_zip(
         {"appops/shop/dev/spec.yaml": b"resources: []\n", "../escaped": b"x"}
     )
     into = tmp_path / "earlier"
@@ -136,7 +117,7 @@ def test_the_found_runs_artifacts_are_downloaded_as_data(
         "--download-dir", str(into), "--github-output",
     )  # fmt: skip
     assert res.code == 0, res.err
-    got = outputs(output)
+    got = github_outputs(output)
     assert got["own-run"] == "58" and got["base-run"] == "56"
     # the hostile base archive is refused whole, the other unpacked
     assert got["downloaded"] == "konfig-verify-0", res.err

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from fixtures.github_server import FakeGitHub
+from fixtures.github_server import FakeGitHub, artifact_zip, github_outputs
 from fixtures.repos import KonfigRunner
 
 REPO = "acme/config"
@@ -27,16 +27,6 @@ def output(github_server: FakeGitHub, tmp_path: Path, monkeypatch: pytest.Monkey
     path.write_text("", encoding="utf-8")
     monkeypatch.setenv("GITHUB_OUTPUT", str(path))
     return path
-
-
-def outputs(path: Path) -> dict[str, str]:
-    """The ``name<<DELIM`` blocks konfig appends to $GITHUB_OUTPUT."""
-    found: dict[str, str] = {}
-    lines = iter(path.read_text(encoding="utf-8").splitlines())
-    for line in lines:
-        name, delim = line.split("<<", 1)
-        found[name] = "\n".join(iter(lines.__next__, delim))
-    return found
 
 
 def test_waits_until_the_run_has_uploaded_the_artifact(
@@ -65,7 +55,7 @@ def test_waits_until_the_run_has_uploaded_the_artifact(
         done.set()
         uploader.join()
     assert res.code == 0, res.err
-    found = outputs(output)
+    found = github_outputs(output)
     assert found["found"] == "true" and found["number"] == "12"
     assert found["waited"] == "ready"
     assert "run 7 uploaded konfig-offline" in res.err
@@ -91,7 +81,7 @@ def test_a_run_that_ended_without_the_artifact_ends_the_wait(
         "--github-output",
     )
     assert res.code == 0, res.err
-    assert outputs(output)["waited"] == "ended"
+    assert github_outputs(output)["waited"] == "ended"
     assert "run 7 ended without konfig-specs-0" in res.err
 
 
@@ -107,7 +97,7 @@ def test_a_run_that_never_uploads_times_out(
         "--github-output",
     )
     assert res.code == 0, res.err
-    assert outputs(output)["waited"] == "timeout"
+    assert github_outputs(output)["waited"] == "timeout"
     assert "run 7 is still waiting after" in res.err
 
 
@@ -121,7 +111,7 @@ def test_no_pull_request_at_the_head_waits_for_nothing(
         "--github-output",
     )
     assert res.code == 1, res.err
-    assert outputs(output) == {"found": "false"}
+    assert github_outputs(output) == {"found": "false"}
     assert not [r for r in github_server.requests if "/actions/runs/" in r.path]
 
 
@@ -129,17 +119,6 @@ def test_wait_run_needs_an_artifact(github_server: FakeGitHub, konfig: KonfigRun
     res = konfig(*args(github_server, "--wait-run", "7"))
     assert res.code == 2
     assert "--wait-run and --wait-artifact go together" in res.err
-
-
-def _zip(members: dict[str, bytes]) -> bytes:
-    import io
-    import zipfile
-
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
 
 
 def test_downloads_the_artifacts_once_ready_without_sending_the_token_elsewhere(
@@ -151,10 +130,10 @@ def test_downloads_the_artifacts_once_ready_without_sending_the_token_elsewhere(
     token."""
     github_server.heads[(REPO, 12)] = HEAD
     github_server.runs[(REPO, 7)] = ("in_progress", ["konfig-specs-0", "konfig-verify-0"])
-    github_server.artifact_zips[(REPO, "konfig-specs-0")] = _zip(
+    github_server.artifact_zips[(REPO, "konfig-specs-0")] = artifact_zip(
         {"appops/shop/dev/spec.yaml": b"resources: []\n"}
     )
-    github_server.artifact_zips[(REPO, "konfig-verify-0")] = _zip(
+    github_server.artifact_zips[(REPO, "konfig-verify-0")] = artifact_zip(
         {"compile.json": b"{}", "test.json": b"{}", "junit.xml": b"<testsuites/>"}
     )
     into = tmp_path / "shard"
@@ -164,7 +143,7 @@ def test_downloads_the_artifacts_once_ready_without_sending_the_token_elsewhere(
         "--download", "konfig-preview-0", "--download-dir", str(into), "--github-output",
     )  # fmt: skip
     assert res.code == 0, res.err
-    found = outputs(output)
+    found = github_outputs(output)
     assert found["waited"] == "ready"
     assert found["downloaded"] == "konfig-specs-0 konfig-verify-0"
     files = sorted(p.relative_to(into).as_posix() for p in into.rglob("*") if p.is_file())
@@ -183,7 +162,7 @@ def test_a_hostile_archive_is_refused(
 ) -> None:
     github_server.heads[(REPO, 12)] = HEAD
     github_server.runs[(REPO, 7)] = ("completed", ["konfig-offline"])
-    github_server.artifact_zips[(REPO, "konfig-offline")] = _zip(
+    github_server.artifact_zips[(REPO, "konfig-offline")] = artifact_zip(
         {"offline-preview.json": b"{}", "../../escaped": b"x"}
     )
     into = tmp_path / "offline"
@@ -196,7 +175,7 @@ def test_a_hostile_archive_is_refused(
     assert res.code == 0 and "'../../escaped' is not a path inside it" in res.err, res.err
     assert not (tmp_path / "escaped").exists() and not (into.parent.parent / "escaped").exists()
     assert not (into / "konfig-offline").exists()
-    found = outputs(output)
+    found = github_outputs(output)
     assert found["found"] == "true" and found["waited"] == "ready" and found["downloaded"] == ""
     lone = konfig(*args(github_server, "--download", "konfig-offline"))
     assert lone.code == 2 and "--download goes with --download-dir" in lone.err
