@@ -129,8 +129,8 @@ def offline_preview(
         base_tree = _write_tree(
             root, base_files, set(to_compile), base_state, Path(tmp) / "base", also=stack_files
         )
-        merge_repo = discover(merge_tree.dest)
-        base_repo = discover(base_tree.dest)
+        merge_repo = merge_tree.discovered()
+        base_repo = base_tree.discovered()
         after = _compile(
             merge_repo, affected, merge_files, state, jobs, settings, meter, merge_tree
         )
@@ -230,7 +230,7 @@ def _write_tree(
     # the entry files, as the compile will find them (a bad kcl.yaml is the compile's
     # error to report, with its file and line)
     entries: set[str] = set()
-    repo = discover(dest)
+    repo = tree.discovered()
     prefixes = tuple({f"{dest}/", f"{dest.resolve()}/"})
     for stack in repo.stacks:
         if stack.path not in stacks:
@@ -247,7 +247,7 @@ def _write_tree(
                 entries.update(by_module.get(module_of(rel), ()))
     more = with_imports(entries) - keep
     more |= _module_files(more, files) - keep
-    tree.add({p: files[p] for p in more})
+    tree.add({p: files[p] for p in more})  # (forgets `repo` if it writes what that read)
     return tree
 
 
@@ -294,6 +294,10 @@ def _write_files(root: Path, files: Mapping[str, str], dest: Path) -> None:
         target.write_bytes(blobs[blob])
 
 
+# What discovering a repository reads (konfig.repo.layout.discover): the same files in the
+# same folders are the same Repository.
+_DISCOVERED_FILES = frozenset({CONFIG_FILE, PROJECT_FILE, STACK_FILE})
+
 # What discovering a written tree and working out its stacks' compile inputs read: the
 # settings files, kcl.mod and each project's base/ files (their names).
 _SETTINGS_FILES = frozenset({CONFIG_FILE, "kcl.mod", "kcl.mod.lock", PROJECT_FILE, STACK_FILE})
@@ -319,9 +323,18 @@ class _Tree:
         self.root = root
         self.dest = dest
         self._rest: dict[str, str] = {}
+        # the tree's discovery, once made and still true of the files written
+        self.repository: Repository | None = None
         dest.mkdir(parents=True, exist_ok=True)
 
+    def discovered(self) -> Repository:
+        if self.repository is None:
+            self.repository = discover(self.dest)
+        return self.repository
+
     def add(self, files: Mapping[str, str]) -> None:
+        if any(p.rpartition("/")[2] in _DISCOVERED_FILES for p in files):
+            self.repository = None
         now = {p: b for p, b in files.items() if _read_before_compiling(p)}
         _write_files(self.root, now, self.dest)
         self._rest.update((p, b) for p, b in files.items() if p not in now)

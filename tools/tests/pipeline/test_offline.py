@@ -603,3 +603,42 @@ def test_a_side_whose_specs_are_cached_writes_no_kcl_source_and_previews_the_sam
     assert cached == outcome(None)
     dev = {s[0]: s[1] for s in cached}["appops/shop/dev"]
     assert dev is not None and dev.file == "appops/shop/dev/main.k" and dev.line, dev
+
+
+def test_each_side_is_discovered_once_and_again_when_a_settings_file_comes_later(
+    shop: RepoBuilder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Discovery walks a side's folders and parses every project.yaml and stack.yaml
+    written (every project's, at 10,000 stacks thousands a side): once a side. The files
+    written after it (what the entry files import) are KCL sources; were one of them a
+    file discovery reads, the side is discovered again."""
+    from konfig.pipeline import offline
+    from konfig.repo import layout
+
+    root = shop.root
+    git.Repo(root).git.checkout("-q", "-b", "pr")
+    shop.write(
+        "appops/shop/prod/main.k",
+        _image(SIMPLE_MAIN.format(name="shop", namespace="shop-prod"), "1.27.4"),
+    )
+    git_commit(root, "pr")
+    walked: list[Path] = []
+
+    def counting(where: Path, memo: Any = None) -> layout.Repository:
+        walked.append(where)
+        return layout.discover(where, memo)
+
+    monkeypatch.setattr(offline, "discover", counting)
+    done = offline.offline_preview(root, "main", "pr", state=None, jobs=1).preview
+    assert [s.path for s in done.stacks] == ["appops/shop/prod"]
+    assert sorted(p.name for p in walked) == ["base", "merge"], walked
+
+    walked.clear()
+    tree = offline._Tree(root, tmp_path / "side")
+    tree.add({"konfig.yaml": gitrepo.list_tree(root, "pr")["konfig.yaml"]})
+    first = tree.discovered()
+    assert tree.discovered() is first and len(walked) == 1
+    tree.add({"base/pkg/x.k": gitrepo.list_tree(root, "pr")["konfig.yaml"]})
+    assert tree.discovered() is first and len(walked) == 1  # a KCL source: the same
+    tree.add({"appops/shop/project.yaml": gitrepo.list_tree(root, "pr")["konfig.yaml"]})
+    assert tree.discovered() is not first and len(walked) == 2
