@@ -9,14 +9,17 @@ Used by the report tests and ``hack/bench_report.py``.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from konfig.engine.danger import Context, classify
-from konfig.engine.diff import compare
-from konfig.engine.plan import Change
+from konfig.engine.diff import FieldChange, compare
+from konfig.engine.digest import change_digest
+from konfig.engine.plan import Change, StackPlan
 
 ENVS = ("dev", "staging", "prod")
 ZERO = {"create": 0, "update": 0, "replace": 0, "delete": 0, "unchanged": 0}
@@ -164,6 +167,29 @@ def stack_doc(
     }
 
 
+def with_review(stack: dict[str, Any]) -> dict[str, Any]:
+    """``stack`` (a stack of the preview JSON) with its change digest, as a live preview
+    records it (``review``): each changed object's field digests and the live version
+    (uid, resourceVersion) it was computed against, distinct per object as a cluster's."""
+    changes = []
+    for c in stack["changes"]:
+        seed = f"{stack['path']}\0{c['id']}"
+        number = int(hashlib.sha256(seed.encode()).hexdigest()[:8], 16) % 10_000_000
+        live = None
+        if c["action"] != "create":
+            meta = {
+                "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, seed)),
+                "resourceVersion": str(number),
+            }
+            live = {"metadata": meta}
+        fields = tuple(FieldChange(f["path"], f["before"], f["after"]) for f in c["fields"])
+        ident, kind = c["id"], (c["apiVersion"], c["kind"], c["namespace"], c["name"])
+        what = (c["action"], c["reason"], c["validated"])
+        changes.append(Change(ident, *kind, *what, {}, live, fields, c["diff"]))
+    plan = StackPlan(stack["path"], "admin", False, stack["specDigest"], None, None, tuple(changes))
+    return {**stack, "review": change_digest(plan).to_dict()}
+
+
 def preview_doc(stacks: Sequence[dict[str, Any]]) -> dict[str, Any]:
     totals = {a: sum(s["counts"][a] for s in stacks) for a in ZERO}
     return {
@@ -196,6 +222,7 @@ class Fleet:
     )
     name: Callable[[int], str] = lambda i: f"app{i:03d}"
     dangers: bool = False  # the changes carry their danger classes
+    reviews: bool = False  # each stack carries its change digest (a live preview's)
     _made: dict[str, str] = field(default_factory=dict, repr=False)
 
     def paths(self) -> list[str]:
@@ -230,6 +257,8 @@ class Fleet:
                 out.append(stack_doc(path, special(project, env)))
             else:
                 out.append(stack_doc(path, self.standard(project, env)))
+        if self.reviews:
+            out = [with_review(s) if s["status"] == "ok" else s for s in out]
         return out
 
     def preview(self) -> dict[str, Any]:

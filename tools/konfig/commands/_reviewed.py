@@ -8,8 +8,16 @@ from typing import TYPE_CHECKING
 
 from konfig.commands._console import info, warn
 from konfig.engine.stackrun import StackResult
-from konfig.errors import UsageError
-from konfig.pipeline.reviewed import Reviewed, Verdict, read_reviewed
+from konfig.errors import KonfigError, UsageError
+from konfig.pipeline.reviewed import (
+    RECORD_FILE,
+    Reference,
+    Reviewed,
+    Verdict,
+    find_reference,
+    read_referenced,
+    read_reviewed,
+)
 
 if TYPE_CHECKING:  # apply imports this module; only the forge commands need the client
     from konfig.forge.client import Comment, GitHub
@@ -75,6 +83,77 @@ def pull_record(
     if found is None:
         return None, f"pull request #{number} has no Konfig comment by {login}"
     try:
-        return read_reviewed(found.body, where=f"pull request #{number}'s comment"), None
+        where = f"pull request #{number}'s comment"
+        return comment_record(client, repo, found.body, where=where, number=number), None
     except UsageError as exc:
         return None, str(exc)
+
+
+def comment_record(
+    client: GitHub, repo: str, body: str, *, where: str, number: int | None
+) -> Reviewed:
+    """The reviewed record of Konfig's comment ``body``: hidden in it, or (a long one)
+    the artifact its reference names, fetched and checked (:func:`referenced_record`).
+    UsageError when there is none or it is not the reviewed one."""
+    ref = find_reference(body)
+    if ref is None:
+        return read_reviewed(body, where=where)
+    return referenced_record(client, repo, ref, where=where, number=number)
+
+
+# What the artifact's archive may weigh (the record is at most MAX_JSON bytes).
+_MAX_ARCHIVE = 64 * 1024 * 1024
+
+
+def referenced_record(
+    client: GitHub, repo: str, ref: Reference, *, where: str, number: int | None
+) -> Reviewed:
+    """The record ``ref`` names, only from the privileged preview run
+    (:func:`konfig.forge.runs.of_privileged_preview`: preview-cluster.yml or
+    preview-requested.yml, ``workflow_run`` on the default branch, never a pull request's
+    own run), unpacked as hostile data, and only when its bytes are those ``ref`` names
+    (:func:`konfig.pipeline.reviewed.read_referenced`) and it is pull request
+    ``number``'s. UsageError otherwise (a run of another workflow, an artifact gone or
+    expired, other bytes): the record reviewed is not at hand."""
+    import tempfile
+
+    from konfig.forge.artifacts import unpack
+    from konfig.forge.runlist import run_progress
+    from konfig.forge.runs import PRIVILEGED_WORKFLOWS, of_privileged_preview, run_from_json
+    from konfig.pipeline.reviewed import MAX_JSON
+
+    at = f"artifact {ref.artifact} of run {ref.run}"
+    try:
+        about = client.get_json(f"/repos/{repo}", "read the repository")
+        branch = str(about.get("default_branch") or "") if isinstance(about, dict) else ""
+        run = run_from_json(
+            client.get_json(f"/repos/{repo}/actions/runs/{ref.run}", "read the workflow run")
+        )
+        if run is None or not branch or not of_privileged_preview(run, repo=repo, branch=branch):
+            raise UsageError(
+                f"{where}: the record is in {at}, not a run of "
+                f"{' or '.join(PRIVILEGED_WORKFLOWS)} on the default branch "
+                f"({branch or 'unknown'}) started by workflow_run: not the reviewed record",
+                hint="only the privileged preview run's artifact counts; preview again",
+            )
+        artifact_id = run_progress(client, repo, ref.run).artifact_id(ref.artifact)
+        if artifact_id is None:
+            raise UsageError(
+                f"{where}: {at} is not there (expired or deleted): the reviewed record is gone",
+                hint="preview the pull request again (a new push or a re-run), then merge",
+            )
+        data = client.download_artifact(repo, artifact_id, limit=_MAX_ARCHIVE)
+        with tempfile.TemporaryDirectory(prefix="konfig-reviewed-") as tmp:
+            folder = Path(tmp) / "artifact"
+            files = unpack(data, folder, name=ref.artifact, limit=MAX_JSON)
+            if RECORD_FILE not in files:
+                raise UsageError(f"{where}: {at} holds no {RECORD_FILE}: not the reviewed record")
+            raw = (folder / RECORD_FILE).read_bytes()
+    except UsageError:
+        raise
+    except (KonfigError, OSError) as exc:
+        raise UsageError(f"{where}: cannot read {at}: {exc}") from None
+    record = read_referenced(ref, raw, where=f"{where} ({at})")
+    if number is not None and record.pr is not None and record.pr != number:
+        raise UsageError(f"{where}: {at} is the record of pull request #{record.pr}, not #{number}")
+    return record

@@ -12,7 +12,8 @@ import click
 
 from konfig.commands._console import info, warn
 from konfig.errors import EXIT_OK, UsageError
-from konfig.repo.files import WriteScope, append_text, atomic_write_text
+from konfig.pipeline.reviewed import RECORD_FILE, placed, record_bytes
+from konfig.repo.files import WriteScope, append_text, atomic_write_bytes, atomic_write_text
 from konfig.report import comment, pull_request, records
 from konfig.report.applied import build_apply, render_apply
 from konfig.report.budget import (
@@ -156,6 +157,14 @@ def _paths(help_text: str, flag: str) -> Callable[[FC], FC]:
     "`konfig apply --reviewed`.",
 )
 @click.option(
+    "--reviewed-artifact",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="When the reviewed record is too long for the comment (docs/review.md), write it "
+    "to DIR/reviewed.json, the exact bytes the comment's hidden reference names (with "
+    "--run-id: this run uploads DIR as artifact konfig-reviewed); nothing otherwise.",
+)
+@click.option(
     "--blocked-out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -233,6 +242,7 @@ def command(
     out: Path | None,
     full_out: Path | None,
     reviewed_out: Path | None,
+    reviewed_artifact: Path | None,
     summary_file: Path | None,
     blocked_out: Path | None,
     layout: comment.Layout,
@@ -372,6 +382,17 @@ def command(
         atomic_write_text(full_out, full.text, scope=WriteScope.named(full_out, "--full-out"))
     if summary_file is not None:
         _append_summary(report, summary_file, title, chosen)
+    if reviewed_artifact is not None and report.reviewed.stacks:
+        _, ref = placed(report.reviewed, int(report.run_id) if report.run_id else None)
+        if ref is not None:  # the comment names it: the run uploads these bytes
+            target = reviewed_artifact / RECORD_FILE
+            target.parent.mkdir(parents=True, exist_ok=True)
+            scope = WriteScope.named(target, "--reviewed-artifact")
+            atomic_write_bytes(target, record_bytes(report.reviewed), scope=scope)
+            info(
+                f"the reviewed record is out of the comment ({ref.size} bytes, sha256 "
+                f"{ref.sha256[:12]}): {target}, for artifact {ref.artifact} of run {ref.run}"
+            )
     if reviewed_out is not None:
         record = json.dumps(report.reviewed.to_dict(), indent=2) + "\n"
         if str(reviewed_out) == "-":

@@ -5,7 +5,11 @@ forge says which pull request was merged as that commit, and Konfig's own commen
 (found by its marker and its author, as ``konfig comment`` writes it) holds the record
 ``konfig apply --reviewed`` compares with. Which pull request and which comment are
 asked of the forge, never taken from the branch; the comment is still read as hostile
-input (:func:`konfig.pipeline.reviewed.read_reviewed`).
+input (:func:`konfig.pipeline.reviewed.read_reviewed`). A record too long for the comment
+is the artifact the comment names, taken only from the privileged preview run and only
+with the sha256 and size named (:func:`konfig.commands._reviewed.referenced_record`);
+otherwise the command exits 1 and writes a record without stacks, so apply counts every
+change as not the reviewed one.
 """
 
 from __future__ import annotations
@@ -16,13 +20,14 @@ from pathlib import Path
 
 import click
 
-from konfig.commands._console import info, warn
+from konfig.commands._console import error, info, warn
 from konfig.commands._options import forge_options
 from konfig.commands._outputs import append_github_output, github_output_file
-from konfig.errors import EXIT_OK, UsageError
+from konfig.commands._reviewed import comment_record
+from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 from konfig.forge.client import DEFAULT_MARKER, GitHub, parse_repo
 from konfig.forge.sticky import find_own_comment, own_login
-from konfig.pipeline.reviewed import Reviewed, read_reviewed
+from konfig.pipeline.reviewed import Reviewed, find_reference
 from konfig.repo.files import WriteScope, atomic_write_text
 
 
@@ -75,6 +80,7 @@ def command(
     if not token:
         raise UsageError(f"no forge token in ${token_env}")
     record = Reviewed()
+    refused: str | None = None
     with GitHub(token, api_url=api_url) as client:
         number = client.merged_pull(repo, commit)
         if number is None:
@@ -87,10 +93,18 @@ def command(
             if found is None:
                 warn(f"pull request #{number} has no Konfig comment by {login}: no reviewed change")
             else:
+                where = f"pull request #{number}'s comment"
                 try:
-                    record = read_reviewed(found.body, where=f"pull request #{number}'s comment")
+                    record = comment_record(client, repo, found.body, where=where, number=number)
                 except UsageError as exc:  # no live preview, or a record that does not hold
-                    warn(f"{exc}: no reviewed change")
+                    if find_reference(found.body) is None:
+                        warn(f"{exc}: no reviewed change")
+                    else:  # out of the comment and not the one reviewed: refused
+                        refused = str(exc)
+                        error(
+                            f"{exc}\n  every stack counts as not the reviewed change "
+                            "(blocked where stack.yaml apply.onReviewedChanged is block)"
+                        )
     # the record alone (checked above), so what apply reads is what was checked here
     text = json.dumps({**record.to_dict(), "pr": number}, indent=2) + "\n"
     atomic_write_text(out, text, scope=WriteScope.named(out, "--out"))
@@ -103,4 +117,4 @@ def command(
             github_output_file(),
             {"pr": json.dumps(number), "stack-count": str(len(record.stacks))},
         )
-    return EXIT_OK
+    return EXIT_OK if refused is None else EXIT_FINDINGS

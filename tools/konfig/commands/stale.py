@@ -72,10 +72,9 @@ def command(
     Example:
       konfig stale --repo acme/config --before "$BEFORE" --after "$GITHUB_SHA" --post
     """
-    from konfig.commands._reviewed import pull_comment
+    from konfig.commands._reviewed import comment_record, pull_comment
     from konfig.detect.changeset import affected_stacks
     from konfig.forge.client import DEFAULT_MARKER, GitHub, parse_repo
-    from konfig.pipeline.reviewed import read_reviewed
     from konfig.report.reviewed import STALE_TAG, insert_line, stale_line
 
     repo_name = parse_repo(repo_name)
@@ -102,8 +101,12 @@ def command(
                 if comment is None:
                     continue
                 try:
-                    record = read_reviewed(
-                        comment.body, where=f"pull request #{pull.number}'s comment"
+                    record = comment_record(
+                        client,
+                        repo_name,
+                        comment.body,
+                        where=f"pull request #{pull.number}'s comment",
+                        number=pull.number,
                     )
                 except UsageError as exc:
                     warn(f"{exc}: not looked at")

@@ -180,3 +180,36 @@ def latest_with_artifact(
         if name in artifacts(run.id):
             return run.id
     return None
+
+
+# The workflows whose runs write the pull request's last comment with the live preview
+# (the privileged half, started by ``workflow_run`` with the default branch's
+# definition): only their artifacts hold a reviewed record (docs/review.md).
+PRIVILEGED_WORKFLOWS = ("preview-cluster.yml", "preview-requested.yml")
+
+
+def of_privileged_preview(
+    run: WorkflowRun,
+    *,
+    repo: str,
+    branch: str,
+    workflows: Sequence[str] = PRIVILEGED_WORKFLOWS,
+) -> bool:
+    """Whether ``run`` is a ``workflow_run`` run of one of ``workflows`` with the
+    definition of ``branch`` (the default branch) of ``repo``: never a pull request's
+    own run, whose workflow file and artifacts the pull request writes.
+
+    Gitea names the ref in the path (``preview-cluster.yml@refs/heads/main``); GitHub
+    names the file and gives the branch and repository apart."""
+    if run.event != "workflow_run":
+        return False
+    for workflow in workflows:
+        if run.path == f"{workflow}@refs/heads/{branch}":
+            return True  # Gitea
+        if (
+            run.path.split("@", 1)[0] == f".github/workflows/{workflow}"
+            and run.head_branch == branch
+            and run.head_repo == repo
+        ):
+            return True
+    return False

@@ -14,12 +14,20 @@ decompression, it must match ``contracts/review.schema.json``, and every stack's
 digest must be the digest of its recorded change set
 (:meth:`ChangeDigest.from_dict`). Which comment is read (the forge identity's own)
 is the caller's business.
+
+A record too long for the comment (:data:`INLINE_MAX`: at 1,000 stacks it is about
+130,000 to 300,000 characters, over the forges' 65,536) stays out of it: the comment
+carries only a :class:`Reference` (:func:`placed`), the record's sha256 and size and
+where it is (the privileged run that wrote the comment and its artifact
+:data:`ARTIFACT`), and :func:`read_referenced` reads the artifact's bytes back only when
+they are exactly those (docs/review.md, "A record too long for the comment").
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 import zlib
@@ -47,6 +55,17 @@ SCHEMA_VERSION = 1
 MAX_TEXT = 4 * 1024 * 1024
 MAX_JSON = 16 * 1024 * 1024
 _HIDDEN = re.compile(r"<!-- " + re.escape(MARKER) + r" v1 ([A-Za-z0-9+/=]+) -->")
+# A record out of the comment: the hidden line that points at it, the artifact and the
+# file in it. Kept in the comment up to INLINE_MAX characters (its hidden line): a
+# record in the comment carries the earlier heads previewed (carry), one out of it not.
+REFERENCE_MARKER = "konfig:reviewed-at"
+ARTIFACT = "konfig-reviewed"
+RECORD_FILE = "reviewed.json"
+INLINE_MAX = 16_000
+_REFERENCE = re.compile(
+    r"<!-- " + re.escape(REFERENCE_MARKER) + r" v1 run=([0-9]{1,19}) "
+    r"artifact=([A-Za-z0-9._-]{1,100}) sha256=([0-9a-f]{64}) size=([0-9]{1,12}) -->"
+)
 
 
 @dataclass(frozen=True)
@@ -129,6 +148,86 @@ def hidden(reviewed: Reviewed) -> str:
     return f"<!-- {MARKER} v1 {packed} -->"
 
 
+@dataclass(frozen=True)
+class Reference:
+    """Where a record out of the comment is: artifact ``artifact`` of workflow run
+    ``run`` (the privileged run that wrote the comment), a file of ``size`` bytes whose
+    sha256 is ``sha256`` (:func:`record_bytes`)."""
+
+    run: int
+    sha256: str
+    size: int
+    artifact: str = ARTIFACT
+
+    def hidden(self) -> str:
+        return (
+            f"<!-- {REFERENCE_MARKER} v1 run={self.run} artifact={self.artifact} "
+            f"sha256={self.sha256} size={self.size} -->"
+        )
+
+
+def record_bytes(reviewed: Reviewed) -> bytes:
+    """The record as the artifact holds it (:data:`RECORD_FILE`): its canonical JSON,
+    the bytes a :class:`Reference` names."""
+    return json.dumps(reviewed.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+
+
+def reference_to(reviewed: Reviewed, run_id: int) -> Reference:
+    """The reference to ``reviewed`` uploaded by run ``run_id`` as :data:`ARTIFACT`."""
+    data = record_bytes(reviewed)
+    return Reference(run_id, hashlib.sha256(data).hexdigest(), len(data))
+
+
+def placed(reviewed: Reviewed, run_id: int | None) -> tuple[str, Reference | None]:
+    """The hidden line the comment ends with: the record itself while its line is at
+    most :data:`INLINE_MAX` characters (or no run can hold it: ``run_id`` None), else
+    the :class:`Reference` to it, returned too (the run uploads :func:`record_bytes`)."""
+    line = hidden(reviewed)
+    if len(line) <= INLINE_MAX or run_id is None:
+        return line, None
+    ref = reference_to(reviewed, run_id)
+    return ref.hidden(), ref
+
+
+def find_reference(text: str) -> Reference | None:
+    """The reference in ``text`` when its last record line is one (None: the last is a
+    record in the comment, or there is none)."""
+    refs = list(_REFERENCE.finditer(text))
+    if not refs:
+        return None
+    last = refs[-1]
+    inline = list(_HIDDEN.finditer(text))
+    if inline and inline[-1].start() > last.start():
+        return None
+    run, artifact, sha, size = last.groups()
+    return Reference(int(run), sha, int(size), artifact)
+
+
+def read_referenced(ref: Reference, data: bytes, *, where: str) -> Reviewed:
+    """The record in ``data`` (the file :data:`RECORD_FILE` of ``ref``'s artifact), only
+    when it is exactly the bytes ``ref`` names: its size, then its sha256; then checked
+    as any record read back (contract, each stack's digest). UsageError otherwise: the
+    record reviewed is not this one."""
+    if len(data) != ref.size:
+        raise UsageError(
+            f"{where}: the record in artifact {ref.artifact} of run {ref.run} is "
+            f"{len(data)} bytes, the comment names {ref.size}: not the reviewed record"
+        )
+    sha = hashlib.sha256(data).hexdigest()
+    if sha != ref.sha256:
+        raise UsageError(
+            f"{where}: the record in artifact {ref.artifact} of run {ref.run} has sha256 "
+            f"{sha[:16]}…, the comment names {ref.sha256[:16]}…: not the reviewed record"
+        )
+    if len(data) > MAX_JSON:
+        raise UsageError(f"{where}: the record is larger than {MAX_JSON} bytes")
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"{where}: the record is not JSON: {exc}") from None
+    return _of_record(parsed, where, None)
+
+
 def read_reviewed(text: str, *, where: str) -> Reviewed:
     """The record in ``text``: its JSON, a ``konfig preview --format json`` document, or
     a comment body with the hidden record (the last one wins). Refused (UsageError
@@ -146,6 +245,14 @@ def read_reviewed(text: str, *, where: str) -> Reviewed:
             _check("preview", data, where, text)
             return reviewed_of_previews([data])
         return _of_record(data, where, text)
+    ref = find_reference(text)
+    if ref is not None:
+        raise UsageError(
+            f"{where}: the record is out of the comment, in artifact {ref.artifact} of run "
+            f"{ref.run}",
+            hint="`konfig reviewed` fetches and checks it; or pass the record "
+            f"({RECORD_FILE} of that artifact)",
+        )
     found = _HIDDEN.findall(text)
     if not found:
         raise UsageError(
@@ -377,8 +484,9 @@ HISTORY = 20  # heads a record keeps (contracts/review.schema.json: history.maxI
 
 
 def find_hidden(text: str) -> bool:
-    """Whether ``text`` carries a hidden record (it may still be unreadable)."""
-    return bool(_HIDDEN.search(text))
+    """Whether ``text`` carries a hidden record (it may still be unreadable), not a
+    reference to one out of the comment."""
+    return bool(_HIDDEN.search(text)) and find_reference(text) is None
 
 
 def with_record(text: str, reviewed: Reviewed) -> str:

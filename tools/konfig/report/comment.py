@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from konfig.pipeline import confirmations
 from konfig.pipeline.reusing import run_line
-from konfig.pipeline.reviewed import hidden
+from konfig.pipeline.reviewed import placed
 from konfig.report import grouped
 from konfig.report.budget import DEFAULT_BUDGET, Measure, chars, cut_section, utf8_bytes
 from konfig.report.markdown import environment
@@ -94,8 +94,9 @@ def _record(report: Report) -> str:
     the line naming the run of a live preview (:func:`konfig.pipeline.reusing.run_line`)."""
     run = run_line(report.run_id) + "\n" if report.run_id else ""
     lines = []
-    if report.reviewed.stacks:
-        lines.append(hidden(report.reviewed))
+    if report.reviewed.stacks:  # (a long one: a reference, the record in an artifact)
+        run_id = int(report.run_id) if report.run_id else None
+        lines.append(placed(report.reviewed, run_id)[0])
     record = report.danger_record
     if record is not None and report.stacks:
         lines.append(confirmations.hidden(record))

@@ -20,6 +20,7 @@ from konfig.pipeline.reviewed import (
     Reviewed,
     carry,
     find_hidden,
+    find_reference,
     hidden,
     read_reviewed,
     trim,
@@ -87,7 +88,11 @@ class Body:
 def carried_body(previous: str | None, body: str, *, limit: int = COMMENT_LIMIT) -> Body:
     """``body`` with the history of ``previous``'s hidden record carried over and the
     line of :func:`changed_line`; ``body`` as is when neither holds a record. The oldest
-    heads are dropped until it fits ``limit``."""
+    heads are dropped until it fits ``limit``. A body whose record is out of the comment
+    (a reference to an artifact, fixed by its sha256) is written as it is: nothing is
+    carried into it (docs/review.md)."""
+    if find_reference(body) is not None:
+        return Body(body, None)
     new_has, old_has = find_hidden(body), bool(previous) and find_hidden(previous or "")
     if not new_has and not old_has:
         return Body(body, None)

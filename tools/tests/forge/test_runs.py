@@ -202,3 +202,38 @@ def test_the_newest_run_that_uploaded_the_artifact() -> None:
     assert run_from_json(
         {"id": 3, "event": "push", "path": "a.yml@refs/heads/main", "head_sha": BASE}
     ) == WorkflowRun(3, "push", "a.yml@refs/heads/main", "", BASE, "")
+
+
+# Whose artifact may hold a reviewed record (docs/review.md, "A record too long for the
+# comment"): the privileged preview run's only, never the pull request's own run.
+
+
+def test_only_the_privileged_preview_runs_hold_a_reviewed_record() -> None:
+    from konfig.forge.runs import of_privileged_preview
+
+    def run(event: str, path: str, branch: str = "main", repo: str = "") -> WorkflowRun:
+        return WorkflowRun(9, event, path, branch, "a" * 40, repo)
+
+    ok = {"repo": "acme/config", "branch": "main"}
+    # Gitea: the ref is in the path
+    assert of_privileged_preview(run("workflow_run", "preview-cluster.yml@refs/heads/main"), **ok)
+    assert of_privileged_preview(run("workflow_run", "preview-requested.yml@refs/heads/main"), **ok)
+    # the pull request's own run, even of a workflow it names preview-cluster.yml
+    assert not of_privileged_preview(run("pull_request", "preview.yml@refs/pull/3/head"), **ok)
+    assert not of_privileged_preview(
+        run("pull_request", "preview-cluster.yml@refs/pull/3/head"), **ok
+    )
+    assert not of_privileged_preview(
+        run("workflow_run", "preview-cluster.yml@refs/pull/3/head"), **ok
+    )
+    # another branch's definition, another workflow of the default branch
+    assert not of_privileged_preview(
+        run("workflow_run", "preview-cluster.yml@refs/heads/dev"), **ok
+    )
+    assert not of_privileged_preview(run("workflow_run", "stale.yml@refs/heads/main"), **ok)
+    # GitHub: the file, the branch and the repository apart
+    gh = ".github/workflows/preview-cluster.yml"
+    assert of_privileged_preview(run("workflow_run", gh, "main", "acme/config"), **ok)
+    assert not of_privileged_preview(run("pull_request", gh, "main", "acme/config"), **ok)
+    assert not of_privileged_preview(run("workflow_run", gh, "main", "fork/config"), **ok)
+    assert not of_privileged_preview(run("workflow_run", gh, "feature", "acme/config"), **ok)
