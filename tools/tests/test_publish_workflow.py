@@ -66,7 +66,11 @@ def test_the_publish_job_passes_the_reviewed_digests_and_fails_on_other_bytes(
     repo_builder: RepoBuilder, konfig: KonfigRunner, tmp_path: Path
 ) -> None:
     job = _publish_job()
-    assert job["permissions"] == {"contents": "write", "pull-requests": "read"}
+    assert job["permissions"] == {
+        "contents": "write",
+        "pull-requests": "read",
+        "actions": "read",  # a record too long for the comment is an artifact
+    }
     reviewed_step = _step(job, "The reviewed rendered folders of the merged pull request")
     assert reviewed_step["if"] == "github.event_name == 'push'"
     assert "konfig reviewed" in reviewed_step["run"] and "--out" in reviewed_step["run"]

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from test_workflows import _jobs, _triggers
 
+from konfig.pipeline.reviewed import ARTIFACT
+
 
 def _step(workflow: str, job: str, name: str) -> dict[str, object]:
     (step,) = [s for s in _jobs(workflow)[job]["steps"] if s.get("name") == name]
@@ -58,6 +60,7 @@ def test_the_live_preview_run_sets_konfig_reviewed_once_its_report_wrote_the_rec
         "contents": "write",  # Gitea files statuses under Code
         "pull-requests": "read",
         "statuses": "write",
+        "actions": "read",  # a record too long for the comment: the writer's artifact
     }
     assert "environment" not in job and "secrets." not in json.dumps(job)
     checkouts = [st["with"] for st in job["steps"] if "actions/checkout@" in st.get("uses", "")]
@@ -85,6 +88,75 @@ def test_the_live_preview_run_sets_konfig_reviewed_once_its_report_wrote_the_rec
     # the job that writes the comment (and may hold the preview credentials) sets no status
     held = jobs[writer]["permissions"]
     assert "statuses" not in held and held.get("contents") == "read", writer
+    # and uploads the record when it is out of the comment, under the name the reference
+    # gives, from the folder its `konfig report` wrote it to (docs/review.md)
+    steps = jobs[writer]["steps"]
+    (report,) = [i for i, s in enumerate(steps) if "konfig report --results" in s.get("run", "")]
+    assert '--reviewed-artifact "$RUNNER_TEMP/reviewed"' in steps[report]["run"]
+    assert '--run-id "$RUN_ID"' in steps[report]["run"]
+    assert steps[report]["env"]["RUN_ID"] == "${{ github.run_id }}"  # this run's
+    (upload,) = [i for i, s in enumerate(steps) if (s.get("with") or {}).get("name") == ARTIFACT]
+    assert steps[upload]["uses"].startswith("actions/upload-artifact@")
+    assert steps[upload]["with"]["path"] == "${{ runner.temp }}/reviewed"
+    assert steps[upload]["with"]["if-no-files-found"] == "ignore"
+    assert "retention-days" not in steps[upload]["with"]  # kept until the merge
+    assert report < upload
+    posts = [i for i, s in enumerate(steps) if s.get("uses") == "./.konfig-tools/actions/comment"]
+    assert all(upload < i for i in posts)  # uploaded before a comment names it
+
+
+@pytest.mark.parametrize(
+    ("workflow", "job"),
+    [
+        ("apply.yml", "apply"),
+        ("apply.yml", "publish"),
+        ("owners.yml", "owners"),
+        ("stale.yml", "stale"),
+        ("merge-queue.yml", "reviewed"),
+    ],
+)
+def test_every_reader_of_the_record_may_read_the_preview_runs_artifacts(
+    workflow: str, job: str
+) -> None:
+    assert _jobs(workflow)[job]["permissions"]["actions"] == "read"
+
+
+@pytest.mark.parametrize(
+    ("job", "name"),
+    [
+        ("apply", "The reviewed change of the merged pull request"),
+        ("publish", "The reviewed rendered folders of the merged pull request"),
+    ],
+)
+def test_a_record_that_is_not_the_reviewed_one_blocks_and_does_not_stop_the_apply(
+    tmp_path: Path, job: str, name: str
+) -> None:
+    """`konfig reviewed` exits 1 when the record out of the comment is not the reviewed
+    one and writes a record without stacks: the step goes on (apply counts every change
+    as not the reviewed one); any other failure stops it."""
+    step = _step("apply.yml", job, name)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "konfig"  # stands for konfig: only its exit code matters here
+
+    def run(code: int) -> tuple[int, str]:
+        fake.write_text(f'#!/bin/sh\necho konfig "$@"\nexit {code}\n')
+        fake.chmod(0o755)
+        out = tmp_path / "out"
+        out.write_text("")
+        env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "GITHUB_OUTPUT": str(out)}
+        env |= {"RUNNER_TEMP": str(tmp_path), "REPOSITORY": "acme/config", "COMMIT": "c" * 40}
+        done = subprocess.run(
+            ["bash", "-e", "-c", str(step["run"])], env=env, capture_output=True, text=True
+        )
+        return done.returncode, out.read_text()
+
+    for code in (0, 1):
+        got, out = run(code)
+        assert got == 0 and f"file={tmp_path}/reviewed.json" in out, (code, got, out)
+    for code in (2, 3):
+        got, out = run(code)
+        assert got == code and "file=" not in out
 
 
 def test_stale_runs_on_pushes_to_main_with_the_default_branch_guard() -> None:
