@@ -101,6 +101,7 @@ def command(
                         warn(f"{exc}: no reviewed change")
                     else:  # out of the comment and not the one reviewed: refused
                         refused = str(exc)
+                        record = Reviewed(refused=refused)
                         error(
                             f"{exc}\n  every stack counts as not the reviewed change "
                             "(blocked where stack.yaml apply.onReviewedChanged is block)"

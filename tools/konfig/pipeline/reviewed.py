@@ -81,6 +81,8 @@ class Reviewed:
     # stacks in pull delivery: the digest of the rendered folder reviewed (sha256:...),
     # what ``konfig publish --reviewed`` requires (docs/pull.md)
     published: Mapping[str, str] = field(default_factory=dict)
+    # why `konfig reviewed` refused the record the comment pointed to (then no stack)
+    refused: str | None = None
 
     def digests(self) -> dict[str, str]:
         """Each stack's change digest."""
@@ -107,6 +109,8 @@ class Reviewed:
             out["history"] = [p.to_dict() for p in self.history]
         if self.published:
             out["published"] = dict(sorted(self.published.items()))
+        if self.refused:
+            out["refused"] = self.refused
         return out
 
 
@@ -280,7 +284,15 @@ def _of_record(data: Any, where: str, text: str | None) -> Reviewed:
         for p in data.get("history") or []
     )
     published = {str(k): str(v) for k, v in (data.get("published") or {}).items()}
-    return Reviewed(stacks, data.get("base"), data.get("head"), data.get("pr"), history, published)
+    return Reviewed(
+        stacks,
+        data.get("base"),
+        data.get("head"),
+        data.get("pr"),
+        history,
+        published,
+        refused=data.get("refused"),
+    )
 
 
 def _check(contract: str, data: Any, where: str, text: str | None) -> None:
@@ -398,6 +410,8 @@ def verify(
         if status != "reviewed" and (released or {}).get(plan.path) == now.digest:
             status = "released"
         ruled = ignored_now(plan, before, diffs) if before is not None else ()
+        if reviewed.refused and status == "unreviewed":
+            ruled = (f"the reviewed record of #{reviewed.pr} was refused: {reviewed.refused}",)
         out.append(
             Verdict(
                 plan.path,

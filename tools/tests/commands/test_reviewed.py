@@ -224,3 +224,38 @@ def test_on_reviewed_changed_is_checked_with_its_line(
     assert res.code == 1
     assert "appops/shop/prod/stack.yaml:3" in res.out + res.err
     assert "`onReviewedChanged` is `block` or `apply`, not 'maybe'" in res.out + res.err
+
+
+def test_a_refused_record_says_why_with_each_blocked_stack(
+    konfig: KonfigRunner, repo_builder: RepoBuilder, cluster: Cluster, tmp_path: Path
+) -> None:
+    """`konfig reviewed` refused the record the comment pointed to (an expired artifact,
+    other bytes): it wrote a record without stacks and the reason. apply blocks the
+    production stack as unreviewed and says that reason, not "no reviewed preview"."""
+    from konfig.pipeline.reviewed import Reviewed
+    from konfig.report.reviewed import render_unreviewed
+
+    p = unique("p27rf")
+    repo_builder.write(".gitignore", "/.cache/\n")
+    repo_builder.stack(p, "prod", stack_yaml="name: prod\nkubernetes:\n  context: admin\n")
+    root = repo_builder.root
+    git_init(root)
+    git_commit(root, "prod")
+    kc = f"--kubeconfig={cluster.kubeconfig}"
+    assert konfig("--root", str(root), "apply", "--yes", f"{p}/prod", kc).code == 0
+    repo_builder.write(f"appops/{p}/prod/main.k", main_k(p, f"{p}-prod", "nginx:1.27.4"))
+    git_commit(root, "pr: new image")
+    why = "artifact konfig-reviewed of run 31 is not there (expired or deleted)"
+    record = tmp_path / "reviewed.json"
+    record.write_text(json.dumps({**Reviewed(refused=why).to_dict(), "pr": 7}), encoding="utf-8")
+    res = konfig(
+        "--root", str(root), "apply", "--yes", "--json", "--reviewed", str(record), f"{p}/prod", kc
+    )  # fmt: skip
+    assert res.code == 1, res.err
+    done = json.loads(res.out)
+    review = done["stacks"][0]["review"]
+    assert review["status"] == "unreviewed" and review["blocked"], review
+    assert review["because"] == [f"the reviewed record of #7 was refused: {why}"]
+    assert image_of(cluster, f"{p}-prod", p) == "nginx:1.27.3"  # blocked: untouched
+    text = render_unreviewed([done], sha="b" * 40) or ""
+    assert f"because the reviewed record of #7 was refused: {why}" in text, text

@@ -7,13 +7,12 @@ outside a workflow; the workflows that upload it are in test_workflows_reviewed.
 
 from __future__ import annotations
 
-import io
 import sys
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.github_server import artifact_zip
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fleet import Fleet, set_image
@@ -31,14 +30,6 @@ from konfig.report import comment, pull_request
 
 REPO = "acme/config"
 PRIVILEGED, OWN = 31, 30  # the privileged run; the pull request's own run
-
-
-def zipped(files: dict[str, bytes]) -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
-    return out.getvalue()
 
 
 class Forge:
@@ -92,7 +83,7 @@ def test_the_privileged_runs_artifact_with_the_named_bytes_is_the_record(
     big: tuple[str, bytes],
 ) -> None:
     body, data = big
-    record = read(Forge({PRIVILEGED: {ARTIFACT: zipped({RECORD_FILE: data})}}), body)
+    record = read(Forge({PRIVILEGED: {ARTIFACT: artifact_zip({RECORD_FILE: data})}}), body)
     assert len(record.stacks) == 400 and record.pr == 7
 
 
@@ -101,7 +92,7 @@ def test_an_artifact_of_the_pull_requests_own_run_is_refused(big: tuple[str, byt
     bytes, even): a comment naming that run is refused."""
     body, data = big
     own = body.replace(f"run={PRIVILEGED} ", f"run={OWN} ")
-    forge = Forge({OWN: {ARTIFACT: zipped({RECORD_FILE: data})}})
+    forge = Forge({OWN: {ARTIFACT: artifact_zip({RECORD_FILE: data})}})
     with pytest.raises(UsageError, match=f"run {OWN}, not a run of preview-cluster.yml"):
         read(forge, own)
 
@@ -109,7 +100,7 @@ def test_an_artifact_of_the_pull_requests_own_run_is_refused(big: tuple[str, byt
 def test_a_missing_or_expired_artifact_is_refused(big: tuple[str, bytes]) -> None:
     body, _ = big
     with pytest.raises(UsageError, match="is not there \\(expired or deleted\\)"):
-        read(Forge({PRIVILEGED: {"report": zipped({"report.md": b"x"})}}), body)
+        read(Forge({PRIVILEGED: {"report": artifact_zip({"report.md": b"x"})}}), body)
     gone = body.replace(f"run={PRIVILEGED} ", "run=99 ")
     with pytest.raises(UsageError, match="cannot read artifact konfig-reviewed of run 99"):
         read(Forge({}), gone)
@@ -119,14 +110,14 @@ def test_other_bytes_in_the_artifact_are_refused(big: tuple[str, bytes]) -> None
     body, data = big
     other = data.replace(b'"pr":7', b'"pr":8')
     with pytest.raises(UsageError, match=r"has sha256 .*not the reviewed record"):
-        read(Forge({PRIVILEGED: {ARTIFACT: zipped({RECORD_FILE: other})}}), body)
+        read(Forge({PRIVILEGED: {ARTIFACT: artifact_zip({RECORD_FILE: other})}}), body)
     with pytest.raises(UsageError, match=r"holds no reviewed\.json"):
-        read(Forge({PRIVILEGED: {ARTIFACT: zipped({"other.json": data})}}), body)
+        read(Forge({PRIVILEGED: {ARTIFACT: artifact_zip({"other.json": data})}}), body)
     with pytest.raises(UsageError, match="is not a path inside it"):
-        read(Forge({PRIVILEGED: {ARTIFACT: zipped({"../reviewed.json": data})}}), body)
+        read(Forge({PRIVILEGED: {ARTIFACT: artifact_zip({"../reviewed.json": data})}}), body)
 
 
 def test_the_record_of_another_pull_request_is_refused(big: tuple[str, bytes]) -> None:
     body, data = big
     with pytest.raises(UsageError, match="the record of pull request #7, not #8"):
-        read(Forge({PRIVILEGED: {ARTIFACT: zipped({RECORD_FILE: data})}}), body, number=8)
+        read(Forge({PRIVILEGED: {ARTIFACT: artifact_zip({RECORD_FILE: data})}}), body, number=8)

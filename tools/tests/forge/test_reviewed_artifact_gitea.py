@@ -77,3 +77,4 @@ def test_a_reference_to_a_run_the_forge_does_not_have_is_refused_at_merge_on_git
     assert "not the reviewed change" in res.err
     written = json.loads(out.read_text(encoding="utf-8"))
     assert written["pr"] == number and written["stacks"] == {}
+    assert "cannot read artifact konfig-reviewed" in written["refused"], written  # apply says it
