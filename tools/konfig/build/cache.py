@@ -108,6 +108,14 @@ class DependencyIndex:
         import_cache.save(keep=snapshot.files.values())
         return cls(snapshot, ImportGraph.build(snapshot.files, imports), state)
 
+    def entry_key(self, entry: str, kcl_version: str) -> str:
+        """The key of what a KCL entry that is no stack reads (``entry``: relative to the
+        root; the policies): as a stack's key, with its directory's files (KCL's work
+        directory there, what ``file`` functions reach) for the stack's."""
+        module = module_of(entry)
+        deps = self.deps(module, module, [str(self.snapshot.root / entry)], (), kcl_version)
+        return hashlib.sha256(f"{deps.key}\0{self._module_digest(module)}".encode()).hexdigest()
+
     def _relative(self, file: str) -> str | None:
         for prefix in self._prefixes:
             if file.startswith(prefix):

@@ -84,6 +84,7 @@ class CompileResult:
     batch: int = field(default=1, compare=False)
     # why the stack was compiled alone although others compiled with it in a batch
     alone: str | None = field(default=None, compare=False, repr=False)
+    cache_key: str | None = field(default=None, compare=False)  # its compile cache key
 
     def yaml(self) -> str:
         """The Spec as canonical YAML (rendered once)."""
@@ -593,7 +594,7 @@ def _budget(limits: Limits, stacks: int) -> float:
     return limits.cpu_seconds + BATCH_CPU_PER_STACK * stacks
 
 
-CACHE_GENERATIONS = 3
+CACHE_GENERATIONS = 3  # kept per stack: of its Spec, test and check result entries
 
 
 def compile_cached(
@@ -620,6 +621,7 @@ def compile_cached(
             materialize()
         return compile_many(inputs, jobs=jobs, progress=progress, settings=settings)
     from konfig.build.cache import CompileCache, DependencyIndex  # keeps plain compiles lean
+    from konfig.build.results import ENTRIES_PER_STACK
 
     index = DependencyIndex.build(repo.root, state, snapshot)
     store = CompileCache(state)
@@ -644,6 +646,7 @@ def compile_cached(
             cached=True,
             inputs=item,
             spec_yaml=hit[1],
+            cache_key=key,
         )
         results[item.stack_path] = result
         if progress:
@@ -654,7 +657,7 @@ def compile_cached(
         if result.spec is not None:
             text = result.yaml()
             spec = result.spec
-            result = replace(result, spec_yaml=text)
+            result = replace(result, spec_yaml=text, cache_key=keys[result.stack_path])
             try:
                 store.put(keys[result.stack_path], result.stack_path, spec, text)
             except OSError:
@@ -662,7 +665,8 @@ def compile_cached(
         results[result.stack_path] = result
     if misses:
         # old entries pile up as stacks change; keep a few generations per stack
-        store.prune(keys.values(), limit=CACHE_GENERATIONS * max(len(repo.stacks), len(inputs)))
+        n = max(len(repo.stacks), len(inputs)) * ENTRIES_PER_STACK
+        store.prune(keys.values(), limit=CACHE_GENERATIONS * n)
     return [results[i.stack_path] for i in inputs]
 
 

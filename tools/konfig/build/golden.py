@@ -12,17 +12,20 @@ from __future__ import annotations
 import difflib
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from konfig.errors import ConfigError
 from konfig.ids import resource_id
 from konfig.repo.files import WriteScope, atomic_write_text
 from konfig.repo.yamlio import dump_yaml, load_yaml_text
 from konfig.spec import Spec
+
+if TYPE_CHECKING:
+    from konfig.build.compiler import CompileResult
 
 GOLDEN = "ci-test/stdout.golden.yaml"
 UPDATE_HINT = "run `konfig test --update {stack}` and review the change"
@@ -216,6 +219,68 @@ def read_golden(root: Path, stack_path: str) -> str | None:
 
 def check(root: Path, stack_path: str, compiled: Spec) -> GoldenResult:
     return compare(stack_path, compiled, read_golden(root, stack_path))
+
+
+def check_compiled(
+    root: Path, compiled: Sequence[CompileResult], state: Path | None
+) -> list[GoldenResult]:
+    """:func:`check` for every stack that compiled, each result from the result cache
+    under ``state`` while its Spec (by its compile key and digest) and its golden's
+    bytes are those it was worked out from (None: no cache)."""
+    from konfig.build import results as rc
+
+    store = rc.ResultCache(state, "test") if state is not None else None
+    found: list[GoldenResult] = []
+    for result in compiled:
+        if result.spec is None:
+            continue
+        if store is None or result.cache_key is None:
+            found.append(check(root, result.stack_path, result.spec))
+            continue
+        key = rc.result_key(
+            "test",
+            {
+                "stack": result.stack_path,
+                "compile": result.cache_key,
+                "spec": rc.text_digest(result.yaml()),
+                "golden": rc.file_digest(root / golden_path(result.stack_path)),
+                "libraries": rc.library_versions(),
+            },
+        )
+        cached = _from_json(result.stack_path, store.get(key, result.stack_path))
+        if cached is None:
+            cached = check(root, result.stack_path, result.spec)
+            store.put(key, result.stack_path, _to_json(cached))
+        found.append(cached)
+    return found
+
+
+def _to_json(result: GoldenResult) -> dict[str, Any]:
+    return {
+        "status": result.status.value,
+        "file": result.file,
+        "diffs": [[d.id, d.change, d.diff] for d in result.diffs],
+        "message": result.message,
+        "line": result.line,
+    }
+
+
+def _from_json(stack_path: str, data: Any) -> GoldenResult | None:
+    """A stored result; None for anything but what :func:`_to_json` writes."""
+    try:
+        line, stored = data["line"], data["diffs"]
+        if not (line is None or type(line) is int) or not all(
+            isinstance(d, list) and len(d) == 3 and all(isinstance(x, str) for x in d)
+            for d in stored
+        ):
+            return None
+        diffs = tuple(ResourceDiff(*d) for d in stored)
+        file, message = data["file"], data["message"]
+        if not isinstance(file, str) or not isinstance(message, str):
+            return None
+        return GoldenResult(stack_path, Status(data["status"]), file, diffs, message, line)
+    except (TypeError, KeyError, ValueError):
+        return None
 
 
 def render(compiled: Spec) -> str:

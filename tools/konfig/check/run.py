@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from konfig.build.compiler import CompileError, CompileResult
 from konfig.check.findings import Finding, sorted_findings
@@ -16,6 +17,7 @@ from konfig.check.promql import check_promql
 from konfig.check.schema import check_schema
 from konfig.check.secretrules import check_secret_files, check_secret_specs
 from konfig.check.specrules import check_spec
+from konfig.check.stackcache import StackFindings
 from konfig.check.structure import check_structure, layout_findings, within_selection
 from konfig.check.terraform import check_terraform
 from konfig.repo.kclmod import KCL_MOD_RULE
@@ -32,12 +34,15 @@ def check(
     policies: bool = True,
     keyring: Keyring | None = None,
     declared: Sequence[Declared] = (),
+    state: Path | None = None,
 ) -> list[Finding]:
     """Every finding for the compiled stacks; structure and encrypted-file findings
     limited to ``scope`` (directories; None: the whole repository). With a ``keyring``,
     encrypted files it can open are decrypted and their MAC checked (in memory).
     ``declared``: what every stack declares, for the ownership rule (objects the
-    compiled stacks share with any stack)."""
+    compiled stacks share with any stack). ``state``: konfig's cache folder, where each
+    compiled stack's own findings are kept and found again (:mod:`konfig.check.stackcache`;
+    None: no cache)."""
     clear_cache()
     layout = set(layout_findings(repo))
     findings = [
@@ -56,6 +61,8 @@ def check(
             kinds.add_resources(result.spec.resources, result.stack_path)
     jobs: list[PolicyJob] = []
     terraform_policy = policy_from_data(repo.config.terraform)
+    cache = StackFindings(repo, state, kinds, policies=policies) if state is not None else None
+    worked: dict[str, tuple[str | None, list[Finding]]] = {}  # not from the cache
     for result in compiled:
         stack = by_path[result.stack_path]
         if result.spec is None:
@@ -72,24 +79,32 @@ def check(
             )
             continue
         spec = result.spec
-        findings.extend(
-            check_spec(
-                repo.root,
-                stack,
-                spec,
-                kinds,
-                allowed_system_namespaces=repo.config.allow_system_namespaces,
-            )
+        key = cache.key(stack, result) if cache is not None else None
+        stored = cache.get(key, stack.path) if cache is not None and key is not None else None
+        if stored is not None:
+            findings.extend(stored)
+            continue
+        own = check_spec(
+            repo.root,
+            stack,
+            spec,
+            kinds,
+            allowed_system_namespaces=repo.config.allow_system_namespaces,
         )
-        findings.extend(check_secret_specs(repo.root, stack, spec))
-        findings.extend(check_schema(repo.root, stack, spec, kinds, repo.config.kubernetes_version))
-        findings.extend(check_terraform(repo.root, stack, spec, terraform_policy))
-        findings.extend(check_promql(repo.root, stack, spec))
+        own.extend(check_secret_specs(repo.root, stack, spec))
+        own.extend(check_schema(repo.root, stack, spec, kinds, repo.config.kubernetes_version))
+        own.extend(check_terraform(repo.root, stack, spec, terraform_policy))
+        own.extend(check_promql(repo.root, stack, spec))
+        worked[stack.path] = (key, own)
         if policies:
             options = dict(result.inputs.options) if result.inputs else {}
             jobs.append(PolicyJob(stack, spec, options))
-    for outcome in check_policies_many(repo.root, jobs).values():
-        findings.extend(outcome.findings)
+    for path, outcome in check_policies_many(repo.root, jobs).items():
+        worked[path][1].extend(outcome.findings)
+    for path, (key, own) in worked.items():
+        findings.extend(own)
+        if cache is not None and key is not None:
+            cache.put(key, path, own)
     findings.extend(check_ownership(declared, [r.stack_path for r in compiled]))
     return sorted_findings(findings)
 

@@ -37,6 +37,11 @@ from konfig.repo.layout import is_within
 @click.option(
     "-j", "--jobs", type=click.IntRange(min=1), default=None, help="Compile worker processes."
 )
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Compile and check every stack even when .cache/konfig holds its Spec or findings.",
+)
 @click.pass_context
 def command(
     ctx: click.Context,
@@ -47,6 +52,7 @@ def command(
     fmt: str | None,
     policies: bool,
     jobs: int | None,
+    no_cache: bool,
 ) -> int:
     """Check STACKs (default: every stack and the whole repository layout).
 
@@ -68,15 +74,14 @@ def command(
     if fmt is None:
         fmt = "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text"
     repo = load_repository(ctx, report=False)  # its layout problems are findings
+    state = cache_state(repo.root, enabled=not no_cache, git_required=changed_from is not None)
     selection = select_for_command(
         repo,
         stacks,
         all_stacks=all_stacks,
         from_files=from_files,
         changed_from=changed_from,
-        cache=cache_state(repo.root, git_required=changed_from is not None)
-        if (changed_from or from_files)
-        else None,
+        cache=state if (changed_from or from_files) else None,
     )
     if _affects_every_check(selection.changed_paths):
         selection = Selection(repo.stacks, None, everything=True)
@@ -93,15 +98,23 @@ def command(
             repo,
             selection.stacks,
             jobs=jobs,
+            state=state,
             meter=compile_progress(enabled=fmt == "text"),
             settings=compile_settings(),
         )
     )
 
-    # like the stacks compiled above, no cache: check writes nothing into the repository
-    declared = declared_objects(repo, compiled, state=None, jobs=jobs) if compiled else []
+    # Specs from the compile cache, each stack's own findings from the result cache while
+    # everything they depend on is the same (konfig.check.stackcache)
+    declared = declared_objects(repo, compiled, state=state, jobs=jobs) if compiled else []
     findings = check(
-        repo, compiled, scope=scope, policies=policies, keyring=keyring, declared=declared
+        repo,
+        compiled,
+        scope=scope,
+        policies=policies,
+        keyring=keyring,
+        declared=declared,
+        state=state,
     )
     click.echo(render(findings, fmt), nl=False)
     errors = sum(1 for f in findings if f.severity is Severity.ERROR)

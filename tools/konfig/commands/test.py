@@ -44,6 +44,11 @@ from konfig.repo.names import display
     "-j", "--jobs", type=click.IntRange(min=1), default=None, help="Compile worker processes."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Compile and compare every stack even when .cache/konfig holds its Spec or result.",
+)
 @click.pass_context
 def command(
     ctx: click.Context,
@@ -56,6 +61,7 @@ def command(
     unit: bool,
     jobs: int | None,
     as_json: bool,
+    no_cache: bool,
 ) -> int:
     """Golden-test STACKs and run the KCL unit tests.
 
@@ -71,33 +77,34 @@ def command(
       konfig test --junit out/junit.xml
     """
     repo = load_repository(ctx)
+    state = cache_state(repo.root, enabled=not no_cache, git_required=changed_from is not None)
     selection = select_for_command(
         repo,
         stacks,
         all_stacks=all_stacks,
         from_files=from_files,
         changed_from=changed_from,
-        cache=cache_state(repo.root, git_required=changed_from is not None)
-        if (changed_from or from_files)
-        else None,
+        cache=state if (changed_from or from_files) else None,
     )
 
+    # Specs from the compile cache, and each stack's result from the result cache
+    # while its Spec and golden are the same (konfig.build.results)
     compiled = compile_stacks(
         repo,
         selection.stacks,
         jobs=jobs,
+        state=state,
         meter=compile_progress(enabled=not (as_json)),
         settings=compile_settings(),
     )
     goldens: list[golden.GoldenResult] = []
     updates: list[golden.UpdateResult] = []
-    for result in compiled:
-        if result.spec is None:
-            continue
-        if update:
-            updates.append(golden.update(repo.root, result.stack_path, result.spec))
-        else:
-            goldens.append(golden.check(repo.root, result.stack_path, result.spec))
+    if update:
+        for result in compiled:
+            if result.spec is not None:
+                updates.append(golden.update(repo.root, result.stack_path, result.spec))
+    else:
+        goldens = golden.check_compiled(repo.root, compiled, state)
 
     unit_results: list[UnitTestResult] = []
     if unit:
