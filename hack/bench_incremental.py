@@ -25,8 +25,9 @@ preview --offline --base main --head H --base-specs DIR --base-cache EMPTY``, th
 ``konfig compile --out``, ``konfig test`` and ``konfig check`` of the N stacks (the
 compile-test-check action). For each process: wall and CPU (user + system of it and its
 compile workers, ``os.wait4``); the load average before and after. It checks that the
-warm round's offline preview equals the cold one's and that the warm round compiled
-(cache misses) only the changed stack: at the merge, at the head.
+warm round's offline preview equals the cold one's and that the warm round compiled,
+tested and checked (cache misses: new Spec, test and check entries) only the changed
+stack: at the merge, at the head.
 """
 
 from __future__ import annotations
@@ -88,20 +89,32 @@ def timed(name: str, args: list[str], cwd: Path, ok: tuple[int, ...] = (0,)) -> 
     return Proc(name, wall, usage.ru_utime + usage.ru_stime, code)
 
 
-def entries(root: Path) -> set[str]:
-    return {p.stem for p in (root / ".cache/konfig/compile").glob("*/*.json")}
+def entries(root: Path, kind: str | None = None) -> set[str]:
+    """The compile cache's entries (``kind`` None), or the result cache's of ``test`` or
+    ``check`` (konfig.build.results: the same folder, a ``kind`` in the entry)."""
+    found = set()
+    for path in (root / ".cache/konfig/compile").glob("*/*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("kind") == kind:
+            found.add(path.stem)
+    return found
 
 
 def one_round(
     repo: Path, tree: Path, head: str, base_specs: Path, restore: Path | None
-) -> tuple[list[Proc], dict[str, Any], int]:
+) -> tuple[list[Proc], dict[str, Any], dict[str, int]]:
     """The changed job's work for ``head`` in a fresh work tree ``tree`` (``restore``:
-    the compile cache entries restored first). Returns the processes, the offline
-    preview and how many cache entries the round added (its compiles)."""
+    the cache entries restored first). Returns the processes, the offline preview and
+    how many cache entries the round added: Specs (its compiles), test and check
+    results (the stacks it tested and checked)."""
     git(repo, "worktree", "add", "--detach", "-q", str(tree), head)
     if restore is not None:
         shutil.copytree(restore, tree / ".cache/konfig/compile")
-    before = entries(tree)
+    kinds = {"compile": None, "test": "test", "check": "check"}
+    before = {name: entries(tree, kind) for name, kind in kinds.items()}
     stacks = json.loads(
         subprocess.run(
             [*KONFIG, "changed", "--base", "main", "--head", head, "--json"],
@@ -121,7 +134,8 @@ def one_round(
         timed("check", ["check", "--format", "json", "--", *paths], tree, ok=(0, 1)),
     ]
     doc = json.loads((out / "offline.json").read_text(encoding="utf-8"))
-    return procs, doc, len(entries(tree) - before)
+    added = {name: len(entries(tree, kind) - before[name]) for name, kind in kinds.items()}
+    return procs, doc, added
 
 
 def comparable(offline: dict[str, Any]) -> Any:
@@ -169,7 +183,7 @@ def main() -> int:
         say("the first push, empty cache")
         procs1, _, added1 = one_round(repo, tmp / "push1", first, base_specs, None)
         artifact = tmp / "push1/.cache/konfig/compile"
-        say(f"first push: {added1} cache entries (the artifact)")
+        say(f"first push: cache entries added {added1} (the artifact)")
         say("the second push, cold (the peer)")
         cold, cold_offline, added_cold = one_round(repo, tmp / "cold", second, base_specs, None)
         load_mid = os.getloadavg()
@@ -199,9 +213,9 @@ def main() -> int:
     rows.append(f"| all four | {cw:.2f} s | {cc:.2f} s | {ww:.2f} s | {wc:.2f} s | {wc / cc:.2f} |")
     print("\n".join(rows))
     print(
-        f"stacks previewed: {figures['stacks_previewed']}; cache entries added: "
-        f"first push {added1}, second push cold {added_cold}, warm {added_warm}; "
-        f"the two offline previews equal: {same}"
+        f"stacks previewed: {figures['stacks_previewed']}; cache entries added (Specs, test "
+        f"results, check results): first push {added1}, second push cold {added_cold}, "
+        f"warm {added_warm}; the two offline previews equal: {same}"
     )
     print(
         f"load (1, 5, 15 min) before {tuple(round(x, 1) for x in figures['load_before'])}, "
@@ -210,8 +224,10 @@ def main() -> int:
     )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1, default=str) + "\n", encoding="utf-8")
-    # the warm push compiles the changed stack only (at the merge = at the head: one key)
-    return 0 if same and added_warm <= 2 and figures["stacks_previewed"] == made.stacks else 1
+    # the warm push compiles, tests and checks the changed stack only (at the merge = at
+    # the head: one compile key)
+    only_one = all(n <= 2 for n in added_warm.values())
+    return 0 if same and only_one and figures["stacks_previewed"] == made.stacks else 1
 
 
 if __name__ == "__main__":
