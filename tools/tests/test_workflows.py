@@ -324,10 +324,11 @@ def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() 
     for wait in waits:
         assert wait["env"]["RUN_ID"] == "${{ github.event.workflow_run.id }}"
         assert wait["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
-    assert "--wait-artifact konfig-offline " in waits[0]["run"]
+    # the offline preview for any number of shards (test_the_first_comment_waits_for_
+    # every_used_shards_offline_part); the Specs and results of one shard of work only
+    assert "used-shards" not in waits[0]["if"]
     assert "--wait-artifact konfig-verify-0 " in waits[1]["run"]
-    # one shard of work only (more: the shards' parts come with the completed run)
-    assert "steps.changed.outputs.used-shards == '1'" in waits[0]["if"]
+    assert "steps.changed.outputs.used-shards == '1'" in waits[1]["if"]
     order = [st.get("id") or st.get("name") or st.get("uses", "") for st in small["steps"]]
     # each comment rendered and posted by one `konfig report --post` (one Python start),
     # none by actions/comment
@@ -346,7 +347,7 @@ def test_every_pull_request_gets_the_offline_preview_first_rendered_by_konfig() 
     assert order.index("offline") < posts[0][0] < order.index("live") < posts[1][0]
     # `small` downloads what it waited for in the wait step itself (konfig pr --download:
     # each artifact unpacked as data in a folder of its own), from the run it waited on
-    assert "--download konfig-offline --download-dir" in waits[0]["run"]
+    assert '--download "$name"' in waits[0]["run"] and "--download-dir" in waits[0]["run"]
     assert "--download konfig-specs-0 --download konfig-verify-0" in waits[1]["run"]
     assert not any("download-artifact" in st.get("uses", "") and "konfig-offline" in
                    json.dumps(st) for st in small["steps"])  # fmt: skip
@@ -444,10 +445,105 @@ def test_each_verify_shard_computes_its_part_of_the_offline_preview() -> None:
     assert 'env -i "PATH=$PATH"' in offline["run"]
     assert "github.event.pull_request.base.sha" in offline["env"]["BASE_SHA"]
     uploads = [s["with"] for s in steps if "upload-artifact" in s.get("uses", "")]
-    assert {"name": "konfig-offline-${{ matrix.shard }}"}.items() <= uploads[-1].items()
+    assert {"name": "konfig-offline-${{ matrix.shard }}"}.items() <= uploads[0].items()
+    # issue 29 item 5: the part is computed and uploaded FIRST, before compile, test and
+    # check (the first comment waits for every part, not for the whole run), and it
+    # reads nothing they write
+    index = {id(s): i for i, s in enumerate(steps)}
+    [part] = [s for s in steps if "upload-artifact" in s.get("uses", "") and
+              s["with"]["name"].startswith("konfig-offline-")]  # fmt: skip
+    [verify] = [s for s in steps if s.get("uses", "").endswith("/actions/compile-test-check")]
+    assert index[id(mine)] < index[id(offline)] < index[id(part)] < index[id(verify)]
+    assert "results" not in offline["run"] and "results" not in json.dumps(offline["env"])
+    # compile, test and check whatever became of the offline part (its own stacks)
+    assert verify["if"] == "${{ !cancelled() && steps.stacks.outcome == 'success' }}"
+    # what the offline part reads (the base-side Specs, the restored compile cache)
+    # comes before it
+    for s in steps:
+        if "base-specs" in json.dumps(s.get("with", {})) or "Restore the compile" in s.get(
+            "name", ""
+        ):
+            assert index[id(s)] < index[id(offline)], s.get("name") or s.get("with")
     # the offline preview compiles the base and the merge: the whole history
     [checkout] = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
     assert checkout["with"]["fetch-depth"] == 0
+
+
+def _fake_konfig(tmp_path: Path) -> Path:
+    """A `konfig` that records its arguments, one a line, and writes the outputs a wait
+    writes: what a workflow step passes it, run by the step's own bash."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "konfig"
+    fake.write_text(
+        '#!/bin/bash\nprintf "%s\\n" "$@" > "$ARGS_FILE"\necho "found=true" >> "$GITHUB_OUTPUT"\n'
+    )
+    fake.chmod(0o755)
+    return bin_dir
+
+
+def test_the_first_comment_waits_for_every_used_shards_offline_part(tmp_path: Path) -> None:
+    """Issue 29 item 5: with several shards of work, `small` (started when the
+    unprivileged run is requested) waits for the offline part of each shard that has
+    work (konfig-offline-I: stacks, or shard 0's deleted stacks) by its own counts, and
+    downloads each as data; one shard of work, the changed job's konfig-offline as
+    before. The wait step's script runs here with the counts a runner would give it."""
+    small = _jobs("preview-requested.yml")["small"]
+    [wait] = [st for st in small["steps"] if st.get("id") == "offline"]
+    # the counts are this job's own (`konfig changed` + `konfig matrix` over the
+    # commits, as data), never the unprivileged run's
+    assert wait["env"]["SHARDS"] == "${{ steps.changed.outputs.shards }}"
+    assert wait["env"]["USED"] == "${{ steps.changed.outputs.used-shards }}"
+    [changed] = [st for st in small["steps"] if st.get("id") == "changed"]
+    [count] = [s for s in _jobs("preview.yml")["changed"]["steps"] if s.get("id") == "changed"]
+    assert changed["with"]["shards"] == count["with"]["shards"]
+    bin_dir = _fake_konfig(tmp_path)
+    args_file = tmp_path / "args"
+
+    def waits_for(used: str, shards: list[dict[str, int]]) -> list[str]:
+        env = {
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "ARGS_FILE": str(args_file),
+            "USED": used,
+            "SHARDS": json.dumps(shards),
+            "RUNNER_TEMP": str(tmp_path / "temp"),
+        }
+        env |= {k: "x" for k in wait["env"] if k not in env}
+        _run_step(wait, env, tmp_path / "out")
+        return args_file.read_text().splitlines()
+
+    def option(args: list[str], name: str) -> list[str]:
+        return [args[i + 1] for i, a in enumerate(args) if a == name]
+
+    one = waits_for("1", [{"index": i, "stacks": 3 * (i == 5), "deleted": 0} for i in range(8)])
+    assert option(one, "--wait-artifact") == ["konfig-offline"]
+    assert option(one, "--download") == ["konfig-offline"]
+    assert option(one, "--wait-timeout") == ["600"]
+    counts = [
+        {"index": 0, "stacks": 0, "deleted": 2},  # deleted stacks only: shard 0's part
+        {"index": 1, "stacks": 0, "deleted": 0},
+        {"index": 2, "stacks": 125, "deleted": 0},
+        *({"index": i, "stacks": 0, "deleted": 0} for i in range(3, 7)),
+        {"index": 7, "stacks": 124, "deleted": 0},
+    ]
+    several = waits_for("3", counts)
+    parts = ["konfig-offline-0", "konfig-offline-2", "konfig-offline-7"]
+    assert option(several, "--wait-artifact") == parts
+    assert option(several, "--download") == parts
+    assert option(several, "--wait-run") == ["x"] and option(several, "--wait-timeout") == ["1200"]
+    assert option(several, "--download-dir") == [f"{tmp_path}/temp/offline"]
+    # posted while the run still works; once it completed, preview-cluster.yml's comment
+    # (with compile, test and check) is the head's, and this one must not replace it
+    [post] = [st for st in small["steps"] if "first.md" in st.get("run", "")]
+    assert "steps.offline.outputs.run-ended != 'true'" in post["if"]
+    assert "steps.changed.outputs.used-shards == '1' ||" in post["if"]
+    # the completed run's job still writes the comment for several shards (then the
+    # live report replaces it: one comment)
+    [download] = [
+        st for st in _jobs("preview-cluster.yml")["pull-request"]["steps"]
+        if st.get("id") == "offline"
+    ]  # fmt: skip
+    assert "steps.changed.outputs.used-shards != '1'" in download["if"]
 
 
 def test_one_shard_of_work_runs_in_one_job_per_half() -> None:
@@ -475,10 +571,9 @@ def test_one_shard_of_work_runs_in_one_job_per_half() -> None:
     assert "inline != 'true'" in privileged["preview"]["if"]
     assert "inline != 'true'" in privileged["report"]["if"]
     small = _jobs("preview-requested.yml")["small"]
-    [offline] = [st for st in small["steps"] if st.get("id") == "offline"]
-    assert "steps.changed.outputs.used-shards == '1'" in offline["if"]
     [live] = [st for st in small["steps"] if st.get("id") == "live"]
     assert "steps.offline.outputs.found == 'true'" in live["if"]
+    assert "steps.changed.outputs.used-shards == '1'" in live["if"]
     used = [st.get("uses", "").split("@")[0] for st in small["steps"]]
     assert "./.konfig-tools/actions/preview" in used
     assert any("--post" in st.get("run", "") for st in small["steps"])  # the comment

@@ -77,8 +77,9 @@ from konfig.pipeline.reusing import previous_run as previous_of
     metavar="RUN_ID",
     help="Once the pull request is found, wait until workflow run RUN_ID has uploaded "
     "every --wait-artifact, or has ended without them, or --wait-timeout passed: "
-    "`waited` is `ready`, `ended` or `timeout` (the privileged half waits so for the "
-    "unprivileged run it started with).",
+    "`waited` is `ready`, `ended` or `timeout`, and `run-ended` whether the run had "
+    "completed at the wait's last look, `true` or `false` (the privileged half waits so "
+    "for the unprivileged run it started with).",
 )
 @click.option(
     "--wait-artifact",
@@ -137,7 +138,8 @@ from konfig.pipeline.reusing import previous_run as previous_of
     "--github-output",
     is_flag=True,
     help="Also write `found`, `number`, `fork`, `live`, `base-sha`, `base-ref`, "
-    "`head-sha` (and `previous-run`, `waited`, `downloaded`, `own-run`, `base-run`) to "
+    "`head-sha` (and `previous-run`, `waited`, `run-ended`, `downloaded`, `own-run`, "
+    "`base-run`) to "
     "$GITHUB_OUTPUT.",
 )
 @forge_options(token_help="Environment variable holding the token (pull requests: read).")
@@ -202,9 +204,11 @@ def command(
             pulls = [p for p in pulls if p.base_ref == base_ref]
         run = _previous_run(client, repo, pulls[0].number, author) if pulls and previous_run else ""
         waited = ""
+        ended = False
         got: list[str] = []
         if pulls and wait_run is not None:
             waited, progress = _wait(client, repo, wait_run, wait_artifacts, wait_timeout)
+            ended = progress.ended
             if waited != "timeout" and download_dir is not None:
                 got = _download(client, repo, wait_run, progress, from_wait, download_dir)
         found_runs: dict[str, str] = {}
@@ -238,7 +242,7 @@ def command(
             output,
             {
                 **({"previous-run": run} if previous_run else {}),
-                **({"waited": waited} if waited else {}),
+                **({"waited": waited, "run-ended": "true" if ended else "false"} if waited else {}),
                 **({"downloaded": " ".join(got)} if downloads else {}),
                 **found_runs,
                 "found": "true",

@@ -58,6 +58,8 @@ def test_waits_until_the_run_has_uploaded_the_artifact(
     found = github_outputs(output)
     assert found["found"] == "true" and found["number"] == "12"
     assert found["waited"] == "ready"
+    # the run still working: the first comment is this job's to post
+    assert found["run-ended"] == "false"
     assert "run 7 uploaded konfig-offline" in res.err
     polls = [r for r in github_server.requests if r.path.endswith("/actions/runs/7/artifacts")]
     assert len(polls) >= 2  # it did wait
@@ -82,7 +84,33 @@ def test_a_run_that_ended_without_the_artifact_ends_the_wait(
     )
     assert res.code == 0, res.err
     assert github_outputs(output)["waited"] == "ended"
+    assert github_outputs(output)["run-ended"] == "true"
     assert "run 7 ended without konfig-specs-0" in res.err
+
+
+def test_artifacts_found_after_the_run_completed_say_it_ended(
+    github_server: FakeGitHub, konfig: KonfigRunner, output: Path
+) -> None:
+    """Every artifact there, but the run has completed too (the wait looked late): the
+    completed run's own workflow (preview-cluster.yml) writes the comment then, and the
+    requested one must know it to leave that comment alone."""
+    github_server.heads[(REPO, 12)] = HEAD
+    github_server.runs[(REPO, 7)] = ("completed", ["konfig-offline-0", "konfig-offline-3"])
+    res = konfig(
+        *args(
+            github_server,
+            "--wait-run",
+            "7",
+            "--wait-artifact",
+            "konfig-offline-0",
+            "--wait-artifact",
+            "konfig-offline-3",
+        ),
+        "--github-output",
+    )
+    assert res.code == 0, res.err
+    found = github_outputs(output)
+    assert (found["waited"], found["run-ended"]) == ("ready", "true")
 
 
 def test_a_run_that_never_uploads_times_out(
@@ -98,6 +126,7 @@ def test_a_run_that_never_uploads_times_out(
     )
     assert res.code == 0, res.err
     assert github_outputs(output)["waited"] == "timeout"
+    assert github_outputs(output)["run-ended"] == "false"
     assert "run 7 is still waiting after" in res.err
 
 
