@@ -194,9 +194,10 @@ def wait_comments(
 
 
 def breakdown(state: E2E, head: str, t0: float, ends: dict[str, float]) -> dict[str, Any]:
-    """The round's jobs (preview.yml and preview-cluster.yml) and, for each end, its
+    """The round's jobs (preview.yml, and both privileged runs: preview-requested.yml's,
+    which posts the first comment, and preview-cluster.yml's) and, for each end, its
     critical path split by kind."""
-    runs = [state.wait_run("preview.yml", head, "pull_request"), state.cluster_run(head)]
+    runs = [state.wait_run("preview.yml", head, "pull_request"), *state.cluster_runs(head)]
     jobs = []
     # which runner took each job that ran (issue 29 item 5: the shards on every runner)
     runners: dict[str, str] = {}
