@@ -11,14 +11,17 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
+from konfig.commands._common import repository_root
 from konfig.commands._console import info, warn
 from konfig.commands._options import forge_options
 from konfig.commands._outputs import append_github_output, github_output_file
-from konfig.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from konfig.detect import gitrepo
+from konfig.errors import EXIT_FINDINGS, EXIT_OK, KonfigError, UsageError
 from konfig.forge.artifacts import MAX_BYTES, ArtifactError, unpack
 from konfig.forge.client import DEFAULT_MARKER, GitHub, GitHubError, PullRequest, parse_repo
 from konfig.forge.runlist import list_runs, run_progress
@@ -120,9 +123,12 @@ from konfig.pipeline.reusing import previous_run as previous_of
     default=None,
     metavar="WORKFLOW:NAME",
     help="Also name the newest run of workflow file WORKFLOW for this pull request that "
-    "uploaded artifact NAME: `own-run` (empty: none). The unprivileged run restores its "
-    "compile cache from there (docs/speed.md): data of the pull request's own, for its "
-    "own side only.",
+    "uploaded artifact NAME and ran the WORKFLOW this head has (.github/workflows/WORKFLOW "
+    "the same at its head commit, read from the git repository here): `own-run` (empty: "
+    "none). The unprivileged run restores its compile cache from there (docs/speed.md): "
+    "data of the pull request's own, for its own side only, and never from a run of "
+    "another definition (a pull request that changed the workflow to upload forged "
+    "entries and changed it back).",
 )
 @click.option(
     "--base-artifact",
@@ -143,7 +149,9 @@ from konfig.pipeline.reusing import previous_run as previous_of
     "$GITHUB_OUTPUT.",
 )
 @forge_options(token_help="Environment variable holding the token (pull requests: read).")
+@click.pass_context
 def command(
+    ctx: click.Context,
     repo: str,
     head_sha: str,
     base_ref: str | None,
@@ -213,7 +221,8 @@ def command(
                 got = _download(client, repo, wait_run, progress, from_wait, download_dir)
         found_runs: dict[str, str] = {}
         if pulls:
-            found_runs, sources = _artifact_runs(client, repo, pulls[0], own, based)
+            same = _same_workflow(ctx, own[0], head_sha) if own is not None else None
+            found_runs, sources = _artifact_runs(client, repo, pulls[0], own, based, same)
             for name in dict.fromkeys(n for n in downloads if n in found_names):
                 if name in sources and download_dir is not None:
                     run_id, at = sources[name]
@@ -284,6 +293,7 @@ def _artifact_runs(
     pr: PullRequest,
     own: tuple[str, str] | None,
     based: tuple[str, str] | None,
+    same_workflow: Callable[[str], bool] | None = None,
 ) -> tuple[dict[str, str], dict[str, tuple[int, RunProgress]]]:
     """`own-run` and `base-run` (:func:`konfig.forge.runs.latest_with_artifact`), and the
     run each artifact name was found in, with what the forge said of it (its ids)."""
@@ -301,7 +311,8 @@ def _artifact_runs(
             list_runs(client, repo),
             lambda r: of_pull_request(
                 r, workflow, pr.number, head_repo=pr.head_repo or "", head_ref=pr.head_ref
-            ),
+            )
+            and (same_workflow is None or same_workflow(r.head_sha)),
             artifacts,
             name,
         )
@@ -325,6 +336,32 @@ def _artifact_runs(
         where = f"{pr.base_ref} at {pr.base_sha[:12]}"
         info(f"{name} of a {workflow} run on a push to {where}: {run or 'none'}")
     return found, sources
+
+
+def _same_workflow(ctx: click.Context, workflow: str, head: str) -> Callable[[str], bool]:
+    """Whether commit SHA has the workflow file ``head`` has (read from the git
+    repository here: the checkout, with the pull request's history). A commit git does
+    not have here (pushed over since), or without the file: no."""
+    root = repository_root(ctx)
+    path = f".github/workflows/{workflow}"
+
+    def at(sha: str) -> bytes | None:
+        try:
+            return gitrepo.file_at(root, sha, path)
+        except KonfigError:
+            return None
+
+    mine = at(head)
+
+    def same(sha: str) -> bool:
+        if mine is None:
+            return False
+        theirs = at(sha)
+        if theirs != mine:
+            info(f"run of {sha[:12]}: not taken, its {path} is not this head's")
+        return theirs == mine
+
+    return same
 
 
 def _download(

@@ -11,11 +11,34 @@ from typing import Any
 
 import pytest
 from fixtures.github_server import FakeGitHub, artifact_zip, github_outputs
+from fixtures.monorepo import git_commit, git_init
 from fixtures.repos import KonfigRunner
 
 REPO = "acme/config"
-HEAD = "a" * 40
 BASE = "0" * 40  # the fake's base commit of every pull request
+WORKFLOW = ".github/workflows/preview.yml"
+
+
+@pytest.fixture
+def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The pull request's checkout (konfig runs in it): a first push, a push that changed
+    its workflow (to upload forged cache entries, say), and the head, which changed it
+    back. Each commit by name."""
+    root = tmp_path / "checkout"
+    root.mkdir()
+    git_init(root)
+    (root / "kcl.mod").write_text('[package]\nname = "config"\n', encoding="utf-8")
+    (root / ".github" / "workflows").mkdir(parents=True)
+    honest = "on: pull_request\njobs: {}\n"
+    (root / WORKFLOW).write_text(honest, encoding="utf-8")
+    first = git_commit(root, "first push")
+    (root / WORKFLOW).write_text(honest + "# upload anything\n", encoding="utf-8")
+    forged = git_commit(root, "the workflow changed")
+    (root / WORKFLOW).write_text(honest, encoding="utf-8")
+    (root / "README").write_text("x\n", encoding="utf-8")
+    head = git_commit(root, "changed back")
+    monkeypatch.chdir(root)
+    return {"first": first, "forged": forged, "head": head}
 
 
 @pytest.fixture
@@ -29,7 +52,7 @@ def output(github_server: FakeGitHub, tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def run(
-    id: int, workflow: str, event: str, branch: str, repo: str = REPO, sha: str = HEAD
+    id: int, workflow: str, event: str, branch: str, sha: str, repo: str = REPO
 ) -> dict[str, Any]:
     return {
         "id": id,
@@ -42,27 +65,36 @@ def run(
 
 
 def test_own_and_base_runs_are_found_and_nobody_elses(
-    github_server: FakeGitHub, konfig: KonfigRunner, output: Path
+    github_server: FakeGitHub, konfig: KonfigRunner, output: Path, history: dict[str, str]
 ) -> None:
-    github_server.heads[(REPO, 12)] = HEAD  # head branch `topic` of acme/config
+    head, first, forged = history["head"], history["first"], history["forged"]
+    github_server.heads[(REPO, 12)] = head  # head branch `topic` of acme/config
     cache = "konfig-verify-0"
     github_server.run_list[REPO] = [
         # newest first: a fork's pull request from a branch of the same name, with the
-        # artifact; the pull request's own newest run, cancelled before its upload; the
-        # one before, with it
-        run(60, "preview.yml", "pull_request", "topic", repo="mallory/config"),
-        run(59, "preview.yml", "pull_request", "topic"),
-        run(58, "preview.yml", "pull_request", "topic"),
+        # artifact; the pull request's own newest run, cancelled before its upload; its
+        # run of the commit whose workflow differs (its artifact may hold anything that
+        # workflow put there); the one before, with it
+        run(61, "preview.yml", "pull_request", "topic", head, repo="mallory/config"),
+        run(60, "preview.yml", "pull_request", "topic", head),
+        run(59, "preview.yml", "pull_request", "topic", forged),
+        run(58, "preview.yml", "pull_request", "topic", first),
         # at the base commit: a fork's pull request whose branch is named main, with
         # the artifact; the push to main
-        run(57, "apply.yml", "pull_request", "main", repo="mallory/config", sha=BASE),
-        run(56, "apply.yml", "push", "main", sha=BASE),
+        run(57, "apply.yml", "pull_request", "main", BASE, repo="mallory/config"),
+        run(56, "apply.yml", "push", "main", BASE),
     ]
-    for id, names in {60: [cache], 59: [], 58: [cache], 57: ["konfig-base-specs"]}.items():
+    for id, names in {
+        61: [cache],
+        60: [],
+        59: [cache],
+        58: [cache],
+        57: ["konfig-base-specs"],
+    }.items():
         github_server.runs[(REPO, id)] = ("completed", names)
     github_server.runs[(REPO, 56)] = ("completed", ["konfig-base-specs"])
     res = konfig(
-        "pr", "--repo", REPO, "--head-sha", HEAD, "--api-url", github_server.url,
+        "pr", "--repo", REPO, "--head-sha", head, "--api-url", github_server.url,
         "--own-artifact", f"preview.yml:{cache}",
         "--base-artifact", "apply.yml:konfig-base-specs", "--github-output",
     )  # fmt: skip
@@ -70,6 +102,7 @@ def test_own_and_base_runs_are_found_and_nobody_elses(
     got = github_outputs(output)
     assert got["own-run"] == "58" and got["base-run"] == "56"
     assert "konfig-verify-0 of an earlier preview.yml run of #12: 58" in res.err
+    assert f"run of {forged[:12]}: not taken, its {WORKFLOW} is not this head's" in res.err
     # the base runs were asked for by event and commit
     asked = [r.query for r in github_server.requests if r.path.endswith("/actions/runs")]
     expected = {"event": ["push"], "head_sha": [BASE], "per_page": ["50"], "limit": ["50"]}
@@ -77,10 +110,10 @@ def test_own_and_base_runs_are_found_and_nobody_elses(
 
 
 def test_none_found_is_empty_and_a_bad_option_is_a_usage_error(
-    github_server: FakeGitHub, konfig: KonfigRunner, output: Path
+    github_server: FakeGitHub, konfig: KonfigRunner, output: Path, history: dict[str, str]
 ) -> None:
-    github_server.heads[(REPO, 12)] = HEAD
-    base = ["pr", "--repo", REPO, "--head-sha", HEAD, "--api-url", github_server.url]
+    github_server.heads[(REPO, 12)] = history["head"]
+    base = ["pr", "--repo", REPO, "--head-sha", history["head"], "--api-url", github_server.url]
     res = konfig(*base, "--own-artifact", "preview.yml:x", "--github-output")
     assert res.code == 0, res.err
     assert github_outputs(output)["own-run"] == ""
@@ -90,16 +123,20 @@ def test_none_found_is_empty_and_a_bad_option_is_a_usage_error(
 
 
 def test_the_found_runs_artifacts_are_downloaded_as_data(
-    github_server: FakeGitHub, konfig: KonfigRunner, output: Path, tmp_path: Path
+    github_server: FakeGitHub,
+    konfig: KonfigRunner,
+    output: Path,
+    tmp_path: Path,
+    history: dict[str, str],
 ) -> None:
     """The same step that finds the earlier runs downloads their artifacts (no
     download-artifact step per artifact: a node process and the runner's fetch of that
     action each), each unpacked as data in a folder of its own; a name whose run was not
     found is not downloaded, and one with no run to come from is a usage error."""
-    github_server.heads[(REPO, 12)] = HEAD
+    github_server.heads[(REPO, 12)] = history["head"]
     github_server.run_list[REPO] = [
-        run(58, "preview.yml", "pull_request", "topic"),
-        run(56, "apply.yml", "push", "main", sha=BASE),
+        run(58, "preview.yml", "pull_request", "topic", history["first"]),
+        run(56, "apply.yml", "push", "main", BASE),
     ]
     github_server.runs[(REPO, 58)] = ("completed", ["konfig-verify-0"])
     github_server.runs[(REPO, 56)] = ("completed", ["konfig-base-specs"])
@@ -109,7 +146,7 @@ def test_the_found_runs_artifacts_are_downloaded_as_data(
         {"appops/shop/dev/spec.yaml": b"resources: []\n", "../escaped": b"x"}
     )
     into = tmp_path / "earlier"
-    base = ["pr", "--repo", REPO, "--head-sha", HEAD, "--api-url", github_server.url]
+    base = ["pr", "--repo", REPO, "--head-sha", history["head"], "--api-url", github_server.url]
     res = konfig(
         *base, "--own-artifact", "preview.yml:konfig-verify-0",
         "--base-artifact", "apply.yml:konfig-base-specs",
