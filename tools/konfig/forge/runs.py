@@ -155,6 +155,13 @@ def of_branch_push(run: WorkflowRun, workflow: str, *, repo: str, branch: str, s
     default branch: only those who may push to it start one) at commit ``sha``."""
     if run.event != "push" or run.head_sha != sha:
         return False
+    return _of_branch(run, workflow, repo=repo, branch=branch)
+
+
+def _of_branch(run: WorkflowRun, workflow: str, *, repo: str, branch: str) -> bool:
+    """Whether ``run`` ran ``workflow`` with the definition of ``branch`` of ``repo``:
+    Gitea names the ref in the path (``apply.yml@refs/heads/main``); GitHub names the
+    file and gives the branch and repository apart."""
     if run.path == f"{workflow}@refs/heads/{branch}":
         return True  # Gitea
     return (
@@ -197,19 +204,7 @@ def of_privileged_preview(
 ) -> bool:
     """Whether ``run`` is a ``workflow_run`` run of one of ``workflows`` with the
     definition of ``branch`` (the default branch) of ``repo``: never a pull request's
-    own run, whose workflow file and artifacts the pull request writes.
-
-    Gitea names the ref in the path (``preview-cluster.yml@refs/heads/main``); GitHub
-    names the file and gives the branch and repository apart."""
+    own run, whose workflow file and artifacts the pull request writes."""
     if run.event != "workflow_run":
         return False
-    for workflow in workflows:
-        if run.path == f"{workflow}@refs/heads/{branch}":
-            return True  # Gitea
-        if (
-            run.path.split("@", 1)[0] == f".github/workflows/{workflow}"
-            and run.head_branch == branch
-            and run.head_repo == repo
-        ):
-            return True
-    return False
+    return any(_of_branch(run, w, repo=repo, branch=branch) for w in workflows)
