@@ -309,10 +309,12 @@ def _artifact_runs(
         workflow, name = own
         run = latest_with_artifact(
             list_runs(client, repo),
-            lambda r: of_pull_request(
-                r, workflow, pr.number, head_repo=pr.head_repo or "", head_ref=pr.head_ref
-            )
-            and (same_workflow is None or same_workflow(r.head_sha)),
+            lambda r: (
+                of_pull_request(
+                    r, workflow, pr.number, head_repo=pr.head_repo or "", head_ref=pr.head_ref
+                )
+                and (same_workflow is None or same_workflow(r.head_sha))
+            ),
             artifacts,
             name,
         )
