@@ -14,6 +14,7 @@ from konfig.commands._console import info, warn
 from konfig.errors import UsageError
 from konfig.forge.client import GitHub
 from konfig.forge.sticky import upsert_comment
+from konfig.pipeline.reusing import keep_previous_run
 from konfig.report.reviewed import carried_body
 
 
@@ -43,7 +44,7 @@ def post_comment(
         out = carried_body(previous, text)
         if out.warning:
             notes.append(out.warning)
-        return out.text
+        return keep_previous_run(previous, out.text)
 
     with GitHub(token, api_url=api_url) as client:
         result = upsert_comment(

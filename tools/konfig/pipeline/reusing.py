@@ -230,3 +230,14 @@ def previous_run(body: str) -> str | None:
     """The run a comment's live preview came from (None: it names none, or several)."""
     found = set(_RUN.findall(body))
     return found.pop() if len(found) == 1 else None
+
+
+def keep_previous_run(previous: str | None, body: str) -> str:
+    """``body`` for the comment that replaces ``previous``: a body of no live preview (the
+    offline first comment, posted while the run works) goes on naming the run of the
+    comment's last live preview, so the run that makes the next live preview finds the
+    results it may re-use; a body that names its own run is as it is."""
+    if previous is None or _RUN.search(body):
+        return body
+    run = previous_run(previous)
+    return body if run is None else body.rstrip("\n") + "\n" + run_line(run) + "\n"

@@ -55,3 +55,20 @@ def test_the_run_line_is_read_back_strictly() -> None:
     assert previous_run("<!-- konfig:preview-run v1 12a -->") is None
     assert previous_run(f"{run_line('1')}\n{run_line('2')}") is None  # two: neither
     assert previous_run(f"quoted: {run_line('5')}") is None  # a whole line only
+
+
+def test_a_comment_without_a_live_preview_keeps_naming_the_last_live_run() -> None:
+    """The offline first comment of a multi-shard push replaces the live comment of the
+    push before, while the run works; preview-cluster.yml reads the run to re-use from
+    the comment after that (konfig pr --previous-run): the run stays named until a live
+    preview names its own."""
+    from konfig.pipeline.reusing import keep_previous_run
+
+    live = f"## Konfig preview\n\nlive\n{run_line('41')}\n"
+    offline = "## Konfig preview\n\nrender diff of base vs merge\n"
+    kept = keep_previous_run(live, offline)
+    assert kept.startswith(offline.rstrip("\n")) and previous_run(kept) == "41"
+    newer = f"## Konfig preview\n\nlive again\n{run_line('52')}\n"
+    assert keep_previous_run(kept, newer) == newer  # its own run, as it is
+    assert keep_previous_run(None, offline) == offline  # a first comment names none
+    assert keep_previous_run(offline, offline) == offline
