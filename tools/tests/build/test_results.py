@@ -7,19 +7,19 @@ read back while nothing changed, never after a change to one of their inputs.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fixtures.rawstacks import app_resources, raw_stack
 from fixtures.repos import KonfigRunner, RepoBuilder
+from fixtures.resultcache import forge_results, result_entries
 
 from konfig.build import cache as compile_cache
 
 PROD = "appops/shop/prod"
 GOLDEN = f"{PROD}/ci-test/stdout.golden.yaml"
-ENTRIES = ".cache/konfig/compile"
 
 
 def _repo(builder: RepoBuilder, konfig: KonfigRunner) -> Path:
@@ -33,24 +33,14 @@ def _repo(builder: RepoBuilder, konfig: KonfigRunner) -> Path:
     return root
 
 
-def _entries(root: Path) -> dict[Path, dict[str, object]]:
-    found = {}
-    for path in (root / ENTRIES).glob("*/*.json"):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("kind") == "test":
-            found[path] = data
-    return found
-
-
 def _forge(root: Path) -> int:
     """Every stored golden result says "passed"; returns how many there were."""
-    entries = _entries(root)
-    for path, data in entries.items():
-        was = data["result"]
+
+    def passed(was: Any) -> Any:
         assert isinstance(was, dict)
-        forged = {**was, "status": "passed", "diffs": [], "message": "", "line": None}
-        path.write_text(json.dumps({**data, "result": forged}), encoding="utf-8")
-    return len(entries)
+        return {**was, "status": "passed", "diffs": [], "message": "", "line": None}
+
+    return forge_results(root, "test", passed)
 
 
 def _test(konfig: KonfigRunner, root: Path, *args: str) -> tuple[int, str]:
@@ -66,7 +56,7 @@ def test_a_failing_golden_fails_again_from_the_cache_with_the_same_report(
     fresh = _test(konfig, root, "--no-cache")
     assert fresh[0] == 1 and "+    replicas: 2" in fresh[1]
     first = _test(konfig, root)
-    stored = {d["stack"]: d["result"] for d in _entries(root).values()}
+    stored = {d["stack"]: d["result"] for d in result_entries(root, "test").values()}
     assert stored[PROD]["status"] == "mismatch"  # type: ignore[index]
     assert stored["appops/shop/dev"]["status"] == "passed"  # type: ignore[index]
     again = _test(konfig, root)

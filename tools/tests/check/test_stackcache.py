@@ -10,17 +10,16 @@ findings of a run without the cache.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from fixtures.rawstacks import app_resources, raw_stack
 from fixtures.repos import KonfigRunner, RepoBuilder
+from fixtures.resultcache import ENTRIES, forge_results, result_entries
 
 from konfig.build import cache as compile_cache
 
 PROD = "appops/shop/prod"
-ENTRIES = ".cache/konfig/compile"
 CRD = """\
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -44,21 +43,9 @@ def _repo(builder: RepoBuilder) -> None:
     raw_stack(builder, "shop", "prod", app_resources("web", "shop-prod", image="nginx"))
 
 
-def _entries(root: Path, kind: str) -> dict[Path, dict[str, object]]:
-    found = {}
-    for path in (root / ENTRIES).glob("*/*.json"):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("kind") == kind:
-            found[path] = data
-    return found
-
-
 def _forge(root: Path) -> int:
     """Every stored check result says "no findings"; returns how many there were."""
-    entries = _entries(root, "check")
-    for path, data in entries.items():
-        path.write_text(json.dumps({**data, "result": []}), encoding="utf-8")
-    return len(entries)
+    return forge_results(root, "check", lambda _was: [])
 
 
 def _check(konfig: KonfigRunner, root: Path, *args: str) -> tuple[int, str]:
@@ -76,7 +63,7 @@ def test_a_failing_stack_fails_again_from_the_cache_with_the_same_findings(
     assert fresh[0] == 1 and f"{PROD}/main.k" in fresh[1]
     assert not (root / ENTRIES).exists()  # --no-cache writes nothing
     first = _check(konfig, root)
-    stored = _entries(root, "check")
+    stored = result_entries(root, "check")
     by_stack = {d["stack"]: d["result"] for d in stored.values()}
     assert set(by_stack) == {"appops/shop/dev", PROD}
     assert by_stack["appops/shop/dev"] == [] and by_stack[PROD]  # the failure is stored
