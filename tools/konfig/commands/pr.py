@@ -206,6 +206,8 @@ def command(
             f"no token in ${token_env}",
             hint="in a workflow: env: {GITHUB_TOKEN: ${{ github.token }}}",
         )
+    # the checkout the earlier runs' workflow is compared in: found (or refused) first
+    same = _same_workflow(ctx, own[0], head_sha) if own is not None else None
     with GitHub(token, api_url=api_url) as client:
         pulls = client.open_pulls_at(repo, head_sha)
         if base_ref is not None:
@@ -221,7 +223,6 @@ def command(
                 got = _download(client, repo, wait_run, progress, from_wait, download_dir)
         found_runs: dict[str, str] = {}
         if pulls:
-            same = _same_workflow(ctx, own[0], head_sha) if own is not None else None
             found_runs, sources = _artifact_runs(client, repo, pulls[0], own, based, same)
             for name in dict.fromkeys(n for n in downloads if n in found_names):
                 if name in sources and download_dir is not None:

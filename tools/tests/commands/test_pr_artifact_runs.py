@@ -173,3 +173,9 @@ def test_the_found_runs_artifacts_are_downloaded_as_data(
     assert not (tmp_path / "none").exists()
     lone = konfig(*base, "--download", "konfig-verify-0", "--download-dir", str(into))
     assert lone.code == 2 and "a run to download from" in lone.err, lone.err
+    # --own-artifact compares workflows in the checkout: outside one, said before the forge
+    # is asked anything
+    asked = len(github_server.requests)
+    outside = konfig(*base, "--own-artifact", "preview.yml:konfig-verify-0", cwd=tmp_path)
+    assert outside.code == 2 and "not inside a Konfig repository" in outside.err, outside.err
+    assert len(github_server.requests) == asked
